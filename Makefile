@@ -1,0 +1,76 @@
+# floodgate - distributed traffic control in Redis.
+#
+#   make            build build/floodgate.so
+#   make run        install what is missing, build, start redis-server with the module
+#   make test       unit tests (plain and sanitized) and integration tests
+#   make bench      throughput and memory benchmarks (bench/README.md)
+
+CC       ?= cc
+PORT     ?= 6379
+PYTHON   := /usr/bin/python3
+BUILD    := build
+WARNINGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARNINGS)
+
+CORE_SRC   := $(wildcard src/core/*.c)
+MODULE_SRC := $(wildcard src/module/*.c)
+HEADERS    := $(wildcard src/core/*.h src/module/*.h)
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
+ASAN_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit-asan/%,$(UNIT_SRC))
+SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+.PHONY: all module deps run test unit unit-asan integration bench clean
+
+all: module
+
+module: $(BUILD)/floodgate.so
+
+$(BUILD)/floodgate.so: $(CORE_SRC) $(MODULE_SRC) $(HEADERS)
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -shared -Wl,-z,defs \
+		-o $@ $(CORE_SRC) $(MODULE_SRC) -lm
+	@chmod +x $@
+
+$(BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Isrc/core -o $@ $< $(CORE_SRC) -lcmocka -lm
+
+$(BUILD)/unit-asan/%: tests/unit/%.c $(CORE_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O1 $(SANITIZE) -Isrc/core -o $@ $< $(CORE_SRC) -lcmocka -lm
+
+deps:
+	@scripts/install-deps.sh
+
+unit: $(UNIT_BINS)
+	@for t in $(UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
+
+unit-asan: $(ASAN_BINS)
+	@for t in $(ASAN_BINS); do echo "== $$t (sanitized)"; \
+		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t || exit 1; done
+
+integration: module
+	$(PYTHON) -m pytest -q tests/integration
+
+test: deps
+	@$(MAKE) --no-print-directory module unit unit-asan
+	@$(MAKE) --no-print-directory integration
+
+run: deps module
+	@echo
+	@echo "floodgate: redis-server on 127.0.0.1:$(PORT) with $(BUILD)/floodgate.so"
+	@echo "  try:  redis-cli -p $(PORT) CL.THROTTLE user123 15 30 60"
+	@echo "        redis-cli -p $(PORT) FG.TOKEN user123 10 2"
+	@echo "        redis-cli -p $(PORT) FG.INSPECT user123"
+	@echo "  reference: docs/commands.md; stop with Ctrl-C"
+	@echo
+	redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
+		--loadmodule $(CURDIR)/$(BUILD)/floodgate.so
+
+bench: deps module
+	bash bench/run.sh
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# floodgate benchmark: throughput (redis-benchmark) and memory per key.
+#
+#   bash bench/run.sh            full run (3 rounds; several minutes)
+#   QUICK=1 bash bench/run.sh    smoke test (1 round, -n 20000 / 100000, 20000 keys)
+#
+# Overrides: BENCH_ROUNDS, BENCH_CASES (comma list of throughput case names),
+# BENCH_N1, BENCH_N16, BENCH_MEM_KEYS, BENCH_MEM_CASES, BENCH_SKIP_THROUGHPUT=1,
+# BENCH_SKIP_MEMORY=1, MODULE (default build/floodgate.so), REDIS_SERVER,
+# REDIS_BENCHMARK, PYTHON (default /usr/bin/python3, which has redis-py).
+#
+# Starts its own redis-server on a free loopback port, pinned to CPU 0, and
+# stops it (by PID) on exit. Writes bench/results/latest.md (and *.raw files).
+set -euo pipefail
+
+BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$BENCH_DIR/.." && pwd)"
+MODULE="${MODULE:-$ROOT/build/floodgate.so}"
+REDIS_SERVER="${REDIS_SERVER:-redis-server}"
+REDIS_BENCHMARK="${REDIS_BENCHMARK:-redis-benchmark}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+RESULTS="$BENCH_DIR/results"
+export REDIS_BENCHMARK
+
+fail() { echo "bench/run.sh: ERROR: $*" >&2; exit 1; }
+
+[ -f "$MODULE" ] || fail "module not found: $MODULE (run 'make' first)"
+MODULE="$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")"
+command -v "$REDIS_SERVER" >/dev/null || fail "$REDIS_SERVER not found"
+command -v "$REDIS_BENCHMARK" >/dev/null || fail "$REDIS_BENCHMARK not found"
+command -v taskset >/dev/null || fail "taskset not found (util-linux)"
+"$PYTHON" -c 'import redis' 2>/dev/null || fail "$PYTHON has no redis-py (apt install python3-redis)"
+NCPU="$(nproc)"
+[ "$NCPU" -ge 2 ] || echo "bench/run.sh: WARNING: only $NCPU CPU; server and client share it" >&2
+SERVER_CPU=0
+CLIENT_CPU=$(( NCPU >= 2 ? 1 : 0 ))
+export BENCH_CPU="$CLIENT_CPU"
+
+mkdir -p "$RESULTS"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/floodgate-bench.XXXXXX")"
+SERVER_PID=""
+
+cleanup() {
+    local rc=$?
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        for _ in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$SERVER_PID" 2>/dev/null && kill -9 "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    if [ $rc -ne 0 ] && [ -f "$WORK/redis.log" ]; then
+        echo "bench/run.sh: failed (exit $rc); last lines of the server log:" >&2
+        tail -n 20 "$WORK/redis.log" >&2 || true
+    fi
+    rm -rf "$WORK"
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A free loopback port: ask the kernel for one, then check nobody answers on it.
+PORT="$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
+
+"$REDIS_SERVER" --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$WORK" --logfile "$WORK/redis.log" --daemonize no \
+    --loadmodule "$MODULE" &
+SERVER_PID=$!
+
+for _ in $(seq 1 100); do
+    kill -0 "$SERVER_PID" 2>/dev/null || fail "redis-server exited at start (port $PORT, module $MODULE)"
+    redis-cli -h 127.0.0.1 -p "$PORT" PING 2>/dev/null | grep -q PONG && break
+    sleep 0.1
+done
+redis-cli -h 127.0.0.1 -p "$PORT" PING 2>/dev/null | grep -q PONG || fail "redis-server does not answer on port $PORT"
+redis-cli -h 127.0.0.1 -p "$PORT" MODULE LIST | grep -qi floodgate || fail "module not loaded"
+taskset -a -cp "$SERVER_CPU" "$SERVER_PID" >/dev/null || fail "taskset of the server failed"
+
+REDIS_VERSION="$(redis-cli -h 127.0.0.1 -p "$PORT" INFO server | tr -d '\r' | sed -n 's/^redis_version://p')"
+MODULE_VER="$(redis-cli -h 127.0.0.1 -p "$PORT" MODULE LIST | awk 'p{print; exit} /^ver$/{p=1}')"
+CPU_MODEL="$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)"
+BENCH_VERSION="$("$REDIS_BENCHMARK" --version 2>/dev/null | head -n1)"
+GIT_REV="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 'no commit')"
+if [ -n "$(git -C "$ROOT" status --porcelain -- src 2>/dev/null)" ]; then GIT_REV="$GIT_REV (src modified)"; fi
+MODE="full"
+if [ "${QUICK:-0}" != "0" ] && [ -n "${QUICK:-}" ]; then MODE="QUICK (smoke test, not for comparison)"; fi
+
+{
+    echo "# floodgate benchmark"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    echo "- mode: $MODE"
+    echo "- machine: nproc $NCPU, ${CPU_MODEL:-unknown CPU}, $(uname -sr)"
+    echo "- redis-server $REDIS_VERSION (server on CPU $SERVER_CPU, \`--save \"\" --appendonly no\`, 127.0.0.1), $BENCH_VERSION on CPU $CLIENT_CPU"
+    echo "- module: $MODULE (ver ${MODULE_VER:-?}), git $GIT_REV"
+    echo
+} > "$WORK/header.md"
+cat "$WORK/header.md"
+
+: > "$WORK/throughput.md"
+: > "$WORK/memory.md"
+if [ "${BENCH_SKIP_THROUGHPUT:-0}" = "0" ]; then
+    echo "== throughput (progress on stderr)" >&2
+    "$PYTHON" "$BENCH_DIR/throughput.py" --port "$PORT" --lua-dir "$BENCH_DIR/lua" \
+        --out-md "$WORK/throughput.md" --out-raw "$RESULTS/throughput.raw"
+fi
+if [ "${BENCH_SKIP_MEMORY:-0}" = "0" ]; then
+    echo "== memory (progress on stderr)" >&2
+    "$PYTHON" "$BENCH_DIR/memory.py" --port "$PORT" --lua-dir "$BENCH_DIR/lua" \
+        --out-md "$WORK/memory.md" --out-raw "$RESULTS/memory.raw"
+fi
+
+cat "$WORK/header.md" "$WORK/throughput.md" "$WORK/memory.md" > "$RESULTS/latest.md.tmp"
+mv "$RESULTS/latest.md.tmp" "$RESULTS/latest.md"
+echo
+cat "$WORK/throughput.md" "$WORK/memory.md"
+echo "Written: $RESULTS/latest.md" >&2

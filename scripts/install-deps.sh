@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages floodgate needs, only those that are missing.
+set -euo pipefail
+
+packages=(gcc make clang pkg-config redis-server redis-tools python3 python3-pytest
+          python3-redis libcmocka-dev libhiredis-dev util-linux)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Debian starts a redis-server service on install; floodgate runs its own.
+$sudo systemctl disable --now redis-server >/dev/null 2>&1 || true

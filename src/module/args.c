@@ -1,0 +1,115 @@
+/*
+ * args.c - strict parsing of command arguments.
+ *
+ * Redis's own StringToDouble accepts "inf" and hexadecimal floats, so numbers
+ * are checked character by character before they are converted: a limit is
+ * a plain decimal or it is refused, with a message that names the argument.
+ */
+#include "args.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_DURATION_MS 1e12
+
+int reply_error_fmt(RedisModuleCtx *ctx, const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return RedisModule_ReplyWithError(ctx, msg);
+}
+
+bool arg_is(RedisModuleString *arg, const char *keyword) {
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(arg, &len);
+    return strlen(keyword) == len && strncasecmp(s, keyword, len) == 0;
+}
+
+int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
+                  int64_t min, int64_t max, int64_t *out) {
+    long long v;
+    if (RedisModule_StringToLongLong(arg, &v) != REDISMODULE_OK) {
+        reply_error_fmt(ctx, "ERR %s must be an integer", name);
+        return 0;
+    }
+    if (v < min || v > max) {
+        reply_error_fmt(ctx, "ERR %s must be between %lld and %lld", name, (long long)min,
+                        (long long)max);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* Digits with at most one '.', and an optional decimal exponent. */
+static bool is_plain_decimal(const char *s, size_t len) {
+    size_t i = 0, digits = 0;
+    bool dot = false;
+    if (i < len && (s[i] == '+' || s[i] == '-')) i++;
+    for (; i < len; i++) {
+        if (s[i] >= '0' && s[i] <= '9') digits++;
+        else if (s[i] == '.' && !dot) dot = true;
+        else break;
+    }
+    if (digits == 0) return false;
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        size_t exp_digits = 0;
+        i++;
+        if (i < len && (s[i] == '+' || s[i] == '-')) i++;
+        for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) exp_digits++;
+        if (exp_digits == 0) return false;
+    }
+    return i == len;
+}
+
+int parse_positive_number(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
+                          double max, double *out) {
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(arg, &len);
+    double v;
+    if (!is_plain_decimal(s, len) || RedisModule_StringToDouble(arg, &v) != REDISMODULE_OK ||
+        !isfinite(v)) {
+        reply_error_fmt(ctx, "ERR %s must be a number", name);
+        return 0;
+    }
+    if (!(v > 0) || v > max) {
+        reply_error_fmt(ctx, "ERR %s must be greater than 0 and at most %g", name, max);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int parse_duration_ms(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
+                      int64_t *out_us) {
+    double ms;
+    if (!parse_positive_number(ctx, arg, name, MAX_DURATION_MS, &ms)) return 0;
+    double us = round(ms * 1000.0);
+    if (us < 1) {
+        reply_error_fmt(ctx, "ERR %s must be at least 0.001 (one microsecond)", name);
+        return 0;
+    }
+    *out_us = (int64_t)us;
+    return 1;
+}
+
+int parse_cost_option(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int64_t *cost) {
+    *cost = 1;
+    for (int i = 0; i < argc; i += 2) {
+        if (!arg_is(argv[i], "COST")) {
+            RedisModule_ReplyWithError(ctx, "ERR syntax error: the only option is COST n");
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            RedisModule_ReplyWithError(ctx, "ERR COST needs a value");
+            return 0;
+        }
+        if (!parse_integer(ctx, argv[i + 1], "COST", 0, INT64_MAX, cost)) return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,38 @@
+/*
+ * args.h - strict parsing of command arguments.
+ *
+ * Each parser either stores a value and returns 1, or replies with an
+ * "ERR <argument> ..." error that names the argument and returns 0, so a
+ * command does `if (!parse_...) return REDISMODULE_OK;` and has answered.
+ */
+#ifndef FG_ARGS_H
+#define FG_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "redismodule_api.h"
+
+/* An integer in [min, max]. */
+int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
+                  int64_t min, int64_t max, int64_t *out);
+
+/* A finite decimal number in (0, max]: no inf, nan, hex or spaces. */
+int parse_positive_number(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
+                          double max, double *out);
+
+/* A positive duration in milliseconds (fractions allowed) as whole
+ * microseconds, at least 1 us and at most 10^12 ms. */
+int parse_duration_ms(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
+                      int64_t *out_us);
+
+/* Options after the positional arguments: only `COST n` (n >= 0). */
+int parse_cost_option(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int64_t *cost);
+
+/* Case-insensitive comparison of an argument with a keyword. */
+bool arg_is(RedisModuleString *arg, const char *keyword);
+
+int reply_error_fmt(RedisModuleCtx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * floodgate.c - the module's entry point: API handshake, data types,
+ * commands, their metadata, and the INFO section.
+ */
+#include "command_docs.h"
+#include "limiter_types.h"
+#include "redismodule_api.h"
+#include "t_ratelimit.h"
+
+#define FLOODGATE_MODULE_VERSION 100 /* 0.1.0 */
+
+_Static_assert(sizeof(void *) == 8, "the bucket state lives in a 64-bit value slot");
+
+static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
+    (void)for_crash_report;
+    ratelimit_info(ctx);
+}
+
+__attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
+                                                              RedisModuleString **argv,
+                                                              int argc) {
+    (void)argv, (void)argc;
+    if (fg_api_init(ctx, "floodgate", FLOODGATE_MODULE_VERSION) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    /* Short RDB reads become errors we handle, not server panics; and keys
+     * are signalled as modified only when a command really changes them. */
+    RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS |
+                                          REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
+    if (limiter_types_create(ctx) != REDISMODULE_OK) {
+        RedisModule_Log(ctx, "warning", "floodgate: could not create the data types");
+        return REDISMODULE_ERR;
+    }
+    if (ratelimit_register_commands(ctx) != REDISMODULE_OK ||
+        register_command_docs(ctx) != REDISMODULE_OK) {
+        RedisModule_Log(ctx, "warning", "floodgate: could not register the commands");
+        return REDISMODULE_ERR;
+    }
+    if (RedisModule_RegisterInfoFunc(ctx, info_callback) != REDISMODULE_OK) return REDISMODULE_ERR;
+    return REDISMODULE_OK;
+}

@@ -1,0 +1,241 @@
+/*
+ * redismodule_api.h - floodgate's own declarations of the Redis module API.
+ *
+ * Written from the documented module API (Redis 7.0). The server hands a
+ * module its functions by name at load time: every API is a function pointer
+ * named RedisModule_<Name>, fetched by fg_api_init() through the GetApi
+ * pointer stored in the first field of the load context. Pointers are
+ * declared extern here and defined once in redismodule_api.c (GCC 12 builds
+ * with -fno-common).
+ *
+ * APIs in FG_REQUIRED_APIS must exist (Redis >= 7.0.5, any Valkey); APIs in
+ * FG_OPTIONAL_APIS are newer and stay NULL on servers that lack them, so
+ * callers test them before use.
+ */
+#ifndef FG_REDISMODULE_API_H
+#define FG_REDISMODULE_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REDISMODULE_OK 0
+#define REDISMODULE_ERR 1
+#define REDISMODULE_APIVER_1 1
+
+#define REDISMODULE_READ (1 << 0)
+#define REDISMODULE_WRITE (1 << 1)
+
+#define REDISMODULE_KEYTYPE_EMPTY 0
+#define REDISMODULE_KEYTYPE_STRING 1
+#define REDISMODULE_KEYTYPE_MODULE 6
+
+#define REDISMODULE_POSTPONED_LEN -1
+#define REDISMODULE_NO_EXPIRE -1
+
+#define REDISMODULE_CTX_FLAGS_MULTI (1 << 1)
+#define REDISMODULE_CTX_FLAGS_MASTER (1 << 2)
+#define REDISMODULE_CTX_FLAGS_LOADING (1 << 13)
+
+#define REDISMODULE_NOTIFY_MODULE (1 << 13)
+
+#define REDISMODULE_OPTIONS_HANDLE_IO_ERRORS (1 << 0)
+#define REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (1 << 1)
+
+#define REDISMODULE_TYPE_METHOD_VERSION 3
+
+#define REDISMODULE_ERRORMSG_WRONGTYPE \
+    "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+/* Key-spec flags and search types used by SetCommandInfo. */
+#define REDISMODULE_CMD_KEY_RO (1ULL << 0)
+#define REDISMODULE_CMD_KEY_RW (1ULL << 1)
+#define REDISMODULE_CMD_KEY_OW (1ULL << 2)
+#define REDISMODULE_CMD_KEY_RM (1ULL << 3)
+#define REDISMODULE_CMD_KEY_ACCESS (1ULL << 4)
+#define REDISMODULE_CMD_KEY_UPDATE (1ULL << 5)
+#define REDISMODULE_CMD_KEY_INSERT (1ULL << 6)
+#define REDISMODULE_CMD_KEY_DELETE (1ULL << 7)
+
+enum { REDISMODULE_KSPEC_BS_INVALID = 0, REDISMODULE_KSPEC_BS_UNKNOWN,
+       REDISMODULE_KSPEC_BS_INDEX, REDISMODULE_KSPEC_BS_KEYWORD };
+enum { REDISMODULE_KSPEC_FK_OMITTED = 0, REDISMODULE_KSPEC_FK_UNKNOWN,
+       REDISMODULE_KSPEC_FK_RANGE, REDISMODULE_KSPEC_FK_KEYNUM };
+enum { REDISMODULE_ARG_TYPE_STRING = 0, REDISMODULE_ARG_TYPE_INTEGER,
+       REDISMODULE_ARG_TYPE_DOUBLE, REDISMODULE_ARG_TYPE_KEY,
+       REDISMODULE_ARG_TYPE_PATTERN, REDISMODULE_ARG_TYPE_UNIX_TIME,
+       REDISMODULE_ARG_TYPE_PURE_TOKEN, REDISMODULE_ARG_TYPE_ONEOF,
+       REDISMODULE_ARG_TYPE_BLOCK };
+#define REDISMODULE_CMD_ARG_OPTIONAL (1 << 0)
+#define REDISMODULE_CMD_ARG_MULTIPLE (1 << 1)
+
+typedef long long mstime_t;
+
+typedef struct RedisModuleCtx RedisModuleCtx;
+typedef struct RedisModuleCommand RedisModuleCommand;
+typedef struct RedisModuleKey RedisModuleKey;
+typedef struct RedisModuleString RedisModuleString;
+typedef struct RedisModuleIO RedisModuleIO;
+typedef struct RedisModuleType RedisModuleType;
+typedef struct RedisModuleDigest RedisModuleDigest;
+typedef struct RedisModuleInfoCtx RedisModuleInfoCtx;
+typedef struct RedisModuleDefragCtx RedisModuleDefragCtx;
+
+typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+typedef void (*RedisModuleInfoFunc)(RedisModuleInfoCtx *ctx, int for_crash_report);
+
+typedef void *(*RedisModuleTypeLoadFunc)(RedisModuleIO *rdb, int encver);
+typedef void (*RedisModuleTypeSaveFunc)(RedisModuleIO *rdb, void *value);
+typedef void (*RedisModuleTypeRewriteFunc)(RedisModuleIO *aof, RedisModuleString *key, void *value);
+typedef size_t (*RedisModuleTypeMemUsageFunc)(const void *value);
+typedef void (*RedisModuleTypeDigestFunc)(RedisModuleDigest *digest, void *value);
+typedef void (*RedisModuleTypeFreeFunc)(void *value);
+typedef int (*RedisModuleTypeAuxLoadFunc)(RedisModuleIO *rdb, int encver, int when);
+typedef void (*RedisModuleTypeAuxSaveFunc)(RedisModuleIO *rdb, int when);
+typedef size_t (*RedisModuleTypeFreeEffortFunc)(RedisModuleString *key, const void *value);
+typedef void (*RedisModuleTypeUnlinkFunc)(RedisModuleString *key, const void *value);
+typedef void *(*RedisModuleTypeCopyFunc)(RedisModuleString *fromkey, RedisModuleString *tokey, const void *value);
+typedef int (*RedisModuleTypeDefragFunc)(RedisModuleDefragCtx *ctx, RedisModuleString *key, void **value);
+
+/* Field order is the server's ABI for method version 3. */
+typedef struct RedisModuleTypeMethods {
+    uint64_t version;
+    RedisModuleTypeLoadFunc rdb_load;
+    RedisModuleTypeSaveFunc rdb_save;
+    RedisModuleTypeRewriteFunc aof_rewrite;
+    RedisModuleTypeMemUsageFunc mem_usage;
+    RedisModuleTypeDigestFunc digest;
+    RedisModuleTypeFreeFunc free;
+    RedisModuleTypeAuxLoadFunc aux_load;
+    RedisModuleTypeAuxSaveFunc aux_save;
+    int aux_save_triggers;
+    RedisModuleTypeFreeEffortFunc free_effort;
+    RedisModuleTypeUnlinkFunc unlink;
+    RedisModuleTypeCopyFunc copy;
+    RedisModuleTypeDefragFunc defrag;
+} RedisModuleTypeMethods;
+
+/* Command metadata (COMMAND DOCS, key specs, arity). The version record tells
+ * the server the size of our structs, so newer servers can read them. */
+typedef struct RedisModuleCommandInfoVersion {
+    int version;
+    size_t sizeof_historyentry;
+    size_t sizeof_keyspec;
+    size_t sizeof_arg;
+} RedisModuleCommandInfoVersion;
+
+typedef struct RedisModuleCommandHistoryEntry {
+    const char *since;
+    const char *changes;
+} RedisModuleCommandHistoryEntry;
+
+typedef struct RedisModuleCommandKeySpec {
+    const char *notes;
+    uint64_t flags;
+    int begin_search_type;
+    union {
+        struct { int pos; } index;
+        struct { const char *keyword; int startfrom; } keyword;
+    } bs;
+    int find_keys_type;
+    union {
+        struct { int lastkey; int keystep; int limit; } range;
+        struct { int keynumidx; int firstkey; int keystep; } keynum;
+    } fk;
+} RedisModuleCommandKeySpec;
+
+typedef struct RedisModuleCommandArg {
+    const char *name;
+    int type;
+    int key_spec_index;
+    const char *token;
+    const char *summary;
+    const char *since;
+    int flags;
+    const char *deprecated_since;
+    struct RedisModuleCommandArg *subargs;
+} RedisModuleCommandArg;
+
+typedef struct RedisModuleCommandInfo {
+    const RedisModuleCommandInfoVersion *version;
+    const char *summary;
+    const char *complexity;
+    const char *since;
+    RedisModuleCommandHistoryEntry *history;
+    const char *tips;
+    int arity;
+    RedisModuleCommandKeySpec *key_specs;
+    RedisModuleCommandArg *args;
+} RedisModuleCommandInfo;
+
+/* X(return type, Name, (parameters)) */
+#define FG_REQUIRED_APIS(X) \
+    X(void *, Alloc, (size_t bytes)) \
+    X(void *, Realloc, (void *ptr, size_t bytes)) \
+    X(void, Free, (void *ptr)) \
+    X(int, IsModuleNameBusy, (const char *name)) \
+    X(void, SetModuleAttribs, (RedisModuleCtx *ctx, const char *name, int ver, int apiver)) \
+    X(void, SetModuleOptions, (RedisModuleCtx *ctx, int options)) \
+    X(int, CreateCommand, (RedisModuleCtx *ctx, const char *name, RedisModuleCmdFunc cmdfunc, \
+                           const char *strflags, int firstkey, int lastkey, int keystep)) \
+    X(RedisModuleCommand *, GetCommand, (RedisModuleCtx *ctx, const char *name)) \
+    X(int, SetCommandInfo, (RedisModuleCommand *command, const RedisModuleCommandInfo *info)) \
+    X(int, WrongArity, (RedisModuleCtx *ctx)) \
+    X(int, ReplyWithLongLong, (RedisModuleCtx *ctx, long long ll)) \
+    X(int, ReplyWithError, (RedisModuleCtx *ctx, const char *err)) \
+    X(int, ReplyWithArray, (RedisModuleCtx *ctx, long len)) \
+    X(int, ReplyWithMap, (RedisModuleCtx *ctx, long len)) \
+    X(void, ReplySetArrayLength, (RedisModuleCtx *ctx, long len)) \
+    X(int, ReplyWithNull, (RedisModuleCtx *ctx)) \
+    X(int, ReplyWithCString, (RedisModuleCtx *ctx, const char *buf)) \
+    X(const char *, StringPtrLen, (const RedisModuleString *str, size_t *len)) \
+    X(int, StringToLongLong, (const RedisModuleString *str, long long *ll)) \
+    X(int, StringToDouble, (const RedisModuleString *str, double *d)) \
+    X(RedisModuleString *, CreateStringFromLongLong, (RedisModuleCtx *ctx, long long ll)) \
+    X(void, FreeString, (RedisModuleCtx *ctx, RedisModuleString *str)) \
+    X(void *, OpenKey, (RedisModuleCtx *ctx, RedisModuleString *keyname, int mode)) \
+    X(void, CloseKey, (RedisModuleKey *kp)) \
+    X(int, KeyType, (RedisModuleKey *kp)) \
+    X(int, DeleteKey, (RedisModuleKey *key)) \
+    X(mstime_t, GetExpire, (RedisModuleKey *key)) \
+    X(int, SetAbsExpire, (RedisModuleKey *key, mstime_t expire)) \
+    X(char *, StringDMA, (RedisModuleKey *key, size_t *len, int mode)) \
+    X(RedisModuleType *, CreateDataType, (RedisModuleCtx *ctx, const char *name, int encver, \
+                                          RedisModuleTypeMethods *typemethods)) \
+    X(int, ModuleTypeSetValue, (RedisModuleKey *key, RedisModuleType *mt, void *value)) \
+    X(int, ModuleTypeReplaceValue, (RedisModuleKey *key, RedisModuleType *mt, void *new_value, \
+                                    void **old_value)) \
+    X(RedisModuleType *, ModuleTypeGetType, (RedisModuleKey *key)) \
+    X(void *, ModuleTypeGetValue, (RedisModuleKey *key)) \
+    X(void, SaveSigned, (RedisModuleIO *io, int64_t value)) \
+    X(int64_t, LoadSigned, (RedisModuleIO *io)) \
+    X(void, SaveUnsigned, (RedisModuleIO *io, uint64_t value)) \
+    X(uint64_t, LoadUnsigned, (RedisModuleIO *io)) \
+    X(int, IsIOError, (RedisModuleIO *io)) \
+    X(void, EmitAOF, (RedisModuleIO *io, const char *cmdname, const char *fmt, ...)) \
+    X(void, DigestAddLongLong, (RedisModuleDigest *md, long long ele)) \
+    X(void, DigestEndSequence, (RedisModuleDigest *md)) \
+    X(int, Replicate, (RedisModuleCtx *ctx, const char *cmdname, const char *fmt, ...)) \
+    X(int, ReplicateVerbatim, (RedisModuleCtx *ctx)) \
+    X(int, GetContextFlags, (RedisModuleCtx *ctx)) \
+    X(int, NotifyKeyspaceEvent, (RedisModuleCtx *ctx, int type, const char *event, \
+                                 RedisModuleString *key)) \
+    X(int, SignalModifiedKey, (RedisModuleCtx *ctx, RedisModuleString *keyname)) \
+    X(int, RegisterInfoFunc, (RedisModuleCtx *ctx, RedisModuleInfoFunc cb)) \
+    X(int, InfoAddSection, (RedisModuleInfoCtx *ctx, const char *name)) \
+    X(int, InfoAddFieldLongLong, (RedisModuleInfoCtx *ctx, const char *field, long long value)) \
+    X(void, Log, (RedisModuleCtx *ctx, const char *level, const char *fmt, ...)) \
+    X(void, LogIOError, (RedisModuleIO *io, const char *levelstr, const char *fmt, ...))
+
+#define FG_OPTIONAL_APIS(X) \
+    X(uint64_t, CachedMicroseconds, (void))
+
+#define FG_DECLARE_API(ret, name, params) extern ret(*RedisModule_##name) params;
+FG_REQUIRED_APIS(FG_DECLARE_API)
+FG_OPTIONAL_APIS(FG_DECLARE_API)
+#undef FG_DECLARE_API
+
+/* Fetch every API and register the module's name. REDISMODULE_ERR when a
+ * required API is missing or the name is taken. */
+int fg_api_init(RedisModuleCtx *ctx, const char *name, int ver);
+
+#endif

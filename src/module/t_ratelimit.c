@@ -1,0 +1,635 @@
+/*
+ * t_ratelimit.c - the rate-limit commands: a thin layer between the protocol
+ * and src/core.
+ *
+ * Every check follows the same path: parse the arguments (any error answers
+ * and changes nothing), open the key, read the clock once, let the core
+ * decide, and only when the request is admitted with a cost store the new
+ * state, give the key its absolute expiry and replicate the state itself
+ * (FG.SETSTATE / FG.LOGAPPEND) with absolute times. A replica or an AOF
+ * replayed days later therefore holds exactly what the master held, without
+ * ever reading its own clock. Denials, peeks and COST 0 write nothing and
+ * replicate nothing.
+ *
+ * The families differ only in their parameters and their core call; they are
+ * described by the `limiters` table below.
+ */
+#include "t_ratelimit.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/fixed_window.h"
+#include "../core/gcra.h"
+#include "../core/sliding_log.h"
+#include "../core/sliding_window.h"
+#include "args.h"
+#include "limiter_types.h"
+
+#define MAX_RATE_PER_SEC 1e9
+
+typedef union limiter_params {
+    fg_gcra_params gcra;
+    fg_fixed_params fixed;
+    fg_sliding_params sliding;
+    fg_slog_params slog;
+} limiter_params;
+
+typedef enum reply_style { REPLY_FLOODGATE, REPLY_REDIS_CELL } reply_style;
+
+typedef struct limiter {
+    const char *command;  /* "FG.TOKEN" */
+    const char *peek_arg; /* its name in FG.PEEK, NULL if not peekable */
+    const char *event;    /* keyspace event of an admitted request */
+    const char *stat;     /* INFO field prefix */
+    limiter_family family;
+    int nparams; /* positional arguments after the key */
+    int (*parse)(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p);
+    reply_style style;
+    long long allowed, denied;
+} limiter;
+
+/* ------------------------------------------------------------- parameters */
+
+/* Nanoseconds per unit for a rate given per second. */
+static int parse_rate(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
+                      int64_t *emission_ns) {
+    double rate;
+    if (!parse_positive_number(ctx, arg, name, MAX_RATE_PER_SEC, &rate)) return 0;
+    double ns = (double)FG_NS_PER_SEC / rate;
+    if (ns > (double)INT64_MAX / 2) {
+        reply_error_fmt(ctx, "ERR %s is too slow", name);
+        return 0;
+    }
+    *emission_ns = ns < 1 ? 1 : (int64_t)(ns + 0.5);
+    return 1;
+}
+
+static int parse_bucket(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p,
+                        const char *rate_name) {
+    return parse_integer(ctx, args[0], "capacity", 1, INT64_MAX, &p->gcra.capacity) &&
+           parse_rate(ctx, args[1], rate_name, &p->gcra.emission_ns);
+}
+
+static int parse_token(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+    return parse_bucket(ctx, args, p, "refill_per_sec");
+}
+
+static int parse_leaky(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+    return parse_bucket(ctx, args, p, "leak_per_sec");
+}
+
+static int parse_gcra(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+    double count, period_ms;
+    if (!parse_integer(ctx, args[0], "capacity", 1, INT64_MAX, &p->gcra.capacity) ||
+        !parse_positive_number(ctx, args[1], "count", 1e18, &count) ||
+        !parse_positive_number(ctx, args[2], "period_ms", 1e12, &period_ms))
+        return 0;
+    double ns = period_ms * (double)FG_NS_PER_MS / count;
+    if (ns < 0.5) {
+        RedisModule_ReplyWithError(ctx, "ERR rate too high: count per period_ms must leave at "
+                                        "least one nanosecond per unit");
+        return 0;
+    }
+    p->gcra.emission_ns = (int64_t)(ns + 0.5);
+    return 1;
+}
+
+/* redis-cell: integers, period in seconds, T = trunc(period / count) in ns. */
+static int parse_throttle(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+    int64_t max_burst, count, period;
+    if (!parse_integer(ctx, args[0], "max_burst", 0, INT64_MAX - 1, &max_burst) ||
+        !parse_integer(ctx, args[1], "count", 1, INT64_MAX, &count) ||
+        !parse_integer(ctx, args[2], "period", 1, INT64_MAX, &period))
+        return 0;
+    __int128 emission = (__int128)period * FG_NS_PER_SEC / count;
+    if (emission < 1) {
+        RedisModule_ReplyWithError(ctx, "ERR rate too high: count per period must leave at "
+                                        "least one nanosecond per unit");
+        return 0;
+    }
+    if (emission > INT64_MAX) {
+        RedisModule_ReplyWithError(ctx, "ERR period overflows 64-bit nanoseconds");
+        return 0;
+    }
+    p->gcra.capacity = max_burst + 1;
+    p->gcra.emission_ns = (int64_t)emission;
+    return 1;
+}
+
+static int parse_window(RedisModuleCtx *ctx, RedisModuleString **args, int64_t max_limit,
+                        int64_t *limit, int64_t *window_us) {
+    return parse_integer(ctx, args[0], "limit", 1, max_limit, limit) &&
+           parse_duration_ms(ctx, args[1], "window_ms", window_us);
+}
+
+static int parse_fixed(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+    return parse_window(ctx, args, INT64_MAX, &p->fixed.limit, &p->fixed.window_us);
+}
+
+static int parse_sliding(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+    return parse_window(ctx, args, INT64_MAX, &p->sliding.limit, &p->sliding.window_us);
+}
+
+static int parse_slidelog(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+    return parse_window(ctx, args, FG_SLOG_MAX_LIMIT, &p->slog.limit, &p->slog.window_us);
+}
+
+static limiter limiters[] = {
+    {"CL.THROTTLE", NULL, "cl.throttle", "throttle", FAMILY_BUCKET, 3, parse_throttle,
+     REPLY_REDIS_CELL, 0, 0},
+    {"FG.GCRA", "GCRA", "fg.gcra", "gcra", FAMILY_BUCKET, 3, parse_gcra, REPLY_FLOODGATE, 0, 0},
+    {"FG.TOKEN", "TOKEN", "fg.token", "token", FAMILY_BUCKET, 2, parse_token, REPLY_FLOODGATE, 0,
+     0},
+    {"FG.LEAKY", "LEAKY", "fg.leaky", "leaky", FAMILY_BUCKET, 2, parse_leaky, REPLY_FLOODGATE, 0,
+     0},
+    {"FG.FIXED", "FIXED", "fg.fixed", "fixed", FAMILY_FIXED, 2, parse_fixed, REPLY_FLOODGATE, 0,
+     0},
+    {"FG.SLIDING", "SLIDING", "fg.sliding", "sliding", FAMILY_SLIDING, 2, parse_sliding,
+     REPLY_FLOODGATE, 0, 0},
+    {"FG.SLIDELOG", "SLIDELOG", "fg.slidelog", "slidelog", FAMILY_SLIDELOG, 2, parse_slidelog,
+     REPLY_FLOODGATE, 0, 0},
+};
+#define LIMITER_COUNT (sizeof(limiters) / sizeof(limiters[0]))
+
+/* ----------------------------------------------------------------- clock */
+
+/* The server's wall clock in microseconds, read once per command: the cached
+ * command time where the server offers it (Redis >= 7.2), else the clock. */
+static int64_t clock_now_us(void) {
+    if (RedisModule_CachedMicroseconds) return (int64_t)RedisModule_CachedMicroseconds();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---------------------------------------------------------------- replies */
+
+static long long ns_to_ms_ceil(int64_t ns) {
+    return ns < 0 ? -1 : ns / FG_NS_PER_MS + (ns % FG_NS_PER_MS > 0);
+}
+
+/* redis-cell's rounding: whole seconds, plus one if any millisecond is left. */
+static long long ns_to_cell_seconds(int64_t ns) {
+    if (ns < 0) return -1;
+    return ns / FG_NS_PER_SEC + ((ns % FG_NS_PER_SEC) / FG_NS_PER_MS > 0);
+}
+
+static void reply_decision(RedisModuleCtx *ctx, const fg_decision *d, reply_style style) {
+    RedisModule_ReplyWithArray(ctx, 5);
+    if (style == REPLY_REDIS_CELL) {
+        RedisModule_ReplyWithLongLong(ctx, d->allowed ? 0 : 1);
+        RedisModule_ReplyWithLongLong(ctx, d->limit);
+        RedisModule_ReplyWithLongLong(ctx, d->remaining);
+        RedisModule_ReplyWithLongLong(ctx, ns_to_cell_seconds(d->retry_after_ns));
+        RedisModule_ReplyWithLongLong(ctx, ns_to_cell_seconds(d->reset_after_ns));
+    } else {
+        RedisModule_ReplyWithLongLong(ctx, d->allowed ? 1 : 0);
+        RedisModule_ReplyWithLongLong(ctx, d->limit);
+        RedisModule_ReplyWithLongLong(ctx, d->remaining);
+        RedisModule_ReplyWithLongLong(ctx, ns_to_ms_ceil(d->retry_after_ns));
+        RedisModule_ReplyWithLongLong(ctx, ns_to_ms_ceil(d->reset_after_ns));
+    }
+}
+
+static int reply_status_error(RedisModuleCtx *ctx, fg_status st) {
+    if (st == FG_EOVERFLOW)
+        return RedisModule_ReplyWithError(
+            ctx, "ERR overflow: these parameters exceed 64-bit time arithmetic");
+    return RedisModule_ReplyWithError(ctx, "ERR invalid rate-limit parameters");
+}
+
+/* ------------------------------------------------------------ the checks */
+
+typedef struct check {
+    RedisModuleCtx *ctx;
+    RedisModuleKey *key;
+    RedisModuleString *keyname;
+    void *value; /* stored state, NULL when the key is empty */
+    const limiter_params *params;
+    int64_t now_us;
+    int64_t cost;
+    bool commit; /* false for peeks */
+    fg_decision decision;
+} check;
+
+/* Each returns the core's status; on success the decision is in c->decision
+ * and, when c->commit, an admitted request has been stored and replicated. */
+
+static fg_status check_bucket(check *c, int64_t stored_tat) {
+    int64_t next;
+    fg_status st = fg_gcra_decide(stored_tat, &c->params->gcra, c->now_us, c->cost,
+                                  &c->decision, &next);
+    if (st != FG_OK || !c->commit || next == stored_tat) return st;
+    int64_t expire_ms = us_to_ms_ceil(fg_gcra_expires_at_us(next));
+    store_bucket(c->key, next, expire_ms);
+    RedisModule_Replicate(c->ctx, "FG.SETSTATE", "sclcl", c->keyname, "bucket", (long long)next,
+                          "PXAT", (long long)expire_ms);
+    return FG_OK;
+}
+
+static fg_status check_fixed(check *c) {
+    static const fg_fixed_state empty = {0, 0};
+    fg_fixed_state next;
+    fg_status st = fg_fixed_decide(c->value ? c->value : &empty, &c->params->fixed, c->now_us,
+                                   c->cost, &c->decision, &next);
+    if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
+    int64_t expire_ms = us_to_ms_ceil(fg_fixed_expires_at_us(&next, &c->params->fixed));
+    store_fixed(c->key, &next, expire_ms);
+    RedisModule_Replicate(c->ctx, "FG.SETSTATE", "scllcl", c->keyname, "fixed",
+                          (long long)next.window_start_us, (long long)next.count, "PXAT",
+                          (long long)expire_ms);
+    return FG_OK;
+}
+
+static fg_status check_sliding(check *c) {
+    static const fg_sliding_state empty = {0, 0, 0};
+    fg_sliding_state next;
+    fg_status st = fg_sliding_decide(c->value ? c->value : &empty, &c->params->sliding,
+                                     c->now_us, c->cost, &c->decision, &next);
+    if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
+    int64_t expire_ms = us_to_ms_ceil(fg_sliding_expires_at_us(&next, &c->params->sliding));
+    store_sliding(c->key, &next, expire_ms);
+    RedisModule_Replicate(c->ctx, "FG.SETSTATE", "sclllcl", c->keyname, "sliding",
+                          (long long)next.window_start_us, (long long)next.count,
+                          (long long)next.prev_count, "PXAT", (long long)expire_ms);
+    return FG_OK;
+}
+
+static fg_status check_slidelog(check *c) {
+    static const fg_slog empty = {NULL, 0, 0, 0};
+    const fg_slog *log = c->value ? c->value : &empty;
+    fg_slog_effect effect;
+    fg_status st = fg_slog_decide(log, &c->params->slog, c->now_us, c->cost, &c->decision,
+                                  &effect);
+    if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
+    /* The log's newest entry after the effect is effect.at_us. */
+    int64_t expire_ms = us_to_ms_ceil(effect.at_us + c->params->slog.window_us);
+    st = store_slidelog_effect(c->key, &effect, expire_ms);
+    if (st != FG_OK) return st;
+    RedisModule_Replicate(c->ctx, "FG.LOGAPPEND", "slllcl", c->keyname,
+                          (long long)effect.drop_through_us, (long long)effect.at_us,
+                          (long long)effect.count, "PXAT", (long long)expire_ms);
+    return FG_OK;
+}
+
+/* A string left by redis-cell holds its arrival time in decimal ns. */
+static bool read_redis_cell_state(RedisModuleKey *key, int64_t *tat_ns) {
+    size_t len;
+    const char *s = RedisModule_StringDMA(key, &len, REDISMODULE_READ);
+    if (s == NULL || len == 0 || len > 19) return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, s[i] - '0', &v))
+            return false;
+    }
+    *tat_ns = v;
+    return v > 0;
+}
+
+static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyname,
+                     RedisModuleString **args, int nargs, bool peek) {
+    limiter_params params;
+    int64_t cost;
+    if (nargs < lim->nparams) return RedisModule_WrongArity(ctx);
+    if (!lim->parse(ctx, args, &params)) return REDISMODULE_OK;
+    if (lim->style == REPLY_REDIS_CELL) {
+        if (nargs > lim->nparams + 1) return RedisModule_WrongArity(ctx);
+        cost = 1;
+        if (nargs == lim->nparams + 1 &&
+            !parse_integer(ctx, args[lim->nparams], "quantity", 0, INT64_MAX, &cost))
+            return REDISMODULE_OK;
+    } else if (!parse_cost_option(ctx, args + lim->nparams, nargs - lim->nparams, &cost)) {
+        return REDISMODULE_OK;
+    }
+
+    check c = {.ctx = ctx, .keyname = keyname, .params = &params, .cost = cost,
+               .commit = !peek && cost > 0};
+    c.key = RedisModule_OpenKey(ctx, keyname,
+                                c.commit ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ);
+    int64_t legacy_tat = 0;
+    lookup_result found = limiter_lookup(c.key, lim->family, &c.value);
+    if (found == LOOKUP_WRONGTYPE &&
+        !(lim->style == REPLY_REDIS_CELL && RedisModule_KeyType(c.key) == REDISMODULE_KEYTYPE_STRING &&
+          read_redis_cell_state(c.key, &legacy_tat))) {
+        RedisModule_CloseKey(c.key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    if (found != LOOKUP_FOUND) c.value = NULL;
+    c.now_us = clock_now_us();
+
+    fg_status st;
+    switch (lim->family) {
+    case FAMILY_BUCKET: st = check_bucket(&c, c.value ? bucket_tat(c.value) : legacy_tat); break;
+    case FAMILY_FIXED: st = check_fixed(&c); break;
+    case FAMILY_SLIDING: st = check_sliding(&c); break;
+    default: st = check_slidelog(&c); break;
+    }
+    bool wrote = st == FG_OK && c.commit && c.decision.allowed;
+    RedisModule_CloseKey(c.key);
+    if (st != FG_OK) return reply_status_error(ctx, st);
+
+    if (wrote) {
+        RedisModule_SignalModifiedKey(ctx, keyname);
+        RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, lim->event, keyname);
+    }
+    if (!peek) {
+        if (c.decision.allowed) lim->allowed++;
+        else lim->denied++;
+    }
+    reply_decision(ctx, &c.decision, lim->style);
+    return REDISMODULE_OK;
+}
+
+static limiter *limiter_by_command(RedisModuleCtx *ctx, const char *name) {
+    (void)ctx;
+    for (size_t i = 0; i < LIMITER_COUNT; i++)
+        if (strcmp(limiters[i].command, name) == 0) return &limiters[i];
+    return NULL;
+}
+
+#define CHECK_COMMAND(fn, name)                                                  \
+    static int fn(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {     \
+        static limiter *lim;                                                     \
+        if (!lim) lim = limiter_by_command(ctx, name);                           \
+        if (argc < 2) return RedisModule_WrongArity(ctx);                        \
+        return run_check(ctx, lim, argv[1], argv + 2, argc - 2, false);          \
+    }
+CHECK_COMMAND(throttle_command, "CL.THROTTLE")
+CHECK_COMMAND(gcra_command, "FG.GCRA")
+CHECK_COMMAND(token_command, "FG.TOKEN")
+CHECK_COMMAND(leaky_command, "FG.LEAKY")
+CHECK_COMMAND(fixed_command, "FG.FIXED")
+CHECK_COMMAND(sliding_command, "FG.SLIDING")
+CHECK_COMMAND(slidelog_command, "FG.SLIDELOG")
+
+/* FG.PEEK <family> key args... [COST n] */
+static int peek_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    for (size_t i = 0; i < LIMITER_COUNT; i++) {
+        if (limiters[i].peek_arg && arg_is(argv[1], limiters[i].peek_arg))
+            return run_check(ctx, &limiters[i], argv[2], argv + 3, argc - 3, true);
+    }
+    return RedisModule_ReplyWithError(
+        ctx, "ERR unknown family: use FIXED, SLIDING, SLIDELOG, TOKEN, LEAKY or GCRA");
+}
+
+/* ---------------------------------------------------- reset and inspect */
+
+/* Which family a key holds; -1 when empty; FAMILY_COUNT for a foreign type. */
+static int key_family(RedisModuleKey *key, void **value) {
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) return -1;
+    for (int f = 0; f < FAMILY_COUNT; f++)
+        if (limiter_lookup(key, (limiter_family)f, value) == LOOKUP_FOUND) return f;
+    return FAMILY_COUNT;
+}
+
+/* FG.RESET key */
+static int reset_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    void *value;
+    int family = key_family(key, &value);
+    if (family == FAMILY_COUNT) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    if (family >= 0) {
+        RedisModule_DeleteKey(key);
+        RedisModule_ReplicateVerbatim(ctx);
+    }
+    RedisModule_CloseKey(key);
+    if (family >= 0) {
+        RedisModule_SignalModifiedKey(ctx, argv[1]);
+        RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.reset", argv[1]);
+    }
+    return RedisModule_ReplyWithLongLong(ctx, family >= 0);
+}
+
+static void reply_run(int64_t ts, int64_t count, void *ctx) {
+    RedisModule_ReplyWithLongLong(ctx, ts);
+    RedisModule_ReplyWithLongLong(ctx, count);
+}
+
+static void reply_field(RedisModuleCtx *ctx, const char *name, long long value) {
+    RedisModule_ReplyWithCString(ctx, name);
+    RedisModule_ReplyWithLongLong(ctx, value);
+}
+
+/* FG.INSPECT key: type, the state's fields (as FG.SETSTATE takes them), pttl. */
+static int inspect_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    void *value;
+    int family = key_family(key, &value);
+    if (family < 0) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithNull(ctx);
+    }
+    if (family == FAMILY_COUNT) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    static const int field_count[FAMILY_COUNT] = {1, 2, 3, 1};
+    RedisModule_ReplyWithMap(ctx, 2 + field_count[family]);
+    RedisModule_ReplyWithCString(ctx, "type");
+    RedisModule_ReplyWithCString(ctx, family_name((limiter_family)family));
+    if (family == FAMILY_BUCKET) {
+        reply_field(ctx, "tat_ns", bucket_tat(value));
+    } else if (family == FAMILY_FIXED) {
+        const fg_fixed_state *s = value;
+        reply_field(ctx, "window_start_us", s->window_start_us);
+        reply_field(ctx, "count", s->count);
+    } else if (family == FAMILY_SLIDING) {
+        const fg_sliding_state *s = value;
+        reply_field(ctx, "window_start_us", s->window_start_us);
+        reply_field(ctx, "count", s->count);
+        reply_field(ctx, "prev_count", s->prev_count);
+    } else {
+        RedisModule_ReplyWithCString(ctx, "entries");
+        RedisModule_ReplyWithArray(ctx, 2 * (long)slidelog_run_count(value));
+        slidelog_for_each_run(value, reply_run, ctx);
+    }
+    reply_field(ctx, "pttl", RedisModule_GetExpire(key));
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+/* ------------------------------------------------- replication commands */
+
+/* Splits a trailing "PXAT unix_ms" off the arguments; -1 (no expiry) when
+ * absent. */
+static int parse_pxat(RedisModuleCtx *ctx, RedisModuleString **argv, int *argc,
+                      int64_t *expire_ms) {
+    *expire_ms = REDISMODULE_NO_EXPIRE;
+    if (*argc >= 2 && arg_is(argv[*argc - 2], "PXAT")) {
+        if (!parse_integer(ctx, argv[*argc - 1], "PXAT", 0, INT64_MAX / 1000, expire_ms))
+            return 0;
+        *argc -= 2;
+    }
+    return 1;
+}
+
+/* A key that is empty or holds any floodgate state may be overwritten. */
+static bool key_accepts_state(RedisModuleKey *key) {
+    void *value;
+    return key_family(key, &value) != FAMILY_COUNT;
+}
+
+/* The slidelog fields are runs "ts_us count", oldest first. */
+static int setstate_slidelog(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString **f,
+                             int n, int64_t expire_ms) {
+    if (n == 0 || n % 2 != 0 || n > 2 * FG_SLOG_MAX_LIMIT) {
+        RedisModule_ReplyWithError(ctx, "ERR slidelog takes pairs of ts_us count");
+        return 0;
+    }
+    fg_slog *log = slidelog_create();
+    for (int i = 0; i < n; i += 2) {
+        fg_slog_effect e = {.drop_through_us = -1};
+        if (!parse_integer(ctx, f[i], "ts_us", 0, INT64_MAX, &e.at_us) ||
+            !parse_integer(ctx, f[i + 1], "count", 1, FG_SLOG_MAX_LIMIT, &e.count)) {
+            slidelog_destroy(log);
+            return 0;
+        }
+        if (fg_slog_apply(log, &e, &module_allocator) != FG_OK) {
+            slidelog_destroy(log);
+            RedisModule_ReplyWithError(ctx, "ERR slidelog entries must be in time order and "
+                                            "at most 100000 in all");
+            return 0;
+        }
+    }
+    store_slidelog(key, log, expire_ms);
+    return 1;
+}
+
+/* Parses the fields of one family and stores them; 0 after replying an error. */
+static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, limiter_family family,
+                           RedisModuleString **f, int n, int64_t expire_ms) {
+    static const int expected[FAMILY_COUNT] = {1, 2, 3, -1};
+    if (expected[family] >= 0 && n != expected[family]) {
+        reply_error_fmt(ctx, "ERR %s takes %d field(s)", family_name(family), expected[family]);
+        return 0;
+    }
+    if (family == FAMILY_BUCKET) {
+        int64_t tat;
+        if (!parse_integer(ctx, f[0], "tat_ns", 1, INT64_MAX, &tat)) return 0;
+        store_bucket(key, tat, expire_ms);
+    } else if (family == FAMILY_FIXED) {
+        fg_fixed_state s;
+        if (!parse_integer(ctx, f[0], "window_start_us", 0, INT64_MAX, &s.window_start_us) ||
+            !parse_integer(ctx, f[1], "count", 1, INT64_MAX, &s.count))
+            return 0;
+        store_fixed(key, &s, expire_ms);
+    } else if (family == FAMILY_SLIDING) {
+        fg_sliding_state s;
+        if (!parse_integer(ctx, f[0], "window_start_us", 0, INT64_MAX, &s.window_start_us) ||
+            !parse_integer(ctx, f[1], "count", 0, INT64_MAX, &s.count) ||
+            !parse_integer(ctx, f[2], "prev_count", 0, INT64_MAX, &s.prev_count))
+            return 0;
+        if (!sliding_state_is_valid(&s)) {
+            RedisModule_ReplyWithError(ctx, "ERR sliding state needs count or prev_count > 0");
+            return 0;
+        }
+        store_sliding(key, &s, expire_ms);
+    } else {
+        return setstate_slidelog(ctx, key, f, n, expire_ms);
+    }
+    return 1;
+}
+
+/* FG.SETSTATE key family field... [PXAT unix_ms] */
+static int setstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    int64_t expire_ms;
+    limiter_family family;
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    if (!parse_pxat(ctx, argv, &argc, &expire_ms)) return REDISMODULE_OK;
+    if (!family_from_name(argv[2], &family))
+        return RedisModule_ReplyWithError(
+            ctx, "ERR unknown state type: use bucket, fixed, sliding or slidelog");
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    if (!key_accepts_state(key)) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    int stored = setstate_fields(ctx, key, family, argv + 3, argc - 3, expire_ms);
+    RedisModule_CloseKey(key);
+    if (!stored) return REDISMODULE_OK;
+    RedisModule_ReplicateVerbatim(ctx);
+    RedisModule_SignalModifiedKey(ctx, argv[1]);
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.setstate", argv[1]);
+    return RedisModule_ReplyWithCString(ctx, "OK");
+}
+
+/* FG.LOGAPPEND key drop_through_us at_us count [PXAT unix_ms] */
+static int logappend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    int64_t expire_ms;
+    fg_slog_effect e;
+    if (!parse_pxat(ctx, argv, &argc, &expire_ms)) return REDISMODULE_OK;
+    if (argc != 5) return RedisModule_WrongArity(ctx);
+    if (!parse_integer(ctx, argv[2], "drop_through_us", -1, INT64_MAX, &e.drop_through_us) ||
+        !parse_integer(ctx, argv[3], "at_us", 0, INT64_MAX, &e.at_us) ||
+        !parse_integer(ctx, argv[4], "count", 1, FG_SLOG_MAX_LIMIT, &e.count))
+        return REDISMODULE_OK;
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    void *value;
+    if (limiter_lookup(key, FAMILY_SLIDELOG, &value) == LOOKUP_WRONGTYPE) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    fg_status st = store_slidelog_effect(key, &e, expire_ms);
+    RedisModule_CloseKey(key);
+    if (st != FG_OK)
+        return RedisModule_ReplyWithError(ctx, "ERR at_us must not be older than the newest "
+                                               "entry, and the log holds at most 100000");
+    RedisModule_ReplicateVerbatim(ctx);
+    RedisModule_SignalModifiedKey(ctx, argv[1]);
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.logappend", argv[1]);
+    return RedisModule_ReplyWithCString(ctx, "OK");
+}
+
+/* ------------------------------------------------------------ registration */
+
+typedef struct command_entry {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+    int firstkey;
+} command_entry;
+
+static const command_entry commands[] = {
+    {"CL.THROTTLE", throttle_command, "write deny-oom fast", 1},
+    {"FG.GCRA", gcra_command, "write deny-oom fast", 1},
+    {"FG.TOKEN", token_command, "write deny-oom fast", 1},
+    {"FG.LEAKY", leaky_command, "write deny-oom fast", 1},
+    {"FG.FIXED", fixed_command, "write deny-oom fast", 1},
+    {"FG.SLIDING", sliding_command, "write deny-oom fast", 1},
+    {"FG.SLIDELOG", slidelog_command, "write deny-oom", 1},
+    {"FG.PEEK", peek_command, "readonly", 2},
+    {"FG.RESET", reset_command, "write fast", 1},
+    {"FG.INSPECT", inspect_command, "readonly", 1},
+    {"FG.SETSTATE", setstate_command, "write deny-oom", 1},
+    {"FG.LOGAPPEND", logappend_command, "write deny-oom", 1},
+};
+
+int ratelimit_register_commands(RedisModuleCtx *ctx) {
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        const command_entry *c = &commands[i];
+        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->firstkey, c->firstkey,
+                                      1) != REDISMODULE_OK)
+            return REDISMODULE_ERR;
+    }
+    return REDISMODULE_OK;
+}
+
+void ratelimit_info(RedisModuleInfoCtx *ctx) {
+    if (RedisModule_InfoAddSection(ctx, "ratelimit") != REDISMODULE_OK) return;
+    char field[64];
+    for (size_t i = 0; i < LIMITER_COUNT; i++) {
+        snprintf(field, sizeof(field), "%s_allowed", limiters[i].stat);
+        RedisModule_InfoAddFieldLongLong(ctx, field, limiters[i].allowed);
+        snprintf(field, sizeof(field), "%s_denied", limiters[i].stat);
+        RedisModule_InfoAddFieldLongLong(ctx, field, limiters[i].denied);
+    }
+}

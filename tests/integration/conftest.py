@@ -1,0 +1,33 @@
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def server(request):
+    """One redis-server with the module loaded, for the whole run."""
+    s = harness.Server()
+    request.addfinalizer(s.cleanup)
+    s.start()
+    return s
+
+
+@pytest.fixture
+def r(server):
+    """A client on the session server; the dataset is flushed before each test."""
+    if not server.alive():
+        # a previous test crashed the server: start a fresh one on the same port
+        server.start()
+    c = server.client()
+    c.execute_command("FLUSHALL")
+    yield c
+    c.close()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    harness.stop_all()

@@ -1,0 +1,326 @@
+"""Shared harness for floodgate integration tests: real redis-server processes
+on 127.0.0.1, loading build/floodgate.so.
+
+Public API (kept stable, other test files import it):
+    REPO, MODULE, REDIS_SERVER
+    free_port()
+    Server(extra_args=(), module=True, dir=None)
+        .start() .stop() .kill9() .restart() .client(**kw)
+        .port .dir .proc .log_tail(n)
+        usable as a context manager
+    wait_for(predicate, timeout=10, interval=0.02)
+    wait_replica_synced(master_client, replica_client, timeout=30)
+    stop_all()
+"""
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import redis
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODULE = os.path.join(REPO, "build", "floodgate.so")
+REDIS_SERVER = "/usr/bin/redis-server"
+
+_lock = threading.Lock()
+_live_servers = set()
+_reserved_ports = set()
+
+
+def _port_free(port):
+    for fam, addr in ((socket.AF_INET, "127.0.0.1"),):
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((addr, port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
+def free_port():
+    """An unused TCP port on 127.0.0.1 such that port+10000 is free as well
+    (cluster bus). Ports handed out in this process are never handed out
+    twice."""
+    for _ in range(1000):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        finally:
+            s.close()
+        if port > 55535 or port < 1024:
+            continue
+        with _lock:
+            if port in _reserved_ports or port + 10000 in _reserved_ports:
+                continue
+            if not (_port_free(port) and _port_free(port + 10000)):
+                continue
+            _reserved_ports.add(port)
+            _reserved_ports.add(port + 10000)
+            return port
+    raise RuntimeError("no free port pair found")
+
+
+def wait_for(predicate, timeout=10, interval=0.02):
+    """Poll predicate() until it returns a truthy value (returned). Exceptions
+    raised by the predicate count as falsy. Raises TimeoutError."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while True:
+        try:
+            v = predicate()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 - retry on any error
+            last_exc = e
+        if time.monotonic() >= deadline:
+            msg = "condition not met within %.1fs" % timeout
+            if last_exc is not None:
+                msg += " (last error: %r)" % (last_exc,)
+            raise TimeoutError(msg)
+        time.sleep(interval)
+
+
+class Server:
+    """One redis-server process in the foreground, on its own port and dir."""
+
+    def __init__(self, extra_args=(), module=True, dir=None):
+        self.extra_args = [str(a) for a in extra_args]
+        self.module = module
+        self._own_dir = dir is None
+        self.dir = dir if dir is not None else tempfile.mkdtemp(prefix="floodgate-it-")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.proc = None
+        self.logfile = os.path.join(self.dir, "redis.log")
+
+    # -- lifecycle -----------------------------------------------------------
+    def args(self):
+        a = [
+            REDIS_SERVER,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", self.dir,
+            "--save", "",
+            "--appendonly", "no",
+            "--enable-debug-command", "yes",
+            "--enable-module-command", "yes",
+            "--logfile", self.logfile,
+        ]
+        if self.module:
+            a += ["--loadmodule", MODULE]
+        a += self.extra_args
+        return a
+
+    def start(self, timeout=10):
+        if self.proc is not None and self.proc.poll() is None:
+            return self
+        if self.module and not os.path.exists(MODULE):
+            raise RuntimeError("module not built: %s (run make)" % MODULE)
+        self.proc = subprocess.Popen(
+            self.args(),
+            cwd=self.dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        with _lock:
+            _live_servers.add(self)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                rc = self.proc.returncode
+                self.proc = None
+                raise RuntimeError(
+                    "redis-server on port %d exited with %s during start; log tail:\n%s"
+                    % (self.port, rc, self.log_tail(40)))
+            try:
+                c = redis.Redis(host="127.0.0.1", port=self.port,
+                                socket_timeout=1, socket_connect_timeout=1)
+                try:
+                    if c.ping():
+                        return self
+                finally:
+                    c.close()
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass
+            except redis.ResponseError as e:
+                # e.g. LOADING: keep waiting
+                if "LOADING" not in str(e):
+                    raise
+            if time.monotonic() >= deadline:
+                self._terminate(kill=True)
+                raise RuntimeError(
+                    "redis-server on port %d did not answer PING within %ss; log tail:\n%s"
+                    % (self.port, timeout, self.log_tail(40)))
+            time.sleep(0.02)
+
+    def _terminate(self, kill=False, timeout=10):
+        p = self.proc
+        if p is None:
+            return
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, signal.SIGKILL if kill else signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.kill(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(timeout=10)
+        else:
+            p.wait()
+        self.proc = None
+        with _lock:
+            _live_servers.discard(self)
+
+    def stop(self):
+        """SIGTERM, wait up to 10 s, then SIGKILL."""
+        self._terminate(kill=False)
+
+    def kill9(self):
+        self._terminate(kill=True)
+
+    def restart(self, timeout=10):
+        self.stop()
+        return self.start(timeout=timeout)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def cleanup(self):
+        """Stop and remove the temp dir if the harness created it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- access --------------------------------------------------------------
+    def client(self, **kw):
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+
+    def log_tail(self, n=20):
+        try:
+            with open(self.logfile, "r", errors="replace") as f:
+                lines = f.readlines()
+        except OSError as e:
+            return "<no log: %s>" % e
+        return "".join(lines[-n:])
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.cleanup()
+        return False
+
+    def __repr__(self):
+        return "<Server port=%d dir=%s pid=%s>" % (
+            self.port, self.dir, self.proc.pid if self.proc else None)
+
+
+def _info_field(info_text, name):
+    for line in info_text.splitlines():
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def wait_replica_synced(master_client, replica_client, timeout=30):
+    """Wait until the replica's link is up and its replication offset equals
+    the master's master_repl_offset."""
+    def synced():
+        mi = master_client.execute_command("INFO", "replication")
+        ri = replica_client.execute_command("INFO", "replication")
+        if isinstance(mi, bytes):
+            mi = mi.decode()
+        if isinstance(ri, bytes):
+            ri = ri.decode()
+        if isinstance(mi, dict) or isinstance(ri, dict):
+            # parsed by redis-py
+            mi_d = mi if isinstance(mi, dict) else {}
+            ri_d = ri if isinstance(ri, dict) else {}
+            if ri_d.get("master_link_status") != "up":
+                return False
+            return int(ri_d.get("master_repl_offset", -1)) == int(
+                mi_d.get("master_repl_offset", -2))
+        if _info_field(ri, "master_link_status") != "up":
+            return False
+        mo = _info_field(mi, "master_repl_offset")
+        ro = _info_field(ri, "master_repl_offset")
+        return mo is not None and mo == ro
+    wait_for(synced, timeout=timeout, interval=0.02)
+
+
+def stop_all():
+    with _lock:
+        servers = list(_live_servers)
+    for s in servers:
+        try:
+            s.stop()
+        except Exception:  # noqa: BLE001
+            try:
+                s.kill9()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+atexit.register(stop_all)
+
+
+# -- helpers shared by the test files (additions only; the API above is stable)
+
+def s(v):
+    """bytes -> str, recursively for lists; other values unchanged."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, (list, tuple)):
+        return [s(x) for x in v]
+    return v
+
+
+def digest(c):
+    """DEBUG DIGEST of the whole dataset, as str."""
+    return s(c.execute_command("DEBUG", "DIGEST"))
+
+
+def digest_value(c, *keys):
+    return s(c.execute_command("DEBUG", "DIGEST-VALUE", *keys))
+
+
+def inspect(c, key):
+    """FG.INSPECT as a dict {field: value} (values decoded to str or lists),
+    None when the key is absent."""
+    raw = c.execute_command("FG.INSPECT", key)
+    if raw is None:
+        return None
+    raw = s(raw)
+    if isinstance(raw, dict):
+        return raw
+    assert isinstance(raw, list) and len(raw) % 2 == 0, raw
+    return dict(zip(raw[0::2], raw[1::2]))
+
+
+def now_ms():
+    return time.time_ns() // 1_000_000
+
+
+def guard_window(window_ms, margin_ms):
+    """Sleep until at least margin_ms remain before the next boundary of the
+    epoch-aligned window of window_ms, so a test does not cross it."""
+    left = window_ms - (time.time_ns() / 1e6) % window_ms
+    if left < margin_ms:
+        time.sleep(left / 1000.0 + 0.005)

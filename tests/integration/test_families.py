@@ -1,0 +1,647 @@
+"""FG.FIXED, FG.SLIDING, FG.SLIDELOG, FG.TOKEN, FG.LEAKY, FG.GCRA, FG.PEEK,
+FG.RESET, FG.INSPECT (docs/commands.md)."""
+
+import math
+import time
+
+import pytest
+import redis
+
+from harness import digest, digest_value, guard_window, inspect, now_ms, s
+
+FAMILIES = ["FIXED", "SLIDING", "SLIDELOG", "TOKEN", "LEAKY", "GCRA"]
+BUCKET = {"TOKEN", "LEAKY", "GCRA"}
+WINDOWED = {"FIXED", "SLIDING"}  # aligned to the epoch
+
+# limit 5, slow: a 60 s window, or one unit back every 10 s
+SLOW = {
+    "FIXED": (5, 60000),
+    "SLIDING": (5, 60000),
+    "SLIDELOG": (5, 60000),
+    "TOKEN": (5, 0.1),
+    "LEAKY": (5, 0.1),
+    "GCRA": (5, 5, 50000),
+}
+SLOW_W = 60000   # window of the windowed families
+SLOW_T = 10000   # emission interval of the bucket families (ms)
+
+# limit 2, fast: a 200 ms window, or one unit back every 100 ms
+FAST = {
+    "FIXED": (2, 200),
+    "SLIDING": (2, 200),
+    "SLIDELOG": (2, 200),
+    "TOKEN": (2, 10),
+    "LEAKY": (2, 10),
+    "GCRA": (2, 2, 200),
+}
+
+# the longest a denied request of cost <= limit may wait, per family (ms)
+RETRY_BOUND = {
+    "FIXED": SLOW_W,
+    "SLIDING": 2 * SLOW_W,
+    "SLIDELOG": SLOW_W,
+    "TOKEN": 5 * SLOW_T,
+    "LEAKY": 5 * SLOW_T,
+    "GCRA": 5 * SLOW_T,
+}
+
+
+def fg(c, fam, key, args, *extra):
+    return [int(x) for x in c.execute_command("FG." + fam, key, *args, *extra)]
+
+
+def peek(c, fam, key, args, *extra):
+    return [int(x) for x in c.execute_command("FG.PEEK", fam, key, *args, *extra)]
+
+
+def slow(c, fam, key="k", *extra):
+    return fg(c, fam, key, SLOW[fam], *extra)
+
+
+def guard(fam, margin_ms=3000):
+    if fam in WINDOWED:
+        guard_window(SLOW_W, margin_ms)
+
+
+def window_end_ms(window_ms, t_ms):
+    return (t_ms // window_ms + 1) * window_ms
+
+
+fam_param = pytest.mark.parametrize("fam", FAMILIES)
+
+
+# --------------------------------------------------------------------------
+# exhausting the limit
+
+@fam_param
+def test_exhaust_and_count_down(r, fam):
+    guard(fam)
+    t_first = now_ms()
+    for i in range(5):
+        rep = slow(r, fam)
+        assert rep[:4] == [1, 5, 4 - i, -1], (i, rep)
+        assert rep[4] > 0
+        if fam in BUCKET:
+            assert (i + 1) * SLOW_T - 200 <= rep[4] <= (i + 1) * SLOW_T, (i, rep)
+    t = now_ms()
+    rep = slow(r, fam)
+    assert rep[:3] == [0, 5, 0], rep
+    retry = rep[3]
+    assert 0 < retry <= RETRY_BOUND[fam], rep
+    if fam == "FIXED":
+        exp = window_end_ms(SLOW_W, t) - t
+        assert abs(retry - exp) <= 100, (retry, exp)
+        assert abs(rep[4] - exp) <= 100, (rep, exp)
+    elif fam == "SLIDING":
+        # next window, plus the time for prev (5) to weigh <= 4: W/5
+        exp = window_end_ms(SLOW_W, t) - t + SLOW_W // 5
+        assert abs(retry - exp) <= 100, (retry, exp)
+        exp_reset = window_end_ms(SLOW_W, t) + SLOW_W - t
+        assert abs(rep[4] - exp_reset) <= 100, (rep, exp_reset)
+    elif fam == "SLIDELOG":
+        exp = t_first + SLOW_W - t
+        assert exp - 100 <= retry <= exp + 5, (retry, exp)
+        assert SLOW_W - 200 <= rep[4] <= SLOW_W, rep
+    else:
+        # one unit comes back T after the first request
+        assert SLOW_T - 200 <= retry <= SLOW_T, rep
+        assert 5 * SLOW_T - 200 <= rep[4] <= 5 * SLOW_T, rep
+
+
+@fam_param
+def test_denied_leaves_state_unchanged(r, fam):
+    guard(fam)
+    for _ in range(5):
+        assert slow(r, fam)[0] == 1
+    st = inspect(r, fam and "k")
+    dv = digest_value(r, "k")
+    d = digest(r)
+    pttl = r.pttl("k")
+    dirty = r.info("persistence")["rdb_changes_since_last_save"]
+    for _ in range(3):
+        rep = slow(r, fam)
+        assert rep[0] == 0
+        rep = slow(r, fam, "k", "COST", 2)
+        assert rep[0] == 0
+    assert inspect(r, "k") == st
+    assert digest_value(r, "k") == dv
+    assert digest(r) == d
+    assert r.pttl("k") <= pttl
+    assert r.info("persistence")["rdb_changes_since_last_save"] == dirty
+
+
+@fam_param
+def test_allowed_changes_state(r, fam):
+    guard(fam)
+    slow(r, fam)
+    st = inspect(r, "k")
+    dv = digest_value(r, "k")
+    d = digest(r)
+    slow(r, fam)
+    assert inspect(r, "k") != st
+    assert digest_value(r, "k") != dv
+    assert digest(r) != d
+
+
+@fam_param
+def test_reset_after_matches_pttl(r, fam):
+    guard(fam)
+    for _ in range(3):
+        rep = slow(r, fam)
+        pttl = r.pttl("k")
+        assert rep[0] == 1
+        assert rep[4] - 100 <= pttl <= rep[4] + 1, (rep, pttl)
+
+
+@fam_param
+def test_cost(r, fam):
+    guard(fam)
+    rep = slow(r, fam, "k", "COST", 3)
+    assert rep[:4] == [1, 5, 2, -1], rep
+    if fam in BUCKET:
+        assert 3 * SLOW_T - 100 <= rep[4] <= 3 * SLOW_T
+    st = inspect(r, "k")
+    rep = slow(r, fam, "k", "COST", 3)
+    assert rep[:3] == [0, 5, 2], rep
+    assert 0 < rep[3] <= RETRY_BOUND[fam]
+    if fam in BUCKET:
+        # one more unit must come back: T after the first request
+        assert SLOW_T - 100 <= rep[3] <= SLOW_T, rep
+    assert inspect(r, "k") == st
+    rep = slow(r, fam, "k", "cost", 2)  # keyword is case-insensitive
+    assert rep[:4] == [1, 5, 0, -1], rep
+    # more than the limit can never fit
+    rep = slow(r, fam, "k", "COST", 6)
+    assert rep[:4] == [0, 5, 0, -1], rep
+
+
+@fam_param
+def test_cost_above_limit_on_fresh_key(r, fam):
+    d = digest(r)
+    rep = slow(r, fam, "k", "COST", 6)
+    assert rep[:4] == [0, 5, 5, -1], rep
+    assert r.exists("k") == 0
+    assert digest(r) == d
+
+
+@fam_param
+def test_cost_equal_to_limit(r, fam):
+    guard(fam)
+    rep = slow(r, fam, "k", "COST", 5)
+    assert rep[:4] == [1, 5, 0, -1], rep
+    rep = slow(r, fam, "k", "COST", 1)
+    assert rep[:3] == [0, 5, 0] and rep[3] > 0, rep
+
+
+@fam_param
+def test_cost_zero_fresh_key_writes_nothing(r, fam):
+    d = digest(r)
+    rep = slow(r, fam, "k", "COST", 0)
+    assert rep == [1, 5, 5, -1, 0], rep
+    assert r.exists("k") == 0
+    assert digest(r) == d
+
+
+@fam_param
+def test_cost_zero_existing_key_writes_nothing(r, fam):
+    guard(fam)
+    slow(r, fam, "k", "COST", 2)
+    st = inspect(r, "k")
+    pttl = r.pttl("k")
+    dirty = r.info("persistence")["rdb_changes_since_last_save"]
+    time.sleep(0.05)
+    rep = slow(r, fam, "k", "COST", 0)
+    assert rep[:4] == [1, 5, 3, -1], rep
+    assert rep[4] > 0
+    assert inspect(r, "k") == st
+    assert r.pttl("k") <= pttl - 40
+    assert r.info("persistence")["rdb_changes_since_last_save"] == dirty
+
+
+@fam_param
+def test_cost_zero_on_exhausted_key(r, fam):
+    guard(fam)
+    slow(r, fam, "k", "COST", 5)
+    st = inspect(r, "k")
+    rep = slow(r, fam, "k", "COST", 0)
+    # nothing requested, so nothing to deny; nothing left either
+    assert rep[1:3] == [5, 0], rep
+    assert inspect(r, "k") == st
+
+
+@fam_param
+def test_peek_fresh_key(r, fam):
+    guard(fam)
+    d = digest(r)
+    p = peek(r, fam, "k", SLOW[fam])
+    assert r.exists("k") == 0
+    assert digest(r) == d
+    real = slow(r, fam)
+    assert p[:4] == real[:4] == [1, 5, 4, -1], (p, real)
+    assert abs(p[4] - real[4]) <= 50, (p, real)
+
+
+@fam_param
+def test_peek_matches_real_call(r, fam):
+    guard(fam)
+    for cost in (2, 1, 3, 2, 5, 0, 1):
+        st = inspect(r, "k")
+        dv = digest_value(r, "k") if st is not None else None
+        dirty = r.info("persistence")["rdb_changes_since_last_save"]
+        p = peek(r, fam, "k", SLOW[fam], "COST", cost)
+        assert inspect(r, "k") == st
+        if st is not None:
+            assert digest_value(r, "k") == dv
+        assert r.info("persistence")["rdb_changes_since_last_save"] == dirty
+        real = slow(r, fam, "k", "COST", cost)
+        assert p[:3] == real[:3], (cost, p, real)
+        assert (p[3] == -1) == (real[3] == -1), (cost, p, real)
+        assert abs(p[3] - real[3]) <= 50 and abs(p[4] - real[4]) <= 50, (cost, p, real)
+
+
+@fam_param
+def test_peek_on_exhausted_key(r, fam):
+    guard(fam)
+    slow(r, fam, "k", "COST", 5)
+    p = peek(r, fam, "k", SLOW[fam])
+    real = slow(r, fam)
+    assert p[:3] == real[:3] == [0, 5, 0]
+    assert p[3] > 0 and abs(p[3] - real[3]) <= 50
+
+
+@fam_param
+def test_peek_family_keyword_case_insensitive(r, fam):
+    rep = [int(x) for x in r.execute_command("FG.PEEK", fam.lower(), "k", *SLOW[fam])]
+    assert rep[:4] == [1, 5, 4, -1]
+    assert r.exists("k") == 0
+
+
+@fam_param
+def test_reset(r, fam):
+    guard(fam)
+    slow(r, fam, "k", "COST", 5)
+    assert slow(r, fam)[0] == 0
+    assert r.execute_command("FG.RESET", "k") == 1
+    assert r.exists("k") == 0
+    assert r.execute_command("FG.RESET", "k") == 0
+    assert slow(r, fam)[:3] == [1, 5, 4]
+
+
+def test_reset_absent_key(r):
+    assert r.execute_command("FG.RESET", "nope") == 0
+
+
+@fam_param
+def test_reset_refuses_other_types(r, fam):
+    r.rpush("l", "x")
+    with pytest.raises(redis.ResponseError) as ei:
+        r.execute_command("FG.RESET", "l")
+    assert str(ei.value).startswith("WRONGTYPE")
+    assert r.llen("l") == 1
+
+
+def test_inspect_absent_is_nil(r):
+    assert r.execute_command("FG.INSPECT", "nope") is None
+
+
+FIELDS = {
+    "FIXED": {"window_start_us", "count"},
+    "SLIDING": {"window_start_us", "count", "prev_count"},
+    "TOKEN": {"tat_ns"},
+    "LEAKY": {"tat_ns"},
+    "GCRA": {"tat_ns"},
+}
+
+
+@fam_param
+def test_inspect_fields(r, fam):
+    guard(fam)
+    t0 = time.time_ns()
+    slow(r, fam, "k", "COST", 3)
+    t1 = time.time_ns()
+    st = inspect(r, "k")
+    assert isinstance(st, dict) and st, st
+    if fam in FIELDS:
+        assert FIELDS[fam] <= set(st), st
+    if fam == "FIXED":
+        assert int(st["count"]) == 3
+        start_us = int(st["window_start_us"])
+        assert start_us % (SLOW_W * 1000) == 0
+        assert start_us <= t1 // 1000 < start_us + SLOW_W * 1000
+    elif fam == "SLIDING":
+        assert int(st["count"]) == 3
+        assert int(st["prev_count"]) == 0
+        start_us = int(st["window_start_us"])
+        assert start_us % (SLOW_W * 1000) == 0
+        assert start_us <= t1 // 1000 < start_us + SLOW_W * 1000
+    elif fam in BUCKET:
+        tat = int(st["tat_ns"])
+        T = SLOW_T * 1_000_000
+        assert t0 // 1000 * 1000 + 3 * T <= tat <= t1 + 3 * T + 1000
+    else:
+        # the log: three timestamps within the call, oldest first
+        flat = []
+        for v in st.values():
+            flat.extend(v if isinstance(v, list) else [v])
+        stamps = []
+        for v in flat:
+            try:
+                stamps.append(int(v))
+            except (TypeError, ValueError):
+                pass
+        stamps = [x for x in stamps if t0 // 1000 - 1000 <= x <= t1 // 1000 + 1000]
+        assert len(stamps) == 3, st
+
+
+def test_slidelog_inspect_lists_entries_oldest_first(r):
+    for cost in (1, 2, 1):
+        fg(r, "SLIDELOG", "k", (10, 60000), "COST", cost)
+        time.sleep(0.002)
+    st = inspect(r, "k")
+    flat = []
+    for v in st.values():
+        flat.extend(v if isinstance(v, list) else [v])
+    stamps = []
+    for v in flat:
+        try:
+            x = int(v)
+        except (TypeError, ValueError):
+            continue
+        if x > 10 ** 15:  # a microsecond timestamp
+            stamps.append(x)
+    assert len(stamps) == 4, st
+    assert stamps == sorted(stamps)
+    assert stamps[1] == stamps[2]  # COST 2: two entries at the same time
+    assert stamps[0] < stamps[1] < stamps[3]
+
+
+# --------------------------------------------------------------------------
+# real time: refill and expiry
+
+@fam_param
+def test_waiting_retry_after_is_enough(r, fam):
+    args = FAST[fam]
+    for attempt in range(3):
+        reps = [fg(r, fam, "f", args) for _ in range(3)]
+        if [x[0] for x in reps] == [1, 1, 0]:
+            break
+        # crossed a 200 ms window boundary in the middle: start over
+        r.delete("f")
+        time.sleep(0.01)
+    assert [x[0] for x in reps] == [1, 1, 0], reps
+    retry = reps[2][3]
+    assert 0 < retry <= 400, reps
+    time.sleep(retry / 1000.0)
+    rep = fg(r, fam, "f", args)
+    assert rep[0] == 1, (reps, rep)
+
+
+@fam_param
+def test_refill_over_time(r, fam):
+    args = FAST[fam]
+    fg(r, fam, "f", args, "COST", 2)
+    rep = fg(r, fam, "f", args)
+    assert rep[0] == 0 or fam in WINDOWED  # a window may have just rolled
+    time.sleep(0.45)
+    # after more than two windows / refill times, the full capacity is back
+    rep = peek(r, fam, "f", args, "COST", 2)
+    assert rep[:4] == [1, 2, 0, -1], rep
+
+
+@fam_param
+def test_key_expires_when_empty(r, fam):
+    args = FAST[fam]
+    rep = fg(r, fam, "f", args, "COST", 2)
+    assert rep[0] == 1
+    assert r.exists("f") == 1
+    pttl = r.pttl("f")
+    assert 0 < pttl <= 400 + 1, pttl
+    time.sleep(rep[4] / 1000.0 + 0.02)
+    assert r.exists("f") == 0
+
+
+@pytest.mark.parametrize("fam", sorted(BUCKET))
+def test_bucket_partial_refill(r, fam):
+    args = FAST[fam]  # T = 100 ms, capacity 2
+    fg(r, fam, "f", args, "COST", 2)
+    time.sleep(0.12)
+    rep = fg(r, fam, "f", args)
+    assert rep[0] == 1, rep
+    rep = fg(r, fam, "f", args)
+    assert rep[0] == 0, rep
+    assert 0 < rep[3] <= 100, rep
+
+
+def test_sliding_weights_previous_window(r):
+    # limit 10 per 1 s window: fill the window, then in the next one the
+    # previous count still weighs (10 * (1 - elapsed/W))
+    W = 1000
+    guard_window(W, 400)
+    assert fg(r, "SLIDING", "s", (10, W), "COST", 10)[0] == 1
+    t = now_ms()
+    time.sleep((window_end_ms(W, t) - t) / 1000.0 + 0.25)  # ~25% into the next
+    before = now_ms()
+    rep = peek(r, "SLIDING", "s", (10, W), "COST", 0)
+    after = now_ms()
+    # estimate = 10 * (1 - e) with e in [0.25, 0.35): remaining floor(10 e)
+    e_lo = (before % W) / W
+    e_hi = (after % W) / W
+    assert math.floor(10 * e_lo) <= rep[2] <= math.floor(10 * e_hi), (rep, e_lo, e_hi)
+    assert 2 <= rep[2] <= 4, rep
+
+
+def test_slidelog_is_exact(r):
+    # entries leave the log one by one, exactly one window after admission
+    W = 300
+    fg(r, "SLIDELOG", "l", (3, W))
+    time.sleep(0.1)
+    fg(r, "SLIDELOG", "l", (3, W), "COST", 2)
+    rep = fg(r, "SLIDELOG", "l", (3, W))
+    assert rep[0] == 0
+    assert 0 < rep[3] <= 200 + 5, rep  # the first entry leaves at ~300 ms
+    time.sleep(rep[3] / 1000.0)
+    rep = fg(r, "SLIDELOG", "l", (3, W))
+    assert rep[:3] == [1, 3, 0], rep
+    rep = fg(r, "SLIDELOG", "l", (3, W))
+    assert rep[0] == 0 and 50 <= rep[3] <= 100 + 5, rep
+
+
+def test_fixed_window_is_epoch_aligned(r):
+    W = 250
+    guard_window(W, 100)
+    rep = fg(r, "FIXED", "w", (1, W))
+    t = now_ms()
+    assert rep[0] == 1
+    exp = window_end_ms(W, t) - t
+    assert abs(rep[4] - exp) <= 10, (rep, exp)
+    rep = fg(r, "FIXED", "w", (1, W))
+    assert rep[0] == 0
+    assert abs(rep[3] - exp) <= 10, (rep, exp)
+    time.sleep(rep[3] / 1000.0)
+    assert fg(r, "FIXED", "w", (1, W))[0] == 1
+
+
+# --------------------------------------------------------------------------
+# shared bucket state, family mismatch
+
+def test_bucket_families_share_state(r):
+    # all four with T = 10 s and capacity 5
+    assert fg(r, "TOKEN", "b", (5, 0.1))[:3] == [1, 5, 4]
+    assert fg(r, "TOKEN", "b", (5, 0.1))[:3] == [1, 5, 3]
+    assert fg(r, "GCRA", "b", (5, 5, 50000))[:3] == [1, 5, 2]
+    assert fg(r, "LEAKY", "b", (5, 0.1))[:3] == [1, 5, 1]
+    rep = [int(x) for x in r.execute_command("CL.THROTTLE", "b", 4, 5, 50)]
+    assert rep[:3] == [0, 5, 0], rep
+    assert rep[4] == 50
+    rep = fg(r, "GCRA", "b", (5, 5, 50000))
+    assert rep[:3] == [0, 5, 0]
+    assert SLOW_T - 200 <= rep[3] <= SLOW_T
+    assert peek(r, "TOKEN", "b", (5, 0.1))[:3] == [0, 5, 0]
+
+
+def test_bucket_family_change_of_parameters(r):
+    # the TAT is kept: the same state read with a larger capacity has room
+    fg(r, "TOKEN", "b", (2, 0.1), "COST", 2)
+    assert fg(r, "TOKEN", "b", (2, 0.1))[0] == 0
+    rep = fg(r, "LEAKY", "b", (4, 0.1))
+    assert rep[:3] == [1, 4, 1], rep
+
+
+PAIRS = [(a, b) for a in FAMILIES + ["CL"] for b in FAMILIES + ["CL"]
+         if a != b and not ({a, b} <= BUCKET | {"CL"})]
+
+
+def _call(c, fam, key):
+    if fam == "CL":
+        return c.execute_command("CL.THROTTLE", key, 4, 5, 50)
+    return c.execute_command("FG." + fam, key, *SLOW[fam])
+
+
+@pytest.mark.parametrize("a,b", PAIRS, ids=["%s-then-%s" % p for p in PAIRS])
+def test_family_mismatch_is_wrongtype(r, a, b):
+    _call(r, a, "k")
+    d = digest(r)
+    st = inspect(r, "k")
+    with pytest.raises(redis.ResponseError) as ei:
+        _call(r, b, "k")
+    assert str(ei.value).startswith("WRONGTYPE"), str(ei.value)
+    if b != "CL":
+        with pytest.raises(redis.ResponseError) as ei:
+            r.execute_command("FG.PEEK", b, "k", *SLOW[b])
+        assert str(ei.value).startswith("WRONGTYPE"), str(ei.value)
+    assert digest(r) == d
+    assert inspect(r, "k") == st
+
+
+@fam_param
+@pytest.mark.parametrize("kind", ["string", "list", "hash", "zset"])
+def test_other_type_is_wrongtype(r, fam, kind):
+    if kind == "string":
+        r.set("k", "hello")
+    elif kind == "list":
+        r.rpush("k", "a")
+    elif kind == "hash":
+        r.hset("k", "a", "b")
+    else:
+        r.zadd("k", {"a": 1})
+    d = digest(r)
+    for cmd in (["FG." + fam, "k", *SLOW[fam]], ["FG.PEEK", fam, "k", *SLOW[fam]]):
+        with pytest.raises(redis.ResponseError) as ei:
+            r.execute_command(*cmd)
+        msg = str(ei.value)
+        if kind == "string" and fam in BUCKET:
+            # a string may be a redis-cell state; "hello" is not one
+            assert msg.startswith("WRONGTYPE") or msg.startswith("ERR"), msg
+        else:
+            assert msg.startswith("WRONGTYPE"), msg
+    assert digest(r) == d
+    assert r.ping()
+
+
+# --------------------------------------------------------------------------
+# fractional and fast rates
+
+def test_token_fractional_refill(r):
+    rep = fg(r, "TOKEN", "t", (1, 0.5))
+    assert rep[:4] == [1, 1, 0, -1]
+    assert 1990 <= rep[4] <= 2000, rep
+    rep = fg(r, "TOKEN", "t", (1, 0.5))
+    assert rep[:3] == [0, 1, 0]
+    assert 1950 <= rep[3] <= 2000, rep
+
+
+def test_leaky_fractional_leak(r):
+    # 2.5 per second: one unit every 400 ms
+    rep = fg(r, "LEAKY", "t", (3, 2.5), "COST", 3)
+    assert rep[:4] == [1, 3, 0, -1]
+    assert 1150 <= rep[4] <= 1200, rep
+    rep = fg(r, "LEAKY", "t", (3, 2.5))
+    assert rep[0] == 0 and 350 <= rep[3] <= 400, rep
+
+
+def test_gcra_fractional_count(r):
+    # 0.5 per 1000 ms: one unit every 2 s
+    rep = fg(r, "GCRA", "g", (2, 0.5, 1000), "COST", 2)
+    assert rep[:4] == [1, 2, 0, -1]
+    assert 3950 <= rep[4] <= 4000, rep
+    rep = fg(r, "GCRA", "g", (2, 0.5, 1000))
+    assert rep[0] == 0 and 1950 <= rep[3] <= 2000, rep
+
+
+def test_gcra_fractional_period(r):
+    # 4 per 2.5 ms: T = 625 us
+    rep = fg(r, "GCRA", "g", (1000, 4, 2.5), "COST", 1000)
+    assert rep[:4] == [1, 1000, 0, -1]
+    assert 600 <= rep[4] <= 625, rep
+    st = inspect(r, "g")
+    assert "tat_ns" in st
+
+
+def test_gcra_sub_millisecond_period(r):
+    # one unit per 10 us: 100000 per second; a client is slower than that
+    n = 300
+    allowed = 0
+    for _ in range(n):
+        rep = fg(r, "GCRA", "g", (1, 1, 0.01))
+        allowed += rep[0]
+        assert rep[1] == 1
+        if rep[0] == 1:
+            assert rep[4] == 1, rep  # 10 us, rounded up to 1 ms
+        else:
+            assert rep[3] == 1, rep
+    assert allowed >= 0.95 * n, allowed
+    assert 0 <= r.pttl("g") <= 1
+
+
+def test_gcra_sub_millisecond_period_rate_is_exact(r):
+    # capacity 100000 at 100000/s: draining it takes 1 s, and 0.1 s later
+    # exactly the units of 0.1 s have come back
+    T_ns = 10_000
+    rep = fg(r, "GCRA", "g", (100000, 1, 0.01), "COST", 100000)
+    assert rep[:4] == [1, 100000, 0, -1], rep
+    assert 990 <= rep[4] <= 1000, rep
+    tat = int(inspect(r, "g")["tat_ns"])
+    time.sleep(0.1)
+    before = time.time_ns() // 1000 * 1000
+    rep = peek(r, "GCRA", "g", (100000, 1, 0.01), "COST", 0)
+    after = time.time_ns() // 1000 * 1000 + 1000
+    dvt = T_ns * 100000
+    lo = (dvt - (tat - before)) // T_ns
+    hi = (dvt - (tat - after)) // T_ns
+    assert lo <= rep[2] <= hi, (rep, lo, hi)
+    assert 9000 <= rep[2] <= 20000, rep
+
+
+def test_token_fast_refill_rate(r):
+    # 50000 tokens per second, capacity 10: a 0.2 s loop cannot take more
+    # than 10 + 50000 * elapsed
+    t0 = time.monotonic()
+    allowed = 0
+    p = r.pipeline(transaction=False)
+    for _ in range(2000):
+        p.execute_command("FG.TOKEN", "t", 10, 50000, "COST", 5)
+    reps = p.execute()
+    elapsed = time.monotonic() - t0
+    allowed = sum(int(x[0]) * 5 for x in reps)
+    assert allowed <= 10 + 50000 * elapsed + 5, (allowed, elapsed)
+    assert allowed >= 10

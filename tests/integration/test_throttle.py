@@ -1,0 +1,356 @@
+"""CL.THROTTLE: drop-in for redis-cell 0.5 (docs/commands.md, last section)."""
+
+import time
+
+import pytest
+import redis
+
+from harness import inspect, digest, s
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+
+
+def throttle(c, key, *args):
+    return [int(x) for x in c.execute_command("CL.THROTTLE", key, *args)]
+
+
+def cell_secs(ns):
+    """redis-cell rounding: seconds rounded up at millisecond granularity
+    (1.0004 s -> 1, 1.001 s -> 2); -1 stays -1."""
+    if ns == -1:
+        return -1
+    ms = ns // NS_PER_MS
+    return -(-ms // 1000)
+
+
+class CellModel:
+    """The GCRA of docs/commands.md with redis-cell's parameters:
+    T = trunc(period * 1e9 / count) ns, DVT = T * (max_burst + 1)."""
+
+    def __init__(self, max_burst, count, period_s):
+        self.T = (period_s * NS_PER_S) // count
+        self.limit = max_burst + 1
+        self.dvt = self.T * self.limit
+
+    def decide(self, tat, now_ns, q):
+        """-> (reply, next_tat). tat None means no state."""
+        t = max(tat or 0, now_ns)
+        inc = self.T * q
+        new_tat = t + inc
+        diff = now_ns - (new_tat - self.dvt)
+        if diff >= 0:
+            limited, retry, ttl = 0, -1, new_tat - now_ns
+            nxt = new_tat if q > 0 else tat
+        else:
+            limited = 1
+            retry = -diff if inc <= self.dvt else -1
+            ttl = t - now_ns
+            nxt = tat
+        remaining = 0 if ttl >= self.dvt else (self.dvt - ttl) // self.T
+        return [limited, self.limit, remaining, cell_secs(retry), cell_secs(ttl)], nxt
+
+
+def server_now_ns():
+    # the server reads its clock in microseconds
+    return (time.time_ns() // 1000) * 1000
+
+
+# ---------------------------------------------------------------------------
+
+def test_readme_example(r):
+    assert throttle(r, "user123", 15, 30, 60, 1) == [0, 16, 15, -1, 2]
+
+
+def test_burst_then_limited(r):
+    replies = [throttle(r, "user123", 15, 30, 60, 1) for _ in range(16)]
+    for i, rep in enumerate(replies):
+        # allowed, limit 16, remaining counts down to 0, retry -1, reset 2*(i+1) s
+        assert rep == [0, 16, 15 - i, -1, 2 * (i + 1)], (i, rep)
+    rep = throttle(r, "user123", 15, 30, 60, 1)
+    assert rep[0] == 1
+    assert rep[1] == 16
+    assert rep[2] == 0
+    assert rep[3] == 2  # just under 2 s, rounded up at ms granularity
+    assert rep[4] == 32
+    # still limited, nothing changed
+    rep2 = throttle(r, "user123", 15, 30, 60, 1)
+    assert rep2 == rep
+
+
+def test_quantity_defaults_to_one(r):
+    assert throttle(r, "k", 15, 30, 60) == [0, 16, 15, -1, 2]
+    assert throttle(r, "k", 15, 30, 60) == [0, 16, 14, -1, 4]
+    assert throttle(r, "k", 15, 30, 60, 1) == [0, 16, 13, -1, 6]
+
+
+def test_quantity_n(r):
+    assert throttle(r, "k", 15, 30, 60, 5) == [0, 16, 11, -1, 10]
+    assert throttle(r, "k", 15, 30, 60, 11) == [0, 16, 0, -1, 32]
+    rep = throttle(r, "k", 15, 30, 60, 3)
+    assert rep[:3] == [1, 16, 0]
+    assert rep[3] == 6  # three units come back in 6 s
+
+
+def test_quantity_zero_fresh_key_creates_nothing(r):
+    d = digest(r)
+    assert throttle(r, "k", 15, 30, 60, 0) == [0, 16, 16, -1, 0]
+    assert r.exists("k") == 0
+    assert digest(r) == d
+
+
+def test_quantity_zero_is_a_peek(r):
+    throttle(r, "k", 15, 30, 60, 3)
+    st = inspect(r, "k")
+    pttl1 = r.pttl("k")
+    assert pttl1 > 0
+    time.sleep(0.3)
+    rep = throttle(r, "k", 15, 30, 60, 0)
+    assert rep[0] == 0 and rep[1] == 16 and rep[2] == 13 and rep[3] == -1
+    assert rep[4] == 6
+    assert inspect(r, "k") == st
+    pttl2 = r.pttl("k")
+    # the TTL was not refreshed: it kept going down
+    assert pttl2 <= pttl1 - 250, (pttl1, pttl2)
+
+
+def test_quantity_zero_peek_does_not_replicate_or_dirty(r):
+    throttle(r, "k", 15, 30, 60, 3)
+    info1 = r.info("persistence")["rdb_changes_since_last_save"]
+    for _ in range(5):
+        throttle(r, "k", 15, 30, 60, 0)
+    info2 = r.info("persistence")["rdb_changes_since_last_save"]
+    assert info2 == info1
+
+
+def test_quantity_above_limit_never_fits(r):
+    d = digest(r)
+    rep = throttle(r, "k", 15, 30, 60, 17)
+    assert rep == [1, 16, 16, -1, 0]
+    assert r.exists("k") == 0
+    assert digest(r) == d
+    throttle(r, "k", 15, 30, 60, 4)
+    rep = throttle(r, "k", 15, 30, 60, 100)
+    assert rep[:4] == [1, 16, 12, -1]
+    assert rep[4] == 8
+
+
+def test_pttl_matches_reset_after(r):
+    # T = 333333333 ns, limit 6
+    for i in range(4):
+        t0 = time.monotonic()
+        rep = throttle(r, "k", 5, 3, 1, 1)
+        pttl = r.pttl("k")
+        took_ms = (time.monotonic() - t0) * 1000
+        assert rep[0] == 0
+        ttl_ns_expected = (i + 1) * 333333333
+        # reset_after in seconds, rounded up
+        assert rep[4] == cell_secs(ttl_ns_expected) or rep[4] == cell_secs(
+            ttl_ns_expected - int(50 * NS_PER_MS))
+        # PTTL at ms precision: the TAT minus now, rounded up, minus elapsed
+        assert ttl_ns_expected / NS_PER_MS - took_ms - 50 <= pttl <= -(-ttl_ns_expected // NS_PER_MS) + 1, (
+            i, pttl)
+
+
+def test_pttl_tracks_state_at_ms_precision(r):
+    # after N requests, PTTL ~ N*T ms (well below 1 s of precision)
+    n = 7
+    t_start = time.monotonic()
+    for _ in range(n):
+        throttle(r, "k", 99, 1000, 1, 1)  # T = 1 ms
+    pttl = r.pttl("k")
+    elapsed_ms = (time.monotonic() - t_start) * 1000
+    assert n - elapsed_ms - 2 <= pttl <= n + 1, (pttl, elapsed_ms)
+
+
+def test_inspect_tat_has_nanosecond_emission_interval(r):
+    # count 3 per 1 s: T = trunc(1e9 / 3) = 333333333 ns; now is whole us, so
+    # the stored TAT modulo 1000 shows T's sub-microsecond part exactly.
+    t0 = server_now_ns()
+    throttle(r, "k", 10, 3, 1, 1)
+    t1 = server_now_ns()
+    st = inspect(r, "k")
+    assert st is not None and "tat_ns" in st, st
+    tat = int(st["tat_ns"])
+    assert t0 + 333333333 <= tat <= t1 + 333333333 + 1000
+    assert tat % 1000 == 333
+    throttle(r, "k", 10, 3, 1, 2)
+    tat2 = int(inspect(r, "k")["tat_ns"])
+    assert tat2 == tat + 2 * 333333333
+
+
+def test_rate_above_1000_per_second_is_enforced(r):
+    # max_burst 0, 2000 per second: T = 500 us, one at a time
+    allowed = 0
+    sent = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.3:
+        rep = throttle(r, "fast", 0, 2000, 1, 1)
+        sent += 1
+        if rep[0] == 0:
+            allowed += 1
+            # at most 0.5 ms: 0 s at redis-cell's ms granularity
+            assert rep[1:] == [1, 0, -1, 0], rep
+        else:
+            assert rep[1:] == [1, 0, 0, 0], rep
+    elapsed = time.monotonic() - t0
+    assert allowed <= 2000 * elapsed + 1 + 5, (allowed, sent, elapsed)
+    # the client is much faster than 2000/s here, so the limit is reached
+    if sent >= 4 * 2000 * elapsed:
+        assert allowed >= 0.7 * 2000 * elapsed, (allowed, sent, elapsed)
+
+
+def test_rate_above_1000_per_second_pipelined(r):
+    # 3000 requests arriving together: at 10000/s with burst 5 only a few
+    # may pass, whatever the wall clock does between them
+    t0 = time.monotonic()
+    p = r.pipeline(transaction=False)
+    for _ in range(3000):
+        p.execute_command("CL.THROTTLE", "burst", 4, 10000, 1, 1)
+    replies = p.execute()
+    elapsed = time.monotonic() - t0
+    allowed = sum(1 for rep in replies if int(rep[0]) == 0)
+    assert allowed >= 5
+    assert allowed <= 5 + 10000 * elapsed + 2, (allowed, elapsed)
+    assert r.pttl("burst") >= 1
+
+
+def test_wrongtype_string_hello(r, server):
+    r.set("k", "hello")
+    with pytest.raises(redis.ResponseError) as ei:
+        r.execute_command("CL.THROTTLE", "k", 15, 30, 60, 1)
+    msg = str(ei.value)
+    assert msg.startswith("WRONGTYPE") or msg.startswith("ERR"), msg
+    assert r.ping()
+    assert r.get("k") == b"hello"
+
+
+@pytest.mark.parametrize("kind", ["list", "hash", "set", "zset"])
+def test_wrongtype_other_types(r, kind):
+    if kind == "list":
+        r.rpush("k", "a")
+    elif kind == "hash":
+        r.hset("k", "a", "b")
+    elif kind == "set":
+        r.sadd("k", "a")
+    else:
+        r.zadd("k", {"a": 1})
+    d = digest(r)
+    with pytest.raises(redis.ResponseError) as ei:
+        r.execute_command("CL.THROTTLE", "k", 15, 30, 60, 1)
+    assert str(ei.value).startswith("WRONGTYPE"), str(ei.value)
+    assert digest(r) == d
+    assert r.ping()
+
+
+def test_redis_cell_state_is_converted(r):
+    # a redis-cell key: the decimal TAT in ns, 10 s ahead = 5 units of 2 s used
+    tat = time.time_ns() + 10 * NS_PER_S
+    r.set("k", str(tat), px=10000)
+    rep = throttle(r, "k", 15, 30, 60, 1)
+    assert rep[:4] == [0, 16, 10, -1], rep
+    assert rep[4] == 12
+    pttl = r.pttl("k")
+    assert 11500 <= pttl <= 12000, pttl
+    # and it goes on coherently from there
+    rep = throttle(r, "k", 15, 30, 60, 10)
+    assert rep[:4] == [0, 16, 0, -1]
+    assert rep[4] == 32
+    rep = throttle(r, "k", 15, 30, 60, 1)
+    assert rep[:3] == [1, 16, 0] and rep[3] == 2
+
+
+def test_redis_cell_state_in_the_past_is_a_full_bucket(r):
+    r.set("k", str(time.time_ns() - 5 * NS_PER_S))
+    assert throttle(r, "k", 15, 30, 60, 1) == [0, 16, 15, -1, 2]
+
+
+def test_redis_cell_state_peek(r):
+    tat = time.time_ns() + 10 * NS_PER_S
+    r.set("k", str(tat), px=10000)
+    rep = throttle(r, "k", 15, 30, 60, 0)
+    assert rep[:4] == [0, 16, 11, -1], rep
+    assert rep[4] == 10
+
+
+@pytest.mark.parametrize("value", ["hello", "12abc", "-5", "1.5", ""])
+def test_string_not_a_cell_state(r, value):
+    r.set("k", value)
+    d = digest(r)
+    with pytest.raises(redis.ResponseError) as ei:
+        r.execute_command("CL.THROTTLE", "k", 15, 30, 60, 1)
+    msg = str(ei.value)
+    assert msg.startswith("WRONGTYPE") or msg.startswith("ERR"), msg
+    assert digest(r) == d
+    assert r.ping()
+
+
+SEQUENCES = [
+    ((15, 30, 60), [1, 3, 0, 5, 20, 2, 7, 1, 0, 16, 4, 1, 0]),
+    ((4, 7, 10), [2, 2, 1, 1, 3, 0, 5, 6, 1]),
+    ((0, 1, 60), [1, 1, 0, 2, 1]),
+    ((99, 50, 3), [10, 40, 30, 25, 0, 1, 101, 100]),
+]
+
+
+@pytest.mark.parametrize("params,quantities", SEQUENCES,
+                         ids=["15-30-60", "4-7-10", "0-1-60", "99-50-3"])
+def test_matches_redis_cell_model(r, params, quantities):
+    model = CellModel(*params)
+    tat = None
+    for i, q in enumerate(quantities):
+        before = server_now_ns()
+        rep = throttle(r, "m", *params, q)
+        after = server_now_ns()
+        exp_b, nxt_b = model.decide(tat, before, q)
+        exp_a, nxt_a = model.decide(tat, after, q)
+        assert rep in (exp_b, exp_a), (i, q, rep, exp_b, exp_a)
+        if tat is None and nxt_b is not None:
+            # first write: the real TAT depends on the server's now
+            st = inspect(r, "m")
+            tat = int(st["tat_ns"])
+            assert nxt_b <= tat <= nxt_a + 1000
+        else:
+            tat = nxt_b if rep == exp_b else nxt_a
+
+
+def test_matches_model_after_partial_refill(r):
+    # T = 100 ms: after a 0.35 s sleep, 3 units came back
+    params = (4, 10, 1)
+    model = CellModel(*params)
+    for _ in range(5):
+        throttle(r, "m", *params, 1)
+    time.sleep(0.35)
+    tat = int(inspect(r, "m")["tat_ns"])
+    for q in (1, 1, 2, 1, 0):
+        before = server_now_ns()
+        rep = throttle(r, "m", *params, q)
+        after = server_now_ns()
+        exp_b, nxt_b = model.decide(tat, before, q)
+        exp_a, nxt_a = model.decide(tat, after, q)
+        assert rep in (exp_b, exp_a), (q, rep, exp_b, exp_a)
+        tat = nxt_b
+
+
+def test_limited_then_allowed_after_retry_after(r):
+    # T = 200 ms, burst 1 (limit 2)
+    assert throttle(r, "k", 1, 5, 1)[0] == 0
+    assert throttle(r, "k", 1, 5, 1)[0] == 0
+    rep = throttle(r, "k", 1, 5, 1)
+    assert rep[0] == 1 and rep[3] == 1
+    time.sleep(0.21)
+    assert throttle(r, "k", 1, 5, 1)[0] == 0
+
+
+def test_key_expires(r):
+    throttle(r, "k", 0, 10, 1, 1)  # T = 100 ms
+    assert r.exists("k") == 1
+    time.sleep(0.25)
+    assert r.exists("k") == 0
+
+
+def test_allowed_write_is_in_dataset(r):
+    d0 = digest(r)
+    throttle(r, "k", 15, 30, 60, 1)
+    assert digest(r) != d0
+    assert s(r.type("k")) != "none"

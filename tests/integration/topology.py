@@ -1,0 +1,233 @@
+"""Helpers shared by the persistence, replication and cluster tests: digests,
+snapshots of keys, crash detection, AOF files and a 3-master cluster."""
+
+import glob
+import os
+import subprocess
+import time
+
+import redis
+
+from harness import Server, wait_for
+
+CRASH_MARKERS = (
+    "REDIS BUG REPORT",
+    "crashed by signal",
+    "ASSERTION FAILED",
+    "Guru Meditation",
+    "------ STACK TRACE",
+    "Error loading data from RDB",
+    "Terminating server after rdb file reading failure",
+)
+
+
+def read_log(server):
+    try:
+        with open(server.logfile, "r", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def assert_no_crash(server, since=0):
+    """The server answers PING and its log (from byte `since`) has no crash report."""
+    assert server.alive(), "redis-server %r died; log tail:\n%s" % (server, server.log_tail(60))
+    c = server.client(socket_timeout=10)
+    try:
+        assert c.ping()
+    finally:
+        c.close()
+    log = read_log(server)[since:]
+    for m in CRASH_MARKERS:
+        assert m not in log, "crash marker %r in log of %r:\n%s" % (m, server, server.log_tail(80))
+
+
+def log_size(server):
+    return len(read_log(server))
+
+
+def s(x):
+    return x.decode() if isinstance(x, bytes) else x
+
+
+def digest(c):
+    return s(c.execute_command("DEBUG", "DIGEST"))
+
+
+def digest_value(c, key):
+    return s(c.execute_command("DEBUG", "DIGEST-VALUE", key)[0])
+
+
+def state(ins):
+    """An FG.INSPECT reply without its "pttl" field (which is relative to now):
+    the stored state only, comparable across time."""
+    if not isinstance(ins, list) or len(ins) % 2:
+        return ins
+    out = []
+    for i in range(0, len(ins), 2):
+        if s(ins[i]) == "pttl":
+            continue
+        out += [ins[i], ins[i + 1]]
+    return out
+
+
+def inspect(c, key):
+    return state(c.execute_command("FG.INSPECT", key))
+
+
+def snapshot(c, keys):
+    """{key: (digest-value, FG.INSPECT, PTTL)} plus the dataset digest, and
+    the monotonic time at which it was taken."""
+    t = time.monotonic()
+    p = c.pipeline(transaction=False)
+    for k in keys:
+        p.execute_command("DEBUG", "DIGEST-VALUE", k)
+        p.execute_command("FG.INSPECT", k)
+        p.pttl(k)
+    res = [("error", str(x)) if isinstance(x, Exception) else x
+           for x in p.execute(raise_on_error=False)]
+    out = {}
+    for i, k in enumerate(keys):
+        dv, ins, pttl = res[3 * i:3 * i + 3]
+        out[k] = (s(dv[0]), state(ins), pttl)
+    return digest(c), out, t
+
+
+def assert_same_snapshot(before, after, what, ttl_slack_ms=50):
+    """Same digest, same state per key, and each PTTL shrank by at most the
+    time elapsed between the two snapshots (plus a little rounding)."""
+    d0, k0, t0 = before
+    d1, k1, t1 = after
+    elapsed_ms = (t1 - t0) * 1000.0
+    problems = []
+    for k in k0:
+        dv0, in0, p0 = k0[k]
+        dv1, in1, p1 = k1[k]
+        if dv0 != dv1:
+            problems.append("%s: DIGEST-VALUE %s -> %s" % (k, dv0, dv1))
+        if in0 != in1:
+            problems.append("%s: FG.INSPECT %r -> %r" % (k, in0, in1))
+        if p0 < 0 or p1 < 0:
+            if p0 != p1:
+                problems.append("%s: PTTL %d -> %d" % (k, p0, p1))
+        else:
+            if p1 > p0 + 2:
+                problems.append("%s: PTTL grew %d -> %d" % (k, p0, p1))
+            if p1 < p0 - elapsed_ms - ttl_slack_ms:
+                problems.append("%s: PTTL %d -> %d shrank more than the %.0f ms elapsed" % (k, p0, p1, elapsed_ms))
+    if d0 != d1:
+        problems.append("DEBUG DIGEST %s -> %s" % (d0, d1))
+    assert not problems, "%s changed the dataset:\n  " % what + "\n  ".join(problems[:40])
+
+
+def info(c, section=None):
+    return c.info(section) if section else c.info()
+
+
+def wait_aof_rewrite_done(c, timeout=30):
+    def done():
+        i = c.info("persistence")
+        return (i["aof_rewrite_in_progress"] == 0 and i["aof_rewrite_scheduled"] == 0
+                and i.get("aof_rewrites_consecutive_failures", 0) == 0)
+    wait_for(done, timeout=timeout, interval=0.05)
+    assert c.info("persistence")["aof_last_bgrewrite_status"] == "ok"
+
+
+def wait_bgsave_done(c, timeout=30):
+    wait_for(lambda: c.info("persistence")["rdb_bgsave_in_progress"] == 0, timeout=timeout, interval=0.05)
+
+
+def aof_files(server, appenddirname="appendonlydir"):
+    d = os.path.join(server.dir, appenddirname)
+    return sorted(glob.glob(os.path.join(d, "*")))
+
+
+def read_aof_commands(path):
+    """Command names in a RESP-format AOF file (an RDB preamble is skipped)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.startswith(b"REDIS"):
+        return None  # an RDB base file
+    names = []
+    pos = 0
+    n = len(data)
+    while pos < n:
+        if data[pos:pos + 1] != b"*":
+            raise ValueError("unexpected byte %r at %d in %s" % (data[pos:pos + 1], pos, path))
+        eol = data.index(b"\r\n", pos)
+        argc = int(data[pos + 1:eol])
+        pos = eol + 2
+        args = []
+        for _ in range(argc):
+            assert data[pos:pos + 1] == b"$"
+            eol = data.index(b"\r\n", pos)
+            ln = int(data[pos + 1:eol])
+            pos = eol + 2
+            args.append(data[pos:pos + ln])
+            pos += ln + 2
+        names.append(args)
+    return names
+
+
+# --------------------------------------------------------------------------
+# A 3-master cluster
+
+
+class Cluster:
+    def __init__(self, n=3, extra_args=()):
+        self.nodes = [Server(["--cluster-enabled", "yes",
+                              "--cluster-config-file", "nodes.conf",
+                              "--cluster-node-timeout", "2000"] + list(extra_args))
+                      for _ in range(n)]
+
+    def start(self):
+        for s in self.nodes:
+            s.start()
+        cmd = ["redis-cli", "--cluster", "create"] + \
+              ["127.0.0.1:%d" % s.port for s in self.nodes] + \
+              ["--cluster-replicas", "0", "--cluster-yes"]
+        p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60)
+        out = p.stdout.decode(errors="replace")
+        assert p.returncode == 0, "redis-cli --cluster create failed:\n" + out
+        clients = [s.client() for s in self.nodes]
+
+        def ok():
+            for c in clients:
+                if "cluster_state:ok" not in s(c.execute_command("CLUSTER", "INFO")):
+                    return False
+            # every node knows the owner of every slot the same way
+            views = [self._slot_view(c) for c in clients]
+            return all(v == views[0] for v in views) and len(views[0]) == 16384
+        wait_for(ok, timeout=30, interval=0.1)
+        for c in clients:
+            c.close()
+        self.slot_owner = self._slot_view(self.nodes[0].client())
+        return self
+
+    @staticmethod
+    def _slot_view(c):
+        owner = {}
+        for start, end, master, *rest in c.execute_command("CLUSTER", "SLOTS"):
+            port = int(master[1])
+            for sl in range(int(start), int(end) + 1):
+                owner[sl] = port
+        return owner
+
+    def node_by_port(self, port):
+        for n in self.nodes:
+            if n.port == port:
+                return n
+        raise KeyError(port)
+
+    def owner_of(self, key):
+        c = self.nodes[0].client()
+        try:
+            slot = int(c.execute_command("CLUSTER", "KEYSLOT", key))
+        finally:
+            c.close()
+        return slot, self.node_by_port(self.slot_owner[slot])
+
+    def stop(self):
+        for n in self.nodes:
+            n.cleanup()
