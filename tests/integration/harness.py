@@ -324,3 +324,30 @@ def guard_window(window_ms, margin_ms):
     left = window_ms - (time.time_ns() / 1e6) % window_ms
     if left < margin_ms:
         time.sleep(left / 1000.0 + 0.005)
+
+
+def state(c, key):
+    """FG.INSPECT without the fields that change with the clock alone (pttl):
+    what must stay equal when nothing is written. None when absent."""
+    st = inspect(c, key)
+    if st is None:
+        return None
+    return {k: v for k, v in st.items() if k not in ("pttl", "ttl")}
+
+
+def slidelog_stamps(st):
+    """The admission timestamps (us) of a sliding log from FG.INSPECT, one per
+    unit, oldest first. Accepts a plain list of timestamps or runs of
+    (ts_us, count)."""
+    out = []
+    for k, v in st.items():
+        if not isinstance(v, list):
+            continue
+        vals = [int(x) for x in v]
+        if all(x > 10 ** 15 for x in vals):
+            out.extend(vals)
+        else:
+            assert len(vals) % 2 == 0, st
+            for ts, n in zip(vals[0::2], vals[1::2]):
+                out.extend([ts] * n)
+    return out
