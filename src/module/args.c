@@ -30,8 +30,8 @@ bool arg_is(RedisModuleString *arg, const char *keyword) {
     return strlen(keyword) == len && strncasecmp(s, keyword, len) == 0;
 }
 
-int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
-                  int64_t min, int64_t max, int64_t *out) {
+int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, int64_t min,
+                  int64_t max, int64_t *out) {
     long long v;
     if (RedisModule_StringToLongLong(arg, &v) != REDISMODULE_OK) {
         reply_error_fmt(ctx, "ERR %s must be an integer", name);
@@ -52,23 +52,34 @@ static bool is_plain_decimal(const char *s, size_t len) {
     bool dot = false;
     if (i < len && (s[i] == '+' || s[i] == '-')) i++;
     for (; i < len; i++) {
-        if (s[i] >= '0' && s[i] <= '9') digits++;
-        else if (s[i] == '.' && !dot) dot = true;
-        else break;
+        if (s[i] >= '0' && s[i] <= '9')
+            digits++;
+        else if (s[i] == '.' && !dot)
+            dot = true;
+        else
+            break;
     }
     if (digits == 0) return false;
     if (i < len && (s[i] == 'e' || s[i] == 'E')) {
         size_t exp_digits = 0;
         i++;
         if (i < len && (s[i] == '+' || s[i] == '-')) i++;
-        for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) exp_digits++;
+        for (; i < len && s[i] >= '0' && s[i] <= '9'; i++)
+            exp_digits++;
         if (exp_digits == 0) return false;
     }
     return i == len;
 }
 
-int parse_positive_number(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
-                          double max, double *out) {
+int parse_positive_number(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, double max,
+                          double *out) {
+    /* Most limits are whole numbers: the integer parser is far cheaper. */
+    long long whole;
+    if (RedisModule_StringToLongLong(arg, &whole) == REDISMODULE_OK && whole > 0 &&
+        (double)whole <= max) {
+        *out = (double)whole;
+        return 1;
+    }
     size_t len;
     const char *s = RedisModule_StringPtrLen(arg, &len);
     double v;

@@ -14,12 +14,12 @@
 #include "redismodule_api.h"
 
 /* An integer in [min, max]. */
-int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
-                  int64_t min, int64_t max, int64_t *out);
+int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, int64_t min,
+                  int64_t max, int64_t *out);
 
 /* A finite decimal number in (0, max]: no inf, nan, hex or spaces. */
-int parse_positive_number(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
-                          double max, double *out);
+int parse_positive_number(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, double max,
+                          double *out);
 
 /* A positive duration in milliseconds (fractions allowed) as whole
  * microseconds, at least 1 us and at most 10^12 ms. */

@@ -12,14 +12,19 @@ static const RedisModuleCommandInfoVersion info_version = {
     1, sizeof(RedisModuleCommandHistoryEntry), sizeof(RedisModuleCommandKeySpec),
     sizeof(RedisModuleCommandArg)};
 
-#define KEY_AT(position, key_flags)                                                           \
-    {.flags = (key_flags), .begin_search_type = REDISMODULE_KSPEC_BS_INDEX,             \
-     .bs.index.pos = (position), .find_keys_type = REDISMODULE_KSPEC_FK_RANGE,               \
-     .fk.range = {0, 1, 0}}
-#define UPDATES (REDISMODULE_CMD_KEY_RW | REDISMODULE_CMD_KEY_ACCESS | REDISMODULE_CMD_KEY_UPDATE)
-#define READS (REDISMODULE_CMD_KEY_RO | REDISMODULE_CMD_KEY_ACCESS)
+#define KEY_AT(position, key_flags)                                                                \
+    {                                                                                              \
+        .flags = (key_flags), .begin_search_type = REDISMODULE_KSPEC_BS_INDEX,                     \
+        .bs.index.pos = (position), .find_keys_type = REDISMODULE_KSPEC_FK_RANGE, .fk.range = {    \
+            0,                                                                                     \
+            1,                                                                                     \
+            0                                                                                      \
+        }                                                                                          \
+    }
+#define UPDATES    (REDISMODULE_CMD_KEY_RW | REDISMODULE_CMD_KEY_ACCESS | REDISMODULE_CMD_KEY_UPDATE)
+#define READS      (REDISMODULE_CMD_KEY_RO | REDISMODULE_CMD_KEY_ACCESS)
 #define OVERWRITES (REDISMODULE_CMD_KEY_OW | REDISMODULE_CMD_KEY_UPDATE)
-#define DELETES (REDISMODULE_CMD_KEY_RM | REDISMODULE_CMD_KEY_DELETE)
+#define DELETES    (REDISMODULE_CMD_KEY_RM | REDISMODULE_CMD_KEY_DELETE)
 
 static RedisModuleCommandKeySpec updates_key1[] = {KEY_AT(1, UPDATES), {0}};
 static RedisModuleCommandKeySpec reads_key1[] = {KEY_AT(1, READS), {0}};
@@ -27,29 +32,39 @@ static RedisModuleCommandKeySpec reads_key2[] = {KEY_AT(2, READS), {0}};
 static RedisModuleCommandKeySpec overwrites_key1[] = {KEY_AT(1, OVERWRITES), {0}};
 static RedisModuleCommandKeySpec deletes_key1[] = {KEY_AT(1, DELETES), {0}};
 
-#define KEY_ARG {.name = "key", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 0}
-#define INT_ARG(n) {.name = (n), .type = REDISMODULE_ARG_TYPE_INTEGER}
-#define NUM_ARG(n) {.name = (n), .type = REDISMODULE_ARG_TYPE_DOUBLE}
-#define COST_ARG                                                                         \
-    {.name = "cost", .type = REDISMODULE_ARG_TYPE_INTEGER, .token = "COST",             \
-     .flags = REDISMODULE_CMD_ARG_OPTIONAL}
-#define PXAT_ARG                                                                         \
-    {.name = "unix-time-milliseconds", .type = REDISMODULE_ARG_TYPE_UNIX_TIME,          \
-     .token = "PXAT", .flags = REDISMODULE_CMD_ARG_OPTIONAL}
+#define KEY_ARG                                                                                    \
+    { .name = "key", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 0 }
+#define INT_ARG(n)                                                                                 \
+    { .name = (n), .type = REDISMODULE_ARG_TYPE_INTEGER }
+#define NUM_ARG(n)                                                                                 \
+    { .name = (n), .type = REDISMODULE_ARG_TYPE_DOUBLE }
+#define COST_ARG                                                                                   \
+    {                                                                                              \
+        .name = "cost", .type = REDISMODULE_ARG_TYPE_INTEGER, .token = "COST",                     \
+        .flags = REDISMODULE_CMD_ARG_OPTIONAL                                                      \
+    }
+#define PXAT_ARG                                                                                   \
+    {                                                                                              \
+        .name = "unix-time-milliseconds", .type = REDISMODULE_ARG_TYPE_UNIX_TIME, .token = "PXAT", \
+        .flags = REDISMODULE_CMD_ARG_OPTIONAL                                                      \
+    }
 
-static RedisModuleCommandArg throttle_args[] = {
-    KEY_ARG, INT_ARG("max_burst"), INT_ARG("count"), INT_ARG("period"),
-    {.name = "quantity", .type = REDISMODULE_ARG_TYPE_INTEGER,
-     .flags = REDISMODULE_CMD_ARG_OPTIONAL},
-    {0}};
-static RedisModuleCommandArg gcra_args[] = {KEY_ARG, INT_ARG("capacity"), NUM_ARG("count"),
-                                            NUM_ARG("period_ms"), COST_ARG, {0}};
-static RedisModuleCommandArg token_args[] = {KEY_ARG, INT_ARG("capacity"),
-                                             NUM_ARG("refill_per_sec"), COST_ARG, {0}};
-static RedisModuleCommandArg leaky_args[] = {KEY_ARG, INT_ARG("capacity"),
-                                             NUM_ARG("leak_per_sec"), COST_ARG, {0}};
-static RedisModuleCommandArg window_args[] = {KEY_ARG, INT_ARG("limit"), NUM_ARG("window_ms"),
-                                              COST_ARG, {0}};
+static RedisModuleCommandArg throttle_args[] = {KEY_ARG,
+                                                INT_ARG("max_burst"),
+                                                INT_ARG("count"),
+                                                INT_ARG("period"),
+                                                {.name = "quantity",
+                                                 .type = REDISMODULE_ARG_TYPE_INTEGER,
+                                                 .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+                                                {0}};
+static RedisModuleCommandArg gcra_args[] = {
+    KEY_ARG, INT_ARG("capacity"), NUM_ARG("count"), NUM_ARG("period_ms"), COST_ARG, {0}};
+static RedisModuleCommandArg token_args[] = {
+    KEY_ARG, INT_ARG("capacity"), NUM_ARG("refill_per_sec"), COST_ARG, {0}};
+static RedisModuleCommandArg leaky_args[] = {
+    KEY_ARG, INT_ARG("capacity"), NUM_ARG("leak_per_sec"), COST_ARG, {0}};
+static RedisModuleCommandArg window_args[] = {
+    KEY_ARG, INT_ARG("limit"), NUM_ARG("window_ms"), COST_ARG, {0}};
 static RedisModuleCommandArg peek_families[] = {
     {.name = "fixed", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "FIXED"},
     {.name = "sliding", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "SLIDING"},
@@ -71,9 +86,8 @@ static RedisModuleCommandArg setstate_args[] = {
     {.name = "field", .type = REDISMODULE_ARG_TYPE_INTEGER, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
     PXAT_ARG,
     {0}};
-static RedisModuleCommandArg logappend_args[] = {KEY_ARG, INT_ARG("drop_through_us"),
-                                                 INT_ARG("at_us"), INT_ARG("count"), PXAT_ARG,
-                                                 {0}};
+static RedisModuleCommandArg logappend_args[] = {
+    KEY_ARG, INT_ARG("drop_through_us"), INT_ARG("at_us"), INT_ARG("count"), PXAT_ARG, {0}};
 
 typedef struct command_doc {
     const char *name;
@@ -85,27 +99,29 @@ typedef struct command_doc {
 } command_doc;
 
 static const command_doc docs[] = {
-    {"CL.THROTTLE", "GCRA rate limit, drop-in for redis-cell: answers limited, limit, "
-     "remaining, retry_after and reset_after in seconds", "O(1)", -5, updates_key1,
-     throttle_args},
-    {"FG.GCRA", "GCRA rate limit: count units per period_ms, at most capacity at once",
-     "O(1)", -5, updates_key1, gcra_args},
-    {"FG.TOKEN", "Token bucket: capacity tokens refilled continuously at refill_per_sec",
-     "O(1)", -4, updates_key1, token_args},
+    {"CL.THROTTLE",
+     "GCRA rate limit, drop-in for redis-cell: answers limited, limit, "
+     "remaining, retry_after and reset_after in seconds",
+     "O(1)", -5, updates_key1, throttle_args},
+    {"FG.GCRA", "GCRA rate limit: count units per period_ms, at most capacity at once", "O(1)", -5,
+     updates_key1, gcra_args},
+    {"FG.TOKEN", "Token bucket: capacity tokens refilled continuously at refill_per_sec", "O(1)",
+     -4, updates_key1, token_args},
     {"FG.LEAKY", "Leaky bucket (funnel): capacity units leaking at leak_per_sec", "O(1)", -4,
      updates_key1, leaky_args},
     {"FG.FIXED", "Fixed window counter: limit units per clock-aligned window", "O(1)", -4,
      updates_key1, window_args},
-    {"FG.SLIDING", "Sliding window counter: limit units per sliding window, estimated from "
-     "two windows", "O(1)", -4, updates_key1, window_args},
+    {"FG.SLIDING",
+     "Sliding window counter: limit units per sliding window, estimated from "
+     "two windows",
+     "O(1)", -4, updates_key1, window_args},
     {"FG.SLIDELOG", "Sliding window log: exactly limit units per sliding window",
-     "O(1) amortized, O(N) in the entries that leave the window", -4, updates_key1,
-     window_args},
+     "O(1) amortized, O(N) in the entries that leave the window", -4, updates_key1, window_args},
     {"FG.PEEK", "Answers what a rate-limit command would answer, without writing",
      "O(1); O(N) for SLIDELOG", -5, reads_key2, peek_args},
     {"FG.RESET", "Deletes a rate-limit key", "O(1)", 2, deletes_key1, key_only_args},
-    {"FG.INSPECT", "Shows the stored state of a rate-limit key", "O(1); O(N) for a slidelog",
-     2, reads_key1, key_only_args},
+    {"FG.INSPECT", "Shows the stored state of a rate-limit key", "O(1); O(N) for a slidelog", 2,
+     reads_key1, key_only_args},
     {"FG.SETSTATE", "Sets a rate-limit state with absolute times (replication and AOF)",
      "O(N) in the fields", -4, overwrites_key1, setstate_args},
     {"FG.LOGAPPEND", "Applies one admitted request to a sliding log (replication)",

@@ -17,8 +17,7 @@ static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
 }
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
-                                                              RedisModuleString **argv,
-                                                              int argc) {
+                                                              RedisModuleString **argv, int argc) {
     (void)argv, (void)argc;
     if (fg_api_init(ctx, "floodgate", FLOODGATE_MODULE_VERSION) != REDISMODULE_OK)
         return REDISMODULE_ERR;

@@ -28,7 +28,9 @@
 static RedisModuleType *types[FAMILY_COUNT];
 static const char *const family_names[FAMILY_COUNT] = {"bucket", "fixed", "sliding", "slidelog"};
 
-const char *family_name(limiter_family family) { return family_names[family]; }
+const char *family_name(limiter_family family) {
+    return family_names[family];
+}
 
 int family_from_name(RedisModuleString *name, limiter_family *out) {
     size_t len;
@@ -42,8 +44,12 @@ int family_from_name(RedisModuleString *name, limiter_family *out) {
     return 0;
 }
 
-static void *module_realloc(void *ptr, size_t size) { return RedisModule_Realloc(ptr, size); }
-static void module_free(void *ptr) { RedisModule_Free(ptr); }
+static void *module_realloc(void *ptr, size_t size) {
+    return RedisModule_Realloc(ptr, size);
+}
+static void module_free(void *ptr) {
+    RedisModule_Free(ptr);
+}
 const fg_allocator module_allocator = {module_realloc, module_free};
 
 lookup_result limiter_lookup(RedisModuleKey *key, limiter_family family, void **value) {
@@ -81,8 +87,8 @@ void store_bucket(RedisModuleKey *key, int64_t tat_ns, int64_t expire_ms) {
 }
 
 /* Fixed-size states are updated in place when the key already holds one. */
-static void store_struct(RedisModuleKey *key, limiter_family family, const void *state,
-                         size_t size, int64_t expire_ms) {
+static void store_struct(RedisModuleKey *key, limiter_family family, const void *state, size_t size,
+                         int64_t expire_ms) {
     void *value;
     if (limiter_lookup(key, family, &value) == LOOKUP_FOUND) {
         memcpy(value, state, size);
@@ -142,7 +148,8 @@ void slidelog_for_each_run(const fg_slog *log, void (*fn)(int64_t ts, int64_t co
     while (i < log->len) {
         int64_t ts = fg_slog_at(log, i);
         uint32_t j = i + 1;
-        while (j < log->len && fg_slog_at(log, j) == ts) j++;
+        while (j < log->len && fg_slog_at(log, j) == ts)
+            j++;
         fn(ts, (int64_t)(j - i), arg);
         i = j;
     }
@@ -186,7 +193,9 @@ static void bucket_digest(RedisModuleDigest *md, void *value) {
     RedisModule_DigestEndSequence(md);
 }
 
-static void bucket_free(void *value) { (void)value; }
+static void bucket_free(void *value) {
+    (void)value;
+}
 
 static void *bucket_copy(RedisModuleString *from, RedisModuleString *to, const void *value) {
     (void)from, (void)to;
@@ -264,9 +273,8 @@ static void sliding_rdb_save(RedisModuleIO *io, void *value) {
 
 static void sliding_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value) {
     const fg_sliding_state *s = value;
-    RedisModule_EmitAOF(io, "FG.SETSTATE", "sclll", key, "sliding",
-                        (long long)s->window_start_us, (long long)s->count,
-                        (long long)s->prev_count);
+    RedisModule_EmitAOF(io, "FG.SETSTATE", "sclll", key, "sliding", (long long)s->window_start_us,
+                        (long long)s->count, (long long)s->prev_count);
 }
 
 static size_t sliding_mem_usage(const void *value) {
@@ -334,7 +342,8 @@ static void slidelog_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void
     run_args a = {RedisModule_Alloc(sizeof(RedisModuleString *) * 2 * slidelog_run_count(log)), 0};
     slidelog_for_each_run(log, collect_run, &a);
     RedisModule_EmitAOF(io, "FG.SETSTATE", "scv", key, "slidelog", a.argv, a.argc);
-    for (size_t i = 0; i < a.argc; i++) RedisModule_FreeString(NULL, a.argv[i]);
+    for (size_t i = 0; i < a.argc; i++)
+        RedisModule_FreeString(NULL, a.argv[i]);
     RedisModule_Free(a.argv);
 }
 
@@ -371,18 +380,33 @@ int limiter_types_create(RedisModuleCtx *ctx) {
     static const char *const type_names[FAMILY_COUNT] = {"fg-bucket", "fg-fixwin", "fg-sliwin",
                                                          "fg-slilog"};
     RedisModuleTypeMethods methods[FAMILY_COUNT] = {
-        [FAMILY_BUCKET] = {.rdb_load = bucket_rdb_load, .rdb_save = bucket_rdb_save,
-                           .aof_rewrite = bucket_aof_rewrite, .mem_usage = bucket_mem_usage,
-                           .digest = bucket_digest, .free = bucket_free, .copy = bucket_copy},
-        [FAMILY_FIXED] = {.rdb_load = fixed_rdb_load, .rdb_save = fixed_rdb_save,
-                          .aof_rewrite = fixed_aof_rewrite, .mem_usage = fixed_mem_usage,
-                          .digest = fixed_digest, .free = module_free, .copy = fixed_copy},
-        [FAMILY_SLIDING] = {.rdb_load = sliding_rdb_load, .rdb_save = sliding_rdb_save,
-                            .aof_rewrite = sliding_aof_rewrite, .mem_usage = sliding_mem_usage,
-                            .digest = sliding_digest, .free = module_free, .copy = sliding_copy},
-        [FAMILY_SLIDELOG] = {.rdb_load = slidelog_rdb_load, .rdb_save = slidelog_rdb_save,
-                             .aof_rewrite = slidelog_aof_rewrite, .mem_usage = slidelog_mem_usage,
-                             .digest = slidelog_digest, .free = slidelog_destroy,
+        [FAMILY_BUCKET] = {.rdb_load = bucket_rdb_load,
+                           .rdb_save = bucket_rdb_save,
+                           .aof_rewrite = bucket_aof_rewrite,
+                           .mem_usage = bucket_mem_usage,
+                           .digest = bucket_digest,
+                           .free = bucket_free,
+                           .copy = bucket_copy},
+        [FAMILY_FIXED] = {.rdb_load = fixed_rdb_load,
+                          .rdb_save = fixed_rdb_save,
+                          .aof_rewrite = fixed_aof_rewrite,
+                          .mem_usage = fixed_mem_usage,
+                          .digest = fixed_digest,
+                          .free = module_free,
+                          .copy = fixed_copy},
+        [FAMILY_SLIDING] = {.rdb_load = sliding_rdb_load,
+                            .rdb_save = sliding_rdb_save,
+                            .aof_rewrite = sliding_aof_rewrite,
+                            .mem_usage = sliding_mem_usage,
+                            .digest = sliding_digest,
+                            .free = module_free,
+                            .copy = sliding_copy},
+        [FAMILY_SLIDELOG] = {.rdb_load = slidelog_rdb_load,
+                             .rdb_save = slidelog_rdb_save,
+                             .aof_rewrite = slidelog_aof_rewrite,
+                             .mem_usage = slidelog_mem_usage,
+                             .digest = slidelog_digest,
+                             .free = slidelog_destroy,
                              .copy = slidelog_copy},
     };
     for (int f = 0; f < FAMILY_COUNT; f++) {

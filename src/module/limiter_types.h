@@ -28,7 +28,9 @@ typedef enum lookup_result { LOOKUP_EMPTY, LOOKUP_FOUND, LOOKUP_WRONGTYPE } look
 lookup_result limiter_lookup(RedisModuleKey *key, limiter_family family, void **value);
 
 /* The bucket state is the arrival time itself, kept in the value slot. */
-static inline int64_t bucket_tat(void *value) { return (int64_t)(uintptr_t)value; }
+static inline int64_t bucket_tat(void *value) {
+    return (int64_t)(uintptr_t)value;
+}
 
 /* Store a state in a key opened for writing (creating or replacing it) and
  * give the key its absolute expiry. The previous TTL is not kept. */
@@ -58,6 +60,8 @@ uint32_t slidelog_run_count(const fg_slog *log);
 extern const fg_allocator module_allocator;
 
 /* Ceil of microseconds to milliseconds: expiries never come early. */
-static inline int64_t us_to_ms_ceil(int64_t us) { return us / 1000 + (us % 1000 > 0); }
+static inline int64_t us_to_ms_ceil(int64_t us) {
+    return us / 1000 + (us % 1000 > 0);
+}
 
 #endif

@@ -16,9 +16,9 @@ int fg_api_init(RedisModuleCtx *ctx, const char *name, int ver) {
     get_api_fn get_api = (get_api_fn)((void **)ctx)[0];
     int missing = 0;
 
-#define FG_FETCH_REQUIRED(ret, api, params) \
+#define FG_FETCH_REQUIRED(ret, api, params)                                                        \
     if (get_api("RedisModule_" #api, (void *)&RedisModule_##api) != REDISMODULE_OK) missing = 1;
-#define FG_FETCH_OPTIONAL(ret, api, params) \
+#define FG_FETCH_OPTIONAL(ret, api, params)                                                        \
     get_api("RedisModule_" #api, (void *)&RedisModule_##api);
     FG_REQUIRED_APIS(FG_FETCH_REQUIRED)
     FG_OPTIONAL_APIS(FG_FETCH_OPTIONAL)

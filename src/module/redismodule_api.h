@@ -18,53 +18,67 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define REDISMODULE_OK 0
-#define REDISMODULE_ERR 1
+#define REDISMODULE_OK       0
+#define REDISMODULE_ERR      1
 #define REDISMODULE_APIVER_1 1
 
-#define REDISMODULE_READ (1 << 0)
+#define REDISMODULE_READ  (1 << 0)
 #define REDISMODULE_WRITE (1 << 1)
 
-#define REDISMODULE_KEYTYPE_EMPTY 0
+#define REDISMODULE_KEYTYPE_EMPTY  0
 #define REDISMODULE_KEYTYPE_STRING 1
 #define REDISMODULE_KEYTYPE_MODULE 6
 
 #define REDISMODULE_POSTPONED_LEN -1
-#define REDISMODULE_NO_EXPIRE -1
+#define REDISMODULE_NO_EXPIRE     -1
 
-#define REDISMODULE_CTX_FLAGS_MULTI (1 << 1)
-#define REDISMODULE_CTX_FLAGS_MASTER (1 << 2)
+#define REDISMODULE_CTX_FLAGS_MULTI   (1 << 1)
+#define REDISMODULE_CTX_FLAGS_MASTER  (1 << 2)
 #define REDISMODULE_CTX_FLAGS_LOADING (1 << 13)
 
 #define REDISMODULE_NOTIFY_MODULE (1 << 13)
 
-#define REDISMODULE_OPTIONS_HANDLE_IO_ERRORS (1 << 0)
+#define REDISMODULE_OPTIONS_HANDLE_IO_ERRORS           (1 << 0)
 #define REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (1 << 1)
 
 #define REDISMODULE_TYPE_METHOD_VERSION 3
 
-#define REDISMODULE_ERRORMSG_WRONGTYPE \
+#define REDISMODULE_ERRORMSG_WRONGTYPE                                                             \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 /* Key-spec flags and search types used by SetCommandInfo. */
-#define REDISMODULE_CMD_KEY_RO (1ULL << 0)
-#define REDISMODULE_CMD_KEY_RW (1ULL << 1)
-#define REDISMODULE_CMD_KEY_OW (1ULL << 2)
-#define REDISMODULE_CMD_KEY_RM (1ULL << 3)
+#define REDISMODULE_CMD_KEY_RO     (1ULL << 0)
+#define REDISMODULE_CMD_KEY_RW     (1ULL << 1)
+#define REDISMODULE_CMD_KEY_OW     (1ULL << 2)
+#define REDISMODULE_CMD_KEY_RM     (1ULL << 3)
 #define REDISMODULE_CMD_KEY_ACCESS (1ULL << 4)
 #define REDISMODULE_CMD_KEY_UPDATE (1ULL << 5)
 #define REDISMODULE_CMD_KEY_INSERT (1ULL << 6)
 #define REDISMODULE_CMD_KEY_DELETE (1ULL << 7)
 
-enum { REDISMODULE_KSPEC_BS_INVALID = 0, REDISMODULE_KSPEC_BS_UNKNOWN,
-       REDISMODULE_KSPEC_BS_INDEX, REDISMODULE_KSPEC_BS_KEYWORD };
-enum { REDISMODULE_KSPEC_FK_OMITTED = 0, REDISMODULE_KSPEC_FK_UNKNOWN,
-       REDISMODULE_KSPEC_FK_RANGE, REDISMODULE_KSPEC_FK_KEYNUM };
-enum { REDISMODULE_ARG_TYPE_STRING = 0, REDISMODULE_ARG_TYPE_INTEGER,
-       REDISMODULE_ARG_TYPE_DOUBLE, REDISMODULE_ARG_TYPE_KEY,
-       REDISMODULE_ARG_TYPE_PATTERN, REDISMODULE_ARG_TYPE_UNIX_TIME,
-       REDISMODULE_ARG_TYPE_PURE_TOKEN, REDISMODULE_ARG_TYPE_ONEOF,
-       REDISMODULE_ARG_TYPE_BLOCK };
+enum {
+    REDISMODULE_KSPEC_BS_INVALID = 0,
+    REDISMODULE_KSPEC_BS_UNKNOWN,
+    REDISMODULE_KSPEC_BS_INDEX,
+    REDISMODULE_KSPEC_BS_KEYWORD
+};
+enum {
+    REDISMODULE_KSPEC_FK_OMITTED = 0,
+    REDISMODULE_KSPEC_FK_UNKNOWN,
+    REDISMODULE_KSPEC_FK_RANGE,
+    REDISMODULE_KSPEC_FK_KEYNUM
+};
+enum {
+    REDISMODULE_ARG_TYPE_STRING = 0,
+    REDISMODULE_ARG_TYPE_INTEGER,
+    REDISMODULE_ARG_TYPE_DOUBLE,
+    REDISMODULE_ARG_TYPE_KEY,
+    REDISMODULE_ARG_TYPE_PATTERN,
+    REDISMODULE_ARG_TYPE_UNIX_TIME,
+    REDISMODULE_ARG_TYPE_PURE_TOKEN,
+    REDISMODULE_ARG_TYPE_ONEOF,
+    REDISMODULE_ARG_TYPE_BLOCK
+};
 #define REDISMODULE_CMD_ARG_OPTIONAL (1 << 0)
 #define REDISMODULE_CMD_ARG_MULTIPLE (1 << 1)
 
@@ -93,8 +107,10 @@ typedef int (*RedisModuleTypeAuxLoadFunc)(RedisModuleIO *rdb, int encver, int wh
 typedef void (*RedisModuleTypeAuxSaveFunc)(RedisModuleIO *rdb, int when);
 typedef size_t (*RedisModuleTypeFreeEffortFunc)(RedisModuleString *key, const void *value);
 typedef void (*RedisModuleTypeUnlinkFunc)(RedisModuleString *key, const void *value);
-typedef void *(*RedisModuleTypeCopyFunc)(RedisModuleString *fromkey, RedisModuleString *tokey, const void *value);
-typedef int (*RedisModuleTypeDefragFunc)(RedisModuleDefragCtx *ctx, RedisModuleString *key, void **value);
+typedef void *(*RedisModuleTypeCopyFunc)(RedisModuleString *fromkey, RedisModuleString *tokey,
+                                         const void *value);
+typedef int (*RedisModuleTypeDefragFunc)(RedisModuleDefragCtx *ctx, RedisModuleString *key,
+                                         void **value);
 
 /* Field order is the server's ABI for method version 3. */
 typedef struct RedisModuleTypeMethods {
@@ -133,13 +149,26 @@ typedef struct RedisModuleCommandKeySpec {
     uint64_t flags;
     int begin_search_type;
     union {
-        struct { int pos; } index;
-        struct { const char *keyword; int startfrom; } keyword;
+        struct {
+            int pos;
+        } index;
+        struct {
+            const char *keyword;
+            int startfrom;
+        } keyword;
     } bs;
     int find_keys_type;
     union {
-        struct { int lastkey; int keystep; int limit; } range;
-        struct { int keynumidx; int firstkey; int keystep; } keynum;
+        struct {
+            int lastkey;
+            int keystep;
+            int limit;
+        } range;
+        struct {
+            int keynumidx;
+            int firstkey;
+            int keystep;
+        } keynum;
     } fk;
 } RedisModuleCommandKeySpec;
 
@@ -168,66 +197,67 @@ typedef struct RedisModuleCommandInfo {
 } RedisModuleCommandInfo;
 
 /* X(return type, Name, (parameters)) */
-#define FG_REQUIRED_APIS(X) \
-    X(void *, Alloc, (size_t bytes)) \
-    X(void *, Realloc, (void *ptr, size_t bytes)) \
-    X(void, Free, (void *ptr)) \
-    X(int, IsModuleNameBusy, (const char *name)) \
-    X(void, SetModuleAttribs, (RedisModuleCtx *ctx, const char *name, int ver, int apiver)) \
-    X(void, SetModuleOptions, (RedisModuleCtx *ctx, int options)) \
-    X(int, CreateCommand, (RedisModuleCtx *ctx, const char *name, RedisModuleCmdFunc cmdfunc, \
-                           const char *strflags, int firstkey, int lastkey, int keystep)) \
-    X(RedisModuleCommand *, GetCommand, (RedisModuleCtx *ctx, const char *name)) \
-    X(int, SetCommandInfo, (RedisModuleCommand *command, const RedisModuleCommandInfo *info)) \
-    X(int, WrongArity, (RedisModuleCtx *ctx)) \
-    X(int, ReplyWithLongLong, (RedisModuleCtx *ctx, long long ll)) \
-    X(int, ReplyWithError, (RedisModuleCtx *ctx, const char *err)) \
-    X(int, ReplyWithArray, (RedisModuleCtx *ctx, long len)) \
-    X(int, ReplyWithMap, (RedisModuleCtx *ctx, long len)) \
-    X(void, ReplySetArrayLength, (RedisModuleCtx *ctx, long len)) \
-    X(int, ReplyWithNull, (RedisModuleCtx *ctx)) \
-    X(int, ReplyWithCString, (RedisModuleCtx *ctx, const char *buf)) \
-    X(const char *, StringPtrLen, (const RedisModuleString *str, size_t *len)) \
-    X(int, StringToLongLong, (const RedisModuleString *str, long long *ll)) \
-    X(int, StringToDouble, (const RedisModuleString *str, double *d)) \
-    X(RedisModuleString *, CreateStringFromLongLong, (RedisModuleCtx *ctx, long long ll)) \
-    X(void, FreeString, (RedisModuleCtx *ctx, RedisModuleString *str)) \
-    X(void *, OpenKey, (RedisModuleCtx *ctx, RedisModuleString *keyname, int mode)) \
-    X(void, CloseKey, (RedisModuleKey *kp)) \
-    X(int, KeyType, (RedisModuleKey *kp)) \
-    X(int, DeleteKey, (RedisModuleKey *key)) \
-    X(mstime_t, GetExpire, (RedisModuleKey *key)) \
-    X(int, SetAbsExpire, (RedisModuleKey *key, mstime_t expire)) \
-    X(char *, StringDMA, (RedisModuleKey *key, size_t *len, int mode)) \
-    X(RedisModuleType *, CreateDataType, (RedisModuleCtx *ctx, const char *name, int encver, \
-                                          RedisModuleTypeMethods *typemethods)) \
-    X(int, ModuleTypeSetValue, (RedisModuleKey *key, RedisModuleType *mt, void *value)) \
-    X(int, ModuleTypeReplaceValue, (RedisModuleKey *key, RedisModuleType *mt, void *new_value, \
-                                    void **old_value)) \
-    X(RedisModuleType *, ModuleTypeGetType, (RedisModuleKey *key)) \
-    X(void *, ModuleTypeGetValue, (RedisModuleKey *key)) \
-    X(void, SaveSigned, (RedisModuleIO *io, int64_t value)) \
-    X(int64_t, LoadSigned, (RedisModuleIO *io)) \
-    X(void, SaveUnsigned, (RedisModuleIO *io, uint64_t value)) \
-    X(uint64_t, LoadUnsigned, (RedisModuleIO *io)) \
-    X(int, IsIOError, (RedisModuleIO *io)) \
-    X(void, EmitAOF, (RedisModuleIO *io, const char *cmdname, const char *fmt, ...)) \
-    X(void, DigestAddLongLong, (RedisModuleDigest *md, long long ele)) \
-    X(void, DigestEndSequence, (RedisModuleDigest *md)) \
-    X(int, Replicate, (RedisModuleCtx *ctx, const char *cmdname, const char *fmt, ...)) \
-    X(int, ReplicateVerbatim, (RedisModuleCtx *ctx)) \
-    X(int, GetContextFlags, (RedisModuleCtx *ctx)) \
-    X(int, NotifyKeyspaceEvent, (RedisModuleCtx *ctx, int type, const char *event, \
-                                 RedisModuleString *key)) \
-    X(int, SignalModifiedKey, (RedisModuleCtx *ctx, RedisModuleString *keyname)) \
-    X(int, RegisterInfoFunc, (RedisModuleCtx *ctx, RedisModuleInfoFunc cb)) \
-    X(int, InfoAddSection, (RedisModuleInfoCtx *ctx, const char *name)) \
-    X(int, InfoAddFieldLongLong, (RedisModuleInfoCtx *ctx, const char *field, long long value)) \
-    X(void, Log, (RedisModuleCtx *ctx, const char *level, const char *fmt, ...)) \
-    X(void, LogIOError, (RedisModuleIO *io, const char *levelstr, const char *fmt, ...))
+#define FG_REQUIRED_APIS(X)                                                                        \
+    X(void *, Alloc, (size_t bytes))                                                               \
+    X(void *, Realloc, (void *ptr, size_t bytes))                                                  \
+    X(void, Free, (void *ptr))                                                                     \
+    X(int, IsModuleNameBusy, (const char *name))                                                   \
+    X(void, SetModuleAttribs, (RedisModuleCtx * ctx, const char *name, int ver, int apiver))       \
+    X(void, SetModuleOptions, (RedisModuleCtx * ctx, int options))                                 \
+    X(int, CreateCommand,                                                                          \
+      (RedisModuleCtx * ctx, const char *name, RedisModuleCmdFunc cmdfunc, const char *strflags,   \
+       int firstkey, int lastkey, int keystep))                                                    \
+    X(RedisModuleCommand *, GetCommand, (RedisModuleCtx * ctx, const char *name))                  \
+    X(int, SetCommandInfo, (RedisModuleCommand * command, const RedisModuleCommandInfo *info))     \
+    X(int, WrongArity, (RedisModuleCtx * ctx))                                                     \
+    X(int, ReplyWithLongLong, (RedisModuleCtx * ctx, long long ll))                                \
+    X(int, ReplyWithError, (RedisModuleCtx * ctx, const char *err))                                \
+    X(int, ReplyWithArray, (RedisModuleCtx * ctx, long len))                                       \
+    X(int, ReplyWithMap, (RedisModuleCtx * ctx, long len))                                         \
+    X(void, ReplySetArrayLength, (RedisModuleCtx * ctx, long len))                                 \
+    X(int, ReplyWithNull, (RedisModuleCtx * ctx))                                                  \
+    X(int, ReplyWithCString, (RedisModuleCtx * ctx, const char *buf))                              \
+    X(const char *, StringPtrLen, (const RedisModuleString *str, size_t *len))                     \
+    X(int, StringToLongLong, (const RedisModuleString *str, long long *ll))                        \
+    X(int, StringToDouble, (const RedisModuleString *str, double *d))                              \
+    X(RedisModuleString *, CreateString, (RedisModuleCtx * ctx, const char *ptr, size_t len))      \
+    X(RedisModuleString *, CreateStringFromLongLong, (RedisModuleCtx * ctx, long long ll))         \
+    X(void, FreeString, (RedisModuleCtx * ctx, RedisModuleString * str))                           \
+    X(void *, OpenKey, (RedisModuleCtx * ctx, RedisModuleString * keyname, int mode))              \
+    X(void, CloseKey, (RedisModuleKey * kp))                                                       \
+    X(int, KeyType, (RedisModuleKey * kp))                                                         \
+    X(int, DeleteKey, (RedisModuleKey * key))                                                      \
+    X(mstime_t, GetExpire, (RedisModuleKey * key))                                                 \
+    X(int, SetAbsExpire, (RedisModuleKey * key, mstime_t expire))                                  \
+    X(char *, StringDMA, (RedisModuleKey * key, size_t * len, int mode))                           \
+    X(RedisModuleType *, CreateDataType,                                                           \
+      (RedisModuleCtx * ctx, const char *name, int encver, RedisModuleTypeMethods *typemethods))   \
+    X(int, ModuleTypeSetValue, (RedisModuleKey * key, RedisModuleType * mt, void *value))          \
+    X(int, ModuleTypeReplaceValue,                                                                 \
+      (RedisModuleKey * key, RedisModuleType * mt, void *new_value, void **old_value))             \
+    X(RedisModuleType *, ModuleTypeGetType, (RedisModuleKey * key))                                \
+    X(void *, ModuleTypeGetValue, (RedisModuleKey * key))                                          \
+    X(void, SaveSigned, (RedisModuleIO * io, int64_t value))                                       \
+    X(int64_t, LoadSigned, (RedisModuleIO * io))                                                   \
+    X(void, SaveUnsigned, (RedisModuleIO * io, uint64_t value))                                    \
+    X(uint64_t, LoadUnsigned, (RedisModuleIO * io))                                                \
+    X(int, IsIOError, (RedisModuleIO * io))                                                        \
+    X(void, EmitAOF, (RedisModuleIO * io, const char *cmdname, const char *fmt, ...))              \
+    X(void, DigestAddLongLong, (RedisModuleDigest * md, long long ele))                            \
+    X(void, DigestEndSequence, (RedisModuleDigest * md))                                           \
+    X(int, Replicate, (RedisModuleCtx * ctx, const char *cmdname, const char *fmt, ...))           \
+    X(int, ReplicateVerbatim, (RedisModuleCtx * ctx))                                              \
+    X(int, GetContextFlags, (RedisModuleCtx * ctx))                                                \
+    X(int, NotifyKeyspaceEvent,                                                                    \
+      (RedisModuleCtx * ctx, int type, const char *event, RedisModuleString *key))                 \
+    X(int, SignalModifiedKey, (RedisModuleCtx * ctx, RedisModuleString * keyname))                 \
+    X(int, RegisterInfoFunc, (RedisModuleCtx * ctx, RedisModuleInfoFunc cb))                       \
+    X(int, InfoAddSection, (RedisModuleInfoCtx * ctx, const char *name))                           \
+    X(int, InfoAddFieldLongLong, (RedisModuleInfoCtx * ctx, const char *field, long long value))   \
+    X(void, Log, (RedisModuleCtx * ctx, const char *level, const char *fmt, ...))                  \
+    X(void, LogIOError, (RedisModuleIO * io, const char *levelstr, const char *fmt, ...))
 
-#define FG_OPTIONAL_APIS(X) \
-    X(uint64_t, CachedMicroseconds, (void))
+#define FG_OPTIONAL_APIS(X) X(uint64_t, CachedMicroseconds, (void))
 
 #define FG_DECLARE_API(ret, name, params) extern ret(*RedisModule_##name) params;
 FG_REQUIRED_APIS(FG_DECLARE_API)

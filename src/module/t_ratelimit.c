@@ -136,22 +136,24 @@ static int parse_slidelog(RedisModuleCtx *ctx, RedisModuleString **args, limiter
     return parse_window(ctx, args, FG_SLOG_MAX_LIMIT, &p->slog.limit, &p->slog.window_us);
 }
 
-static limiter limiters[] = {
-    {"CL.THROTTLE", NULL, "cl.throttle", "throttle", FAMILY_BUCKET, 3, parse_throttle,
-     REPLY_REDIS_CELL, 0, 0},
-    {"FG.GCRA", "GCRA", "fg.gcra", "gcra", FAMILY_BUCKET, 3, parse_gcra, REPLY_FLOODGATE, 0, 0},
-    {"FG.TOKEN", "TOKEN", "fg.token", "token", FAMILY_BUCKET, 2, parse_token, REPLY_FLOODGATE, 0,
-     0},
-    {"FG.LEAKY", "LEAKY", "fg.leaky", "leaky", FAMILY_BUCKET, 2, parse_leaky, REPLY_FLOODGATE, 0,
-     0},
-    {"FG.FIXED", "FIXED", "fg.fixed", "fixed", FAMILY_FIXED, 2, parse_fixed, REPLY_FLOODGATE, 0,
-     0},
-    {"FG.SLIDING", "SLIDING", "fg.sliding", "sliding", FAMILY_SLIDING, 2, parse_sliding,
-     REPLY_FLOODGATE, 0, 0},
-    {"FG.SLIDELOG", "SLIDELOG", "fg.slidelog", "slidelog", FAMILY_SLIDELOG, 2, parse_slidelog,
-     REPLY_FLOODGATE, 0, 0},
+enum { THROTTLE, GCRA, TOKEN, LEAKY, FIXED, SLIDING, SLIDELOG, LIMITER_COUNT };
+
+static limiter limiters[LIMITER_COUNT] = {
+    [THROTTLE] = {"CL.THROTTLE", NULL, "cl.throttle", "throttle", FAMILY_BUCKET, 3, parse_throttle,
+                  REPLY_REDIS_CELL, 0, 0},
+    [GCRA] = {"FG.GCRA", "GCRA", "fg.gcra", "gcra", FAMILY_BUCKET, 3, parse_gcra, REPLY_FLOODGATE,
+              0, 0},
+    [TOKEN] = {"FG.TOKEN", "TOKEN", "fg.token", "token", FAMILY_BUCKET, 2, parse_token,
+               REPLY_FLOODGATE, 0, 0},
+    [LEAKY] = {"FG.LEAKY", "LEAKY", "fg.leaky", "leaky", FAMILY_BUCKET, 2, parse_leaky,
+               REPLY_FLOODGATE, 0, 0},
+    [FIXED] = {"FG.FIXED", "FIXED", "fg.fixed", "fixed", FAMILY_FIXED, 2, parse_fixed,
+               REPLY_FLOODGATE, 0, 0},
+    [SLIDING] = {"FG.SLIDING", "SLIDING", "fg.sliding", "sliding", FAMILY_SLIDING, 2, parse_sliding,
+                 REPLY_FLOODGATE, 0, 0},
+    [SLIDELOG] = {"FG.SLIDELOG", "SLIDELOG", "fg.slidelog", "slidelog", FAMILY_SLIDELOG, 2,
+                  parse_slidelog, REPLY_FLOODGATE, 0, 0},
 };
-#define LIMITER_COUNT (sizeof(limiters) / sizeof(limiters[0]))
 
 /* ----------------------------------------------------------------- clock */
 
@@ -200,6 +202,73 @@ static int reply_status_error(RedisModuleCtx *ctx, fg_status st) {
     return RedisModule_ReplyWithError(ctx, "ERR invalid rate-limit parameters");
 }
 
+/* ------------------------------------------------------------ replication */
+
+/* Replication runs on every admitted request, so its arguments are made
+ * cheaply: the constant words once at load, the numbers formatted here. */
+static RedisModuleString *word_pxat;
+static RedisModuleString *word_family[FAMILY_COUNT];
+
+static size_t format_int64(char *buf, int64_t v) {
+    char tmp[24];
+    size_t n = 0, len = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) buf[len++] = '-';
+    while (n)
+        buf[len++] = tmp[--n];
+    return len;
+}
+
+typedef struct number_arg {
+    char buf[24];
+    size_t len;
+} number_arg;
+
+static number_arg number(int64_t v) {
+    number_arg a;
+    a.len = format_int64(a.buf, v);
+    return a;
+}
+
+/* FG.SETSTATE key <family> <fields...> PXAT <expire_ms> */
+static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *key, limiter_family family,
+                            const int64_t *fields, int nfields, int64_t expire_ms) {
+    number_arg f[3], ms = number(expire_ms);
+    for (int i = 0; i < nfields; i++)
+        f[i] = number(fields[i]);
+    RedisModuleString *fam = word_family[family];
+    if (nfields == 1)
+        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbsb", key, fam, f[0].buf, f[0].len, word_pxat,
+                              ms.buf, ms.len);
+    else if (nfields == 2)
+        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbsb", key, fam, f[0].buf, f[0].len, f[1].buf,
+                              f[1].len, word_pxat, ms.buf, ms.len);
+    else
+        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbbsb", key, fam, f[0].buf, f[0].len, f[1].buf,
+                              f[1].len, f[2].buf, f[2].len, word_pxat, ms.buf, ms.len);
+}
+
+/* FG.LOGAPPEND key drop_through_us at_us count PXAT expire_ms */
+static void replicate_log_effect(RedisModuleCtx *ctx, RedisModuleString *key,
+                                 const fg_slog_effect *e, int64_t expire_ms) {
+    number_arg drop = number(e->drop_through_us), at = number(e->at_us), n = number(e->count),
+               ms = number(expire_ms);
+    RedisModule_Replicate(ctx, "FG.LOGAPPEND", "sbbbsb", key, drop.buf, drop.len, at.buf, at.len,
+                          n.buf, n.len, word_pxat, ms.buf, ms.len);
+}
+
+static void create_replication_words(void) {
+    word_pxat = RedisModule_CreateString(NULL, "PXAT", 4);
+    for (int f = 0; f < FAMILY_COUNT; f++) {
+        const char *name = family_name((limiter_family)f);
+        word_family[f] = RedisModule_CreateString(NULL, name, strlen(name));
+    }
+}
+
 /* ------------------------------------------------------------ the checks */
 
 typedef struct check {
@@ -219,13 +288,12 @@ typedef struct check {
 
 static fg_status check_bucket(check *c, int64_t stored_tat) {
     int64_t next;
-    fg_status st = fg_gcra_decide(stored_tat, &c->params->gcra, c->now_us, c->cost,
-                                  &c->decision, &next);
+    fg_status st =
+        fg_gcra_decide(stored_tat, &c->params->gcra, c->now_us, c->cost, &c->decision, &next);
     if (st != FG_OK || !c->commit || next == stored_tat) return st;
     int64_t expire_ms = us_to_ms_ceil(fg_gcra_expires_at_us(next));
     store_bucket(c->key, next, expire_ms);
-    RedisModule_Replicate(c->ctx, "FG.SETSTATE", "sclcl", c->keyname, "bucket", (long long)next,
-                          "PXAT", (long long)expire_ms);
+    replicate_state(c->ctx, c->keyname, FAMILY_BUCKET, &next, 1, expire_ms);
     return FG_OK;
 }
 
@@ -237,23 +305,21 @@ static fg_status check_fixed(check *c) {
     if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
     int64_t expire_ms = us_to_ms_ceil(fg_fixed_expires_at_us(&next, &c->params->fixed));
     store_fixed(c->key, &next, expire_ms);
-    RedisModule_Replicate(c->ctx, "FG.SETSTATE", "scllcl", c->keyname, "fixed",
-                          (long long)next.window_start_us, (long long)next.count, "PXAT",
-                          (long long)expire_ms);
+    int64_t fields[] = {next.window_start_us, next.count};
+    replicate_state(c->ctx, c->keyname, FAMILY_FIXED, fields, 2, expire_ms);
     return FG_OK;
 }
 
 static fg_status check_sliding(check *c) {
     static const fg_sliding_state empty = {0, 0, 0};
     fg_sliding_state next;
-    fg_status st = fg_sliding_decide(c->value ? c->value : &empty, &c->params->sliding,
-                                     c->now_us, c->cost, &c->decision, &next);
+    fg_status st = fg_sliding_decide(c->value ? c->value : &empty, &c->params->sliding, c->now_us,
+                                     c->cost, &c->decision, &next);
     if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
     int64_t expire_ms = us_to_ms_ceil(fg_sliding_expires_at_us(&next, &c->params->sliding));
     store_sliding(c->key, &next, expire_ms);
-    RedisModule_Replicate(c->ctx, "FG.SETSTATE", "sclllcl", c->keyname, "sliding",
-                          (long long)next.window_start_us, (long long)next.count,
-                          (long long)next.prev_count, "PXAT", (long long)expire_ms);
+    int64_t fields[] = {next.window_start_us, next.count, next.prev_count};
+    replicate_state(c->ctx, c->keyname, FAMILY_SLIDING, fields, 3, expire_ms);
     return FG_OK;
 }
 
@@ -261,16 +327,13 @@ static fg_status check_slidelog(check *c) {
     static const fg_slog empty = {NULL, 0, 0, 0};
     const fg_slog *log = c->value ? c->value : &empty;
     fg_slog_effect effect;
-    fg_status st = fg_slog_decide(log, &c->params->slog, c->now_us, c->cost, &c->decision,
-                                  &effect);
+    fg_status st = fg_slog_decide(log, &c->params->slog, c->now_us, c->cost, &c->decision, &effect);
     if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
     /* The log's newest entry after the effect is effect.at_us. */
     int64_t expire_ms = us_to_ms_ceil(effect.at_us + c->params->slog.window_us);
     st = store_slidelog_effect(c->key, &effect, expire_ms);
     if (st != FG_OK) return st;
-    RedisModule_Replicate(c->ctx, "FG.LOGAPPEND", "slllcl", c->keyname,
-                          (long long)effect.drop_through_us, (long long)effect.at_us,
-                          (long long)effect.count, "PXAT", (long long)expire_ms);
+    replicate_log_effect(c->ctx, c->keyname, &effect, expire_ms);
     return FG_OK;
 }
 
@@ -305,15 +368,18 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
         return REDISMODULE_OK;
     }
 
-    check c = {.ctx = ctx, .keyname = keyname, .params = &params, .cost = cost,
+    check c = {.ctx = ctx,
+               .keyname = keyname,
+               .params = &params,
+               .cost = cost,
                .commit = !peek && cost > 0};
     c.key = RedisModule_OpenKey(ctx, keyname,
                                 c.commit ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ);
     int64_t legacy_tat = 0;
     lookup_result found = limiter_lookup(c.key, lim->family, &c.value);
-    if (found == LOOKUP_WRONGTYPE &&
-        !(lim->style == REPLY_REDIS_CELL && RedisModule_KeyType(c.key) == REDISMODULE_KEYTYPE_STRING &&
-          read_redis_cell_state(c.key, &legacy_tat))) {
+    if (found == LOOKUP_WRONGTYPE && !(lim->style == REPLY_REDIS_CELL &&
+                                       RedisModule_KeyType(c.key) == REDISMODULE_KEYTYPE_STRING &&
+                                       read_redis_cell_state(c.key, &legacy_tat))) {
         RedisModule_CloseKey(c.key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
@@ -336,34 +402,27 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
         RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, lim->event, keyname);
     }
     if (!peek) {
-        if (c.decision.allowed) lim->allowed++;
-        else lim->denied++;
+        if (c.decision.allowed)
+            lim->allowed++;
+        else
+            lim->denied++;
     }
     reply_decision(ctx, &c.decision, lim->style);
     return REDISMODULE_OK;
 }
 
-static limiter *limiter_by_command(RedisModuleCtx *ctx, const char *name) {
-    (void)ctx;
-    for (size_t i = 0; i < LIMITER_COUNT; i++)
-        if (strcmp(limiters[i].command, name) == 0) return &limiters[i];
-    return NULL;
-}
-
-#define CHECK_COMMAND(fn, name)                                                  \
-    static int fn(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {     \
-        static limiter *lim;                                                     \
-        if (!lim) lim = limiter_by_command(ctx, name);                           \
-        if (argc < 2) return RedisModule_WrongArity(ctx);                        \
-        return run_check(ctx, lim, argv[1], argv + 2, argc - 2, false);          \
+#define CHECK_COMMAND(fn, which)                                                                   \
+    static int fn(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {                       \
+        if (argc < 2) return RedisModule_WrongArity(ctx);                                          \
+        return run_check(ctx, &limiters[which], argv[1], argv + 2, argc - 2, false);               \
     }
-CHECK_COMMAND(throttle_command, "CL.THROTTLE")
-CHECK_COMMAND(gcra_command, "FG.GCRA")
-CHECK_COMMAND(token_command, "FG.TOKEN")
-CHECK_COMMAND(leaky_command, "FG.LEAKY")
-CHECK_COMMAND(fixed_command, "FG.FIXED")
-CHECK_COMMAND(sliding_command, "FG.SLIDING")
-CHECK_COMMAND(slidelog_command, "FG.SLIDELOG")
+CHECK_COMMAND(throttle_command, THROTTLE)
+CHECK_COMMAND(gcra_command, GCRA)
+CHECK_COMMAND(token_command, TOKEN)
+CHECK_COMMAND(leaky_command, LEAKY)
+CHECK_COMMAND(fixed_command, FIXED)
+CHECK_COMMAND(sliding_command, SLIDING)
+CHECK_COMMAND(slidelog_command, SLIDELOG)
 
 /* FG.PEEK <family> key args... [COST n] */
 static int peek_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
@@ -465,8 +524,7 @@ static int parse_pxat(RedisModuleCtx *ctx, RedisModuleString **argv, int *argc,
                       int64_t *expire_ms) {
     *expire_ms = REDISMODULE_NO_EXPIRE;
     if (*argc >= 2 && arg_is(argv[*argc - 2], "PXAT")) {
-        if (!parse_integer(ctx, argv[*argc - 1], "PXAT", 0, INT64_MAX / 1000, expire_ms))
-            return 0;
+        if (!parse_integer(ctx, argv[*argc - 1], "PXAT", 0, INT64_MAX / 1000, expire_ms)) return 0;
         *argc -= 2;
     }
     return 1;
@@ -479,8 +537,8 @@ static bool key_accepts_state(RedisModuleKey *key) {
 }
 
 /* The slidelog fields are runs "ts_us count", oldest first. */
-static int setstate_slidelog(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString **f,
-                             int n, int64_t expire_ms) {
+static int setstate_slidelog(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString **f, int n,
+                             int64_t expire_ms) {
     if (n == 0 || n % 2 != 0 || n > 2 * FG_SLOG_MAX_LIMIT) {
         RedisModule_ReplyWithError(ctx, "ERR slidelog takes pairs of ts_us count");
         return 0;
@@ -614,10 +672,11 @@ static const command_entry commands[] = {
 };
 
 int ratelimit_register_commands(RedisModuleCtx *ctx) {
+    create_replication_words();
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         const command_entry *c = &commands[i];
-        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->firstkey, c->firstkey,
-                                      1) != REDISMODULE_OK)
+        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->firstkey, c->firstkey, 1) !=
+            REDISMODULE_OK)
             return REDISMODULE_ERR;
     }
     return REDISMODULE_OK;
