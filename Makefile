@@ -3,6 +3,7 @@
 #   make            build build/floodgate.so
 #   make run        install what is missing, build, start redis-server with the module
 #   make test       unit tests (plain and sanitized) and integration tests
+#   make fuzz       property fuzzing of the core algorithms (FUZZ_SECONDS=600)
 #   make bench      throughput and memory benchmarks (bench/README.md)
 
 CC       ?= cc
@@ -21,7 +22,9 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 ASAN_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit-asan/%,$(UNIT_SRC))
 SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-.PHONY: all module deps run test unit unit-asan integration bench clean
+FUZZ_SECONDS ?= 600
+
+.PHONY: all module deps run test unit unit-asan fuzz fuzz-smoke integration bench clean
 
 all: module
 
@@ -41,6 +44,20 @@ $(BUILD)/unit-asan/%: tests/unit/%.c $(CORE_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O1 $(SANITIZE) -Isrc/core -o $@ $< $(CORE_SRC) -lcmocka -lm
 
+$(BUILD)/fuzz/fuzz_limiters: tests/fuzz/fuzz_limiters.c $(CORE_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		-Isrc/core -o $@ $< $(CORE_SRC)
+
+# Property fuzzing of the core: a long run, and a short one inside make test.
+fuzz: $(BUILD)/fuzz/fuzz_limiters
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$< -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus
+
+fuzz-smoke: $(BUILD)/fuzz/fuzz_limiters
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$< -max_total_time=20 -print_final_stats=0 $(BUILD)/fuzz/corpus 2>&1 | tail -1
+
 deps:
 	@scripts/install-deps.sh
 
@@ -55,7 +72,7 @@ integration: module
 	$(PYTHON) -m pytest -q tests/integration
 
 test: deps
-	@$(MAKE) --no-print-directory module unit unit-asan
+	@$(MAKE) --no-print-directory module unit unit-asan fuzz-smoke
 	@$(MAKE) --no-print-directory integration
 
 run: deps module

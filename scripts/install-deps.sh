@@ -2,7 +2,7 @@
 # Installs the Debian packages floodgate needs, only those that are missing.
 set -euo pipefail
 
-packages=(gcc make clang pkg-config redis-server redis-tools python3 python3-pytest
+packages=(gcc make clang libclang-rt-14-dev pkg-config redis-server redis-tools python3 python3-pytest
           python3-redis libcmocka-dev libhiredis-dev util-linux)
 
 missing=()
