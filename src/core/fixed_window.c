@@ -23,6 +23,9 @@
  *     back. The stored window and its count are kept as they are, so a step
  *     back never grants extra capacity; retry_after then points at the end of
  *     that stored window, which is in the future.
+ *   - A stored start that is not on the window grid (the key was used with
+ *     another window length, or set by hand) is first moved down to the grid,
+ *     so that every window ends on the grid and retry_after stays exact.
  *   - cost > limit can never fit: denied with retry_after -1.
  *   - cost 0 is a peek: it is answered like any request and writes nothing.
  *   - A stored count above the limit (the limit was lowered) just denies
@@ -48,17 +51,26 @@ static bool fixed_params_valid(const fg_fixed_params *p) {
     return p != NULL && p->limit >= 1 && p->window_us >= 1;
 }
 
+/* Start of the window holding t (t >= 0): windows start at multiples of
+ * window_us since the epoch. */
+static int64_t fixed_window_start(int64_t t, int64_t window_us) {
+    return t - t % window_us;
+}
+
 /* Finds the window `now_us` is judged in: the epoch-aligned window holding
- * now, or the stored one if the clock stepped back behind it. */
+ * now, or the stored one if the clock stepped back behind it. A negative
+ * stored start is older than any window and needs no aligning. */
 static fg_status fixed_current_window(const fg_fixed_state *cur, const fg_fixed_params *p,
                                       int64_t now_us, fixed_window *w) {
-    int64_t aligned = now_us - now_us % p->window_us;
+    int64_t aligned = fixed_window_start(now_us, p->window_us);
+    int64_t stored = cur->window_start_us;
+    if (stored > 0) stored = fixed_window_start(stored, p->window_us);
 
-    if (cur->count == 0 || cur->window_start_us < aligned) {
+    if (cur->count == 0 || stored < aligned) {
         w->start = aligned;
         w->count = 0;
     } else {
-        w->start = cur->window_start_us;
+        w->start = stored;
         w->count = cur->count;
     }
     if (!fg_add(w->start, p->window_us, &w->end)) return FG_EOVERFLOW;

@@ -38,7 +38,8 @@ typedef struct fg_slog_effect {
 } fg_slog_effect;
 
 /* Read-only decision. Entries newer than now (a clock that stepped back) still
- * count. When allowed with cost > 0, *e is the effect to apply. */
+ * count. When allowed with cost > 0, *e is the effect to apply; otherwise *e
+ * is a no-op (count 0, drops nothing) and nothing needs to be written. */
 fg_status fg_slog_decide(const fg_slog *log, const fg_slog_params *p, int64_t now_us,
                          int64_t cost, fg_decision *d, fg_slog_effect *e);
 

@@ -19,9 +19,10 @@
  * Trade-offs: three integers per key and O(1) work, no boundary burst of
  * 2 * limit like the fixed window, but an estimate: traffic that was not
  * uniform within the previous window is counted as if it were. Cloudflare
- * measured it on 400 million requests against an exact log: 0.003% of the
- * decisions were wrong, and the rates it let through averaged 6% below the
- * real ones. FG.SLIDELOG is exact, for a memory of 8 bytes per unit.
+ * measured it on 400 million requests from 270,000 sources against an exact
+ * count: 0.003% of the requests were wrongly allowed or refused, with an
+ * average difference of 6% between the estimated and the real rate. When
+ * exactness matters, FG.SLIDELOG costs 8 bytes per unit instead.
  *
  * The answer:
  *
@@ -39,10 +40,10 @@
  * Edge cases:
  *
  *   - A stored window that is the previous one rolls over: prev = count,
- *     count = 0. One older than that is stale: both are 0. (A stored start
- *     that is not aligned to W, left by a key whose window changed, counts
- *     as the previous window if it started less than W before the current
- *     one, and as stale otherwise.)
+ *     count = 0. One older than that is stale: both are 0. A stored start
+ *     that is not on the window grid (the key was used with another window
+ *     length, or set by hand) is first moved down to the grid, so windows
+ *     always end on the grid and retry_after stays exact.
  *   - A stored window newer than the current one means the clock stepped
  *     back: the stored state is kept and now is treated as the very start of
  *     that window (elapsed 0, the heaviest weight for prev), so a step back
@@ -76,23 +77,32 @@ static bool sliding_state_valid(const fg_sliding_state *s) {
     return s != NULL && s->count >= 0 && s->prev_count >= 0;
 }
 
+/* Start of the window holding t (t >= 0): windows start at multiples of W
+ * since the epoch. */
+static int64_t sliding_window_start(int64_t t, int64_t window) {
+    return t - t % window;
+}
+
+/* A negative stored start is older than any window and needs no aligning. */
 static void sliding_roll(const fg_sliding_state *cur, int64_t window, int64_t now_us,
                          sliding_view *v) {
-    int64_t aligned = now_us - now_us % window;
+    int64_t aligned = sliding_window_start(now_us, window);
+    int64_t stored = cur->window_start_us;
     bool empty = cur->count == 0 && cur->prev_count == 0;
+    if (stored > 0) stored = sliding_window_start(stored, window);
 
     v->start = aligned;
     v->elapsed = now_us - aligned;
     v->count = 0;
     v->prev = 0;
-    if (empty || cur->window_start_us < aligned - window) return; /* stale */
+    if (empty || stored < aligned - window) return; /* stale */
 
-    if (cur->window_start_us > aligned) { /* the clock stepped back */
-        v->start = cur->window_start_us;
+    if (stored > aligned) { /* the clock stepped back */
+        v->start = stored;
         v->elapsed = 0;
         v->count = cur->count;
         v->prev = cur->prev_count;
-    } else if (cur->window_start_us == aligned) {
+    } else if (stored == aligned) {
         v->count = cur->count;
         v->prev = cur->prev_count;
     } else { /* the previous window */

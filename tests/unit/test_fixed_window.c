@@ -23,11 +23,6 @@ static fg_decision take(fg_fixed_state *s, int64_t limit, int64_t window_us, int
     return d;
 }
 
-static fg_decision peek(fg_fixed_state s, int64_t limit, int64_t window_us, int64_t now_us,
-                        int64_t cost) {
-    return take(&s, limit, window_us, now_us, cost);
-}
-
 #define expect_state(s, start, count_)             \
     do {                                           \
         expect_i64((s).window_start_us, (start));  \
@@ -224,6 +219,28 @@ static void test_clock_back_on_an_empty_count_is_fresh(void **state) {
 
 /* ------------------------------------------------------ odd states */
 
+static void test_unaligned_stored_start_is_moved_to_the_grid(void **state) {
+    (void)state;
+    /* A key last used with another window length: its start is moved down
+     * to the grid of the current length, here the current window. */
+    fg_fixed_state s = {T2024_US + MINUTE_US / 2, 4};
+    fg_decision d = take(&s, 10, MINUTE_US, T2024_US + 1, 1);
+    expect_decision(d, true, 10, 5, -1, 60 * SEC - 1 * US);
+    expect_state(s, T2024_US, 5);
+    /* On the grid one window ahead: a clock step back, exact retry. */
+    s = (fg_fixed_state){T2024_US + MINUTE_US + MINUTE_US / 2, 10};
+    d = take(&s, 10, MINUTE_US, T2024_US + 1, 1);
+    expect_decision(d, false, 10, 0, 120 * SEC - 1 * US, 120 * SEC - 1 * US);
+    expect_decision(take(&s, 10, MINUTE_US, T2024_US + 2 * MINUTE_US - 1, 1), false, 10, 0,
+                    1 * US, 1 * US);
+    expect_decision(take(&s, 10, MINUTE_US, T2024_US + 2 * MINUTE_US, 1), true, 10, 9, -1,
+                    60 * SEC);
+    /* A negative start is simply old. */
+    s = (fg_fixed_state){-5, 10};
+    expect_decision(take(&s, 10, MINUTE_US, T2024_US, 1), true, 10, 9, -1, 60 * SEC);
+}
+
+
 static void test_count_above_a_lowered_limit(void **state) {
     (void)state;
     fg_fixed_state s = {T2024_US, 15};
@@ -385,6 +402,26 @@ static void test_answers_are_exact_under_random_traffic(void **state) {
     assert_true(denied_with_retry > 1000);
 }
 
+/* The same properties from arbitrary stored states: any start (on the grid
+ * or not, before or after now) and any count, even above the limit. */
+static void test_answers_are_exact_from_arbitrary_states(void **state) {
+    (void)state;
+    test_rng rng = {4242};
+    for (int i = 0; i < 20000; i++) {
+        fg_fixed_params p = {rng_range(&rng, 1, 20), rng_range(&rng, 1, 1000)};
+        int64_t now = rng_range(&rng, 0, 100000);
+        fg_fixed_state s = {now + rng_range(&rng, -3 * p.window_us, 3 * p.window_us),
+                            rng_range(&rng, 0, p.limit + 2)};
+        int64_t cost = rng_range(&rng, 0, p.limit + 1);
+        fg_decision d;
+        fg_fixed_state next;
+        expect_status(fg_fixed_decide(&s, &p, now, cost, &d, &next), FG_OK);
+        expect_sane(&d);
+        if (s.count > p.limit) continue; /* remaining cannot say "below zero" */
+        check_answer(&s, &p, now, cost, &d, &next);
+    }
+}
+
 /* An independent model for a clock that only moves forward: a count per
  * window index, recomputed from scratch. */
 static void test_matches_a_per_window_model(void **state) {
@@ -436,6 +473,7 @@ int main(void) {
         cmocka_unit_test(test_clock_back_keeps_the_newer_window),
         cmocka_unit_test(test_clock_back_counts_into_the_newer_window),
         cmocka_unit_test(test_clock_back_on_an_empty_count_is_fresh),
+        cmocka_unit_test(test_unaligned_stored_start_is_moved_to_the_grid),
         cmocka_unit_test(test_count_above_a_lowered_limit),
         cmocka_unit_test(test_largest_window_in_the_docs),
         cmocka_unit_test(test_count_plus_cost_overflow_is_a_denial),
@@ -444,6 +482,7 @@ int main(void) {
         cmocka_unit_test(test_expires_at_the_end_of_the_window),
         cmocka_unit_test(test_expiry_matches_reset_after),
         cmocka_unit_test(test_answers_are_exact_under_random_traffic),
+        cmocka_unit_test(test_answers_are_exact_from_arbitrary_states),
         cmocka_unit_test(test_matches_a_per_window_model),
     };
     return cmocka_run_group_tests_name("fixed_window", tests, NULL, NULL);

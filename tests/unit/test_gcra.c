@@ -463,6 +463,26 @@ static void test_answers_are_exact_under_random_traffic(void **state) {
     assert_true(denied_with_retry > 1000);
 }
 
+/* The same properties from arbitrary stored TATs: stale ones, and ones far
+ * ahead of now, as a clock step back leaves them. */
+static void test_answers_are_exact_from_arbitrary_states(void **state) {
+    (void)state;
+    test_rng rng = {555};
+    for (int i = 0; i < 20000; i++) {
+        fg_gcra_params p = {rng_range(&rng, 1, 3 * MS), rng_range(&rng, 1, 20)};
+        int64_t now = T2024_US + rng_range(&rng, 0, 1000000);
+        int64_t dvt = p.emission_ns * p.capacity;
+        int64_t tat = rng_range(&rng, 0, 4) == 0
+                          ? 0
+                          : now * US + rng_range(&rng, -3 * dvt, 3 * dvt);
+        int64_t cost = rng_range(&rng, 0, p.capacity + 1);
+        fg_decision d;
+        int64_t next;
+        expect_status(fg_gcra_decide(tat, &p, now, cost, &d, &next), FG_OK);
+        check_answer(tat, &p, now, cost, &d, next);
+    }
+}
+
 /* An independent model: a token bucket in exact rational arithmetic, with
  * tokens counted in units of 1/T ns (so refill is one per nanosecond). */
 static void test_matches_a_token_bucket_model(void **state) {
@@ -522,6 +542,7 @@ int main(void) {
         cmocka_unit_test(test_expires_at_rounds_up),
         cmocka_unit_test(test_expiry_matches_reset_after),
         cmocka_unit_test(test_answers_are_exact_under_random_traffic),
+        cmocka_unit_test(test_answers_are_exact_from_arbitrary_states),
         cmocka_unit_test(test_matches_a_token_bucket_model),
     };
     return cmocka_run_group_tests_name("gcra", tests, NULL, NULL);

@@ -28,14 +28,16 @@
 
 #define expect_status(call, expected) expect_i64((call), (expected))
 
-/* An answer in one line: allowed, limit, remaining, retry_after, reset_after. */
+/* An answer in one line: allowed, limit, remaining, retry_after, reset_after.
+ * `d` is evaluated once, so it may be a call that changes a state. */
 #define expect_decision(d, allowed_, limit_, remaining_, retry_, reset_) \
     do {                                                                 \
-        expect_i64((d).allowed, (allowed_));                             \
-        expect_i64((d).limit, (limit_));                                 \
-        expect_i64((d).remaining, (remaining_));                         \
-        expect_i64((d).retry_after_ns, (retry_));                        \
-        expect_i64((d).reset_after_ns, (reset_));                        \
+        fg_decision d_ = (d);                                            \
+        expect_i64(d_.allowed, (allowed_));                              \
+        expect_i64(d_.limit, (limit_));                                  \
+        expect_i64(d_.remaining, (remaining_));                          \
+        expect_i64(d_.retry_after_ns, (retry_));                         \
+        expect_i64(d_.reset_after_ns, (reset_));                         \
     } while (0)
 
 #define US 1000LL           /* one microsecond in ns */
