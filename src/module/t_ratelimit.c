@@ -96,21 +96,19 @@ static int parse_gcra(RedisModuleCtx *ctx, RedisModuleString **args, limiter_par
     return 1;
 }
 
-/* redis-cell: integers, period in seconds, T = trunc(period / count) in ns. */
+/* redis-cell: integers, period in seconds, and its emission interval computed
+ * as it does, a double division truncated to whole nanoseconds, so that every
+ * answer matches it to the nanosecond. */
 static int parse_throttle(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
     int64_t max_burst, count, period;
     if (!parse_integer(ctx, args[0], "max_burst", 0, INT64_MAX - 1, &max_burst) ||
         !parse_integer(ctx, args[1], "count", 1, INT64_MAX, &count) ||
-        !parse_integer(ctx, args[2], "period", 1, INT64_MAX, &period))
+        !parse_integer(ctx, args[2], "period", 1, INT64_MAX / FG_NS_PER_SEC, &period))
         return 0;
-    __int128 emission = (__int128)period * FG_NS_PER_SEC / count;
+    double emission = (double)(period * FG_NS_PER_SEC) / (double)count;
     if (emission < 1) {
         RedisModule_ReplyWithError(ctx, "ERR rate too high: count per period must leave at "
                                         "least one nanosecond per unit");
-        return 0;
-    }
-    if (emission > INT64_MAX) {
-        RedisModule_ReplyWithError(ctx, "ERR period overflows 64-bit nanoseconds");
         return 0;
     }
     p->gcra.capacity = max_burst + 1;
