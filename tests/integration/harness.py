@@ -351,3 +351,99 @@ def slidelog_stamps(st):
             for ts, n in zip(vals[0::2], vals[1::2]):
                 out.extend([ts] * n)
     return out
+
+
+class RespError(Exception):
+    """An error reply, with the server's full message (redis-py strips the
+    leading "ERR ")."""
+
+
+class RawClient:
+    """A minimal RESP2 client that keeps error replies verbatim.
+    execute(*args) returns the reply (bytes, int, list, None) or raises
+    RespError(full message)."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=10):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.buf = b""
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    @staticmethod
+    def encode(args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if isinstance(a, bytes):
+                b = a
+            elif isinstance(a, str):
+                b = a.encode()
+            elif isinstance(a, float):
+                b = repr(a).encode()
+            else:
+                b = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+        return b"".join(out)
+
+    def _fill(self):
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("connection closed by server")
+        self.buf += data
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def read_reply(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest
+        if t == b"-":
+            return RespError(rest.decode("utf-8", "replace"))
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if t == b"*":
+            n = int(rest)
+            if n < 0:
+                return None
+            return [self.read_reply() for _ in range(n)]
+        raise ValueError("bad RESP line %r" % line)
+
+    def execute(self, *args):
+        self.sock.sendall(self.encode(args))
+        rep = self.read_reply()
+        if isinstance(rep, RespError):
+            raise rep
+        return rep
+
+    def error_of(self, *args):
+        """The full error message of a command expected to fail; raises
+        AssertionError with the reply when it does not fail."""
+        try:
+            rep = self.execute(*args)
+        except RespError as e:
+            return str(e)
+        raise AssertionError("expected an error from %r, got %r" % (args, rep))

@@ -137,7 +137,9 @@ def test_allowed_changes_state(r, fam):
     st = state(r, "k")
     dv = digest_value(r, "k")
     d = digest(r)
+    dirty = r.info("persistence")["rdb_changes_since_last_save"]
     slow(r, fam)
+    assert r.info("persistence")["rdb_changes_since_last_save"] > dirty
     assert state(r, "k") != st
     assert digest_value(r, "k") != dv
     assert digest(r) != d
@@ -626,3 +628,301 @@ def test_token_fast_refill_rate(r):
     allowed = sum(int(x[0]) * 5 for x in reps)
     assert allowed <= 10 + 50000 * elapsed + 5, (allowed, elapsed)
     assert allowed >= 10
+
+
+# --------------------------------------------------------------------------
+# a clock that stepped back (docs "Time"): states from the future, set with
+# the replication commands, never grant extra capacity
+
+def _ok(reply):
+    return reply in (b"OK", "OK")
+
+
+def test_future_fixed_window_keeps_its_count(r):
+    W = 60000
+    now_us = time.time_ns() // 1000
+    future_start = (now_us // (W * 1000) + 10) * W * 1000  # 10 windows ahead
+    assert _ok(r.execute_command("FG.SETSTATE", "k", "fixed", future_start, 5,
+                                 "PXAT", future_start // 1000 + W))
+    rep = fg(r, "FIXED", "k", (5, W))
+    assert rep[:3] == [0, 5, 0], rep
+    # retry at the end of the stored window, which is in the future
+    exp = (future_start + W * 1000 - now_us) / 1000
+    assert abs(rep[3] - exp) <= 100, (rep, exp)
+
+
+def test_future_sliding_window_counts_prev_fully(r):
+    W = 60000
+    now_us = time.time_ns() // 1000
+    future_start = (now_us // (W * 1000) + 10) * W * 1000
+    assert _ok(r.execute_command("FG.SETSTATE", "k", "sliding", future_start, 2, 3,
+                                 "PXAT", future_start // 1000 + 2 * W))
+    # treated as the very start of that window: estimate 3 + 2 = 5
+    rep = peek(r, "SLIDING", "k", (6, W), "COST", 0)
+    assert rep[2] == 1, rep
+    rep = fg(r, "SLIDING", "k", (5, W))
+    assert rep[:3] == [0, 5, 0], rep
+
+
+def test_future_bucket_keeps_its_arrival_time(r):
+    # TAT 100 s ahead; T = 10 s, capacity 5: more than the whole bucket
+    tat = time.time_ns() + 100 * 10 ** 9
+    assert _ok(r.execute_command("FG.SETSTATE", "k", "bucket", tat,
+                                 "PXAT", tat // 10 ** 6 + 1))
+    rep = fg(r, "TOKEN", "k", (5, 0.1))
+    assert rep[:3] == [0, 5, 0], rep
+    # one unit fits when the TAT is back within DVT - T = 40 s: in ~60 s
+    assert 59000 <= rep[3] <= 60000, rep
+    assert 99000 <= rep[4] <= 100000, rep
+    assert state(r, "k")["tat_ns"] in (tat, str(tat), str(tat).encode())
+
+
+def test_future_slidelog_entries_still_count(r):
+    W = 60000
+    future_us = time.time_ns() // 1000 + 600 * 10 ** 6  # 10 minutes ahead
+    assert _ok(r.execute_command("FG.LOGAPPEND", "k", 0, future_us, 3,
+                                 "PXAT", future_us // 1000 + W))
+    rep = fg(r, "SLIDELOG", "k", (3, W))
+    assert rep[:3] == [0, 3, 0], rep
+    assert 600000 + W - 1000 <= rep[3] <= 600000 + W, rep
+    rep = fg(r, "SLIDELOG", "k", (5, W), "COST", 2)
+    assert rep[:3] == [1, 5, 0], rep
+    # the new entries go after the future ones, the log stays ordered
+    stamps = slidelog_stamps(state(r, "k"))
+    assert stamps == sorted(stamps) and len(stamps) == 5, stamps
+
+
+# --------------------------------------------------------------------------
+# atomicity inside MULTI and scripts, odd keys, the largest log
+
+@fam_param
+def test_inside_multi(r, fam):
+    guard(fam)
+    p = r.pipeline(transaction=True)
+    for _ in range(7):
+        p.execute_command("FG." + fam, "k", *SLOW[fam])
+    reps = [[int(x) for x in rep] for rep in p.execute()]
+    assert [x[0] for x in reps] == [1, 1, 1, 1, 1, 0, 0], reps
+    assert [x[2] for x in reps] == [4, 3, 2, 1, 0, 0, 0], reps
+
+
+@fam_param
+def test_inside_lua(r, fam):
+    guard(fam)
+    script = "local out = {} for i = 1, 6 do out[i] = redis.call(ARGV[1], KEYS[1], " \
+             "unpack(ARGV, 2)) end return out"
+    reps = r.eval(script, 1, "k", "FG." + fam, *SLOW[fam])
+    reps = [[int(x) for x in rep] for rep in reps]
+    assert [x[0] for x in reps] == [1, 1, 1, 1, 1, 0], reps
+    peeked = r.eval("return redis.call('FG.PEEK', ARGV[1], KEYS[1], unpack(ARGV, 2))",
+                    1, "k", fam, *SLOW[fam])
+    assert [int(x) for x in peeked][:3] == [0, 5, 0]
+
+
+def test_readonly_script_may_peek(r, server):
+    if tuple(int(x) for x in r.info("server")["redis_version"].split(".")[:2]) < (7, 0):
+        pytest.skip("EVAL_RO needs Redis 7")
+    fg(r, "TOKEN", "k", (5, 0.1), "COST", 2)
+    rep = r.execute_command("EVAL_RO", "return redis.call('FG.PEEK', 'TOKEN', KEYS[1], 5, 0.1)",
+                            1, "k")
+    assert [int(x) for x in rep][:3] == [1, 5, 2]
+    with pytest.raises(redis.ResponseError):
+        r.execute_command("EVAL_RO", "return redis.call('FG.TOKEN', KEYS[1], 5, 0.1)", 1, "k")
+
+
+@pytest.mark.parametrize("key", [b"", b"\x00\xff\r\n", "ключ".encode(), b"k" * 5000])
+def test_odd_key_names(r, key):
+    for fam in ("TOKEN", "FIXED", "SLIDELOG"):
+        k = key + fam.encode()
+        rep = fg(r, fam, k, SLOW[fam])
+        assert rep[:3] == [1, 5, 4]
+        assert state(r, k) is not None
+        assert r.execute_command("FG.RESET", k) == 1
+
+
+def test_slidelog_at_the_largest_limit(r):
+    rep = fg(r, "SLIDELOG", "big", (100000, 60000), "COST", 100000)
+    assert rep[:4] == [1, 100000, 0, -1]
+    rep = fg(r, "SLIDELOG", "big", (100000, 60000))
+    assert rep[:3] == [0, 100000, 0] and rep[3] > 0
+    assert r.execute_command("MEMORY", "USAGE", "big") >= 8 * 100000
+    assert r.execute_command("FG.RESET", "big") == 1
+
+
+def test_slidelog_many_small_requests(r):
+    p = r.pipeline(transaction=False)
+    for _ in range(1500):
+        p.execute_command("FG.SLIDELOG", "l", 1000, 60000)
+    reps = p.execute()
+    assert sum(int(x[0]) for x in reps) == 1000
+    assert len(slidelog_stamps(state(r, "l"))) == 1000
+
+
+def test_slidelog_cost_waits_for_enough_entries(r):
+    W = 300
+    fg(r, "SLIDELOG", "l", (5, W), "COST", 2)
+    time.sleep(0.1)
+    fg(r, "SLIDELOG", "l", (5, W), "COST", 3)
+    # COST 3 needs the two old entries and one of the newer ones to leave
+    rep = fg(r, "SLIDELOG", "l", (5, W), "COST", 3)
+    assert rep[:3] == [0, 5, 0], rep
+    assert 280 <= rep[3] <= 300 + 5, rep
+    # COST 2 only needs the two old ones: ~100 ms earlier
+    rep2 = fg(r, "SLIDELOG", "l", (5, W), "COST", 2)
+    assert rep2[0] == 0 and 150 <= rep2[3] <= 200 + 5 and rep2[3] < rep[3], rep2
+    time.sleep(rep2[3] / 1000.0)
+    assert fg(r, "SLIDELOG", "l", (5, W), "COST", 3)[0] == 0
+    assert fg(r, "SLIDELOG", "l", (5, W), "COST", 2)[:3] == [1, 5, 0]
+
+
+# --------------------------------------------------------------------------
+# random sequences against a model of each family
+
+import random
+
+
+class Model:
+    """The documented algorithms, driven by the client's clock (ms)."""
+
+    def __init__(self, fam, limit, W=None, T=None):
+        self.fam, self.L, self.W, self.T = fam, limit, W, T
+        self.count = 0
+        self.start = None
+        self.log = []
+        self.tat = None
+
+    def decide(self, now, cost):
+        L = self.L
+        if self.fam in ("FIXED", "SLIDING"):
+            W = self.W
+            start = now - now % W
+            end = start + W
+            fits = self.count + cost <= L
+            after = self.count + cost if fits else self.count
+            if fits:
+                retry = -1
+            elif cost > L:
+                retry = -1
+            elif self.fam == "FIXED":
+                retry = end - now
+            else:
+                # next window: prev = count weighs count * (W - e) / W
+                e = W - ((L - cost) * W) / self.count
+                retry = end + e - now
+            if self.fam == "FIXED":
+                reset = end - now if after > 0 else 0
+            else:
+                reset = end + W - now if after > 0 else 0
+            if fits and cost > 0:
+                self.count = after
+            return [int(fits), L, L - after, retry, reset]
+        if self.fam == "SLIDELOG":
+            n = len(self.log)
+            fits = n + cost <= L
+            if fits:
+                retry = -1
+            elif cost > L:
+                retry = -1
+            else:
+                retry = self.log[n + cost - L - 1] + self.W - now
+            if fits and cost > 0:
+                self.log.extend([now] * cost)
+            reset = self.log[-1] + self.W - now if self.log else 0
+            return [int(fits), L, L - len(self.log), retry, reset]
+        # bucket
+        T, dvt = self.T, self.T * L
+        tat = max(self.tat or now, now)
+        new_tat = tat + T * cost
+        fits = new_tat - dvt <= now
+        if fits:
+            retry, ttl = -1, new_tat - now
+            if cost > 0:
+                self.tat = new_tat
+        else:
+            retry = new_tat - dvt - now if T * cost <= dvt else -1
+            ttl = tat - now
+        remaining = 0 if ttl >= dvt else int((dvt - ttl) // T)
+        return [int(fits), L, remaining, retry, ttl]
+
+
+MODEL_PARAMS = {
+    "FIXED": ((7, 60000), dict(W=60000)),
+    "SLIDING": ((7, 60000), dict(W=60000)),
+    "SLIDELOG": ((7, 60000), dict()),
+    "TOKEN": ((7, 0.25), dict(T=4000)),
+    "LEAKY": ((7, 0.25), dict(T=4000)),
+    "GCRA": ((7, 3, 12000), dict(T=4000)),
+}
+
+
+@fam_param
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_sequence_matches_model(r, fam, seed):
+    guard(fam, 5000)
+    args, kw = MODEL_PARAMS[fam]
+    if fam == "SLIDELOG":
+        kw = dict(W=60000)
+    model = Model(fam, 7, **kw)
+    rng = random.Random(seed * 100 + FAMILIES.index(fam))
+    for i in range(30):
+        cost = rng.choice([0, 1, 1, 1, 2, 2, 3, 5, 7, 8])
+        t = time.time_ns() / 1e6
+        rep = fg(r, fam, "m", args, "COST", cost)
+        exp = model.decide(t, cost)
+        assert rep[:3] == exp[:3], (i, cost, rep, exp)
+        assert (rep[3] == -1) == (exp[3] == -1), (i, cost, rep, exp)
+        assert abs(rep[3] - exp[3]) <= 30, (i, cost, rep, exp)
+        assert abs(rep[4] - exp[4]) <= 30, (i, cost, rep, exp)
+
+
+def test_gcra_emission_interval_in_whole_nanoseconds(r):
+    """docs: FG.GCRA's emission interval period_ms / count is kept in whole
+    nanoseconds (rounded to the nearest). The server reads its clock in whole
+    us, so a fresh key's TAT modulo 1000 shows T's sub-microsecond part."""
+    fg(r, "GCRA", "a", (1, 1, 0.0104))        # T = 10400 ns
+    assert int(state(r, "a")["tat_ns"]) % 1000 == 400
+    fg(r, "GCRA", "b", (1, 3, 0.0104))        # T = 3466.67 -> 3467 ns
+    assert int(state(r, "b")["tat_ns"]) % 1000 == 467
+
+
+def test_gcra_sub_microsecond_interval(r):
+    """0.0004 ms per unit is a 400 ns interval: 2.5 million per second."""
+    rep = fg(r, "GCRA", "c", (1, 1, 0.0004))
+    assert rep[0] == 1
+    assert int(state(r, "c")["tat_ns"]) % 1000 == 400
+
+
+def test_gcra_interval_below_one_nanosecond_refused(r):
+    with pytest.raises(redis.ResponseError, match="rate too high"):
+        fg(r, "GCRA", "d", (1, 1000, 0.0001))
+    assert r.exists("d") == 0
+
+
+@fam_param
+def test_watch_sees_writes_only(r, server, fam):
+    """Only an admitted request modifies the key: a WATCH survives denials,
+    peeks and COST 0, and is broken by an admitted request."""
+    guard(fam)
+    other = server.client()
+    try:
+        fg(r, fam, "k", SLOW[fam], "COST", 5)
+        with r.pipeline(transaction=True) as p:
+            p.watch("k")
+            fg(other, fam, "k", SLOW[fam])                     # denied
+            fg(other, fam, "k", SLOW[fam], "COST", 0)          # cost 0
+            peek(other, fam, "k", SLOW[fam])                   # peek
+            other.execute_command("FG.INSPECT", "k")
+            p.multi()
+            p.set("marker", "1")
+            assert p.execute() == [True]
+        r.execute_command("FG.RESET", "k")
+        with r.pipeline(transaction=True) as p:
+            p.watch("k")
+            assert fg(other, fam, "k", SLOW[fam])[0] == 1      # admitted
+            p.multi()
+            p.set("marker", "2")
+            with pytest.raises(redis.WatchError):
+                p.execute()
+        assert r.get("marker") == b"1"
+    finally:
+        other.close()
