@@ -10,7 +10,8 @@
 # REDIS_BENCHMARK, PYTHON (default /usr/bin/python3, which has redis-py).
 #
 # Starts its own redis-server on a free loopback port, pinned to CPU 0, and
-# stops it (by PID) on exit. Writes bench/results/latest.md (and *.raw files).
+# stops it (by PID) on exit. Writes bench/results/latest.md (QUICK=1:
+# bench/results/quick.md; BENCH_OUT=file to choose) and *.raw JSON files.
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,6 +21,9 @@ REDIS_SERVER="${REDIS_SERVER:-redis-server}"
 REDIS_BENCHMARK="${REDIS_BENCHMARK:-redis-benchmark}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 RESULTS="$BENCH_DIR/results"
+if [ -n "${QUICK:-}" ] && [ "${QUICK:-0}" != "0" ]; then DEFAULT_OUT="$RESULTS/quick.md"; else DEFAULT_OUT="$RESULTS/latest.md"; fi
+OUT="${BENCH_OUT:-$DEFAULT_OUT}"
+RAW_PREFIX="${OUT%.md}"
 export REDIS_BENCHMARK
 
 fail() { echo "bench/run.sh: ERROR: $*" >&2; exit 1; }
@@ -39,9 +43,15 @@ export BENCH_CPU="$CLIENT_CPU"
 mkdir -p "$RESULTS"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/floodgate-bench.XXXXXX")"
 SERVER_PID=""
+CHILD_PID=""
 
 cleanup() {
     local rc=$?
+    # a python driver still running (interrupted run): stop it first
+    if [ -n "$CHILD_PID" ] && kill -0 "$CHILD_PID" 2>/dev/null; then
+        kill "$CHILD_PID" 2>/dev/null || true
+        wait "$CHILD_PID" 2>/dev/null || true
+    fi
     if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
         kill "$SERVER_PID" 2>/dev/null || true
         for _ in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
@@ -93,7 +103,7 @@ if [ "${QUICK:-0}" != "0" ] && [ -n "${QUICK:-}" ]; then MODE="QUICK (smoke test
     echo "- machine: nproc $NCPU, ${CPU_MODEL:-unknown CPU}, $(uname -sr)"
     echo "- redis-server $REDIS_VERSION (server on CPU $SERVER_CPU, \`--save \"\" --appendonly no\`, 127.0.0.1), $BENCH_VERSION on CPU $CLIENT_CPU"
     echo "- module: $MODULE (ver ${MODULE_VER:-?}), git $GIT_REV"
-    echo
+    echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on these 2 CPUs skews the numbers)"
 } > "$WORK/header.md"
 cat "$WORK/header.md"
 
@@ -102,16 +112,20 @@ cat "$WORK/header.md"
 if [ "${BENCH_SKIP_THROUGHPUT:-0}" = "0" ]; then
     echo "== throughput (progress on stderr)" >&2
     "$PYTHON" "$BENCH_DIR/throughput.py" --port "$PORT" --lua-dir "$BENCH_DIR/lua" \
-        --out-md "$WORK/throughput.md" --out-raw "$RESULTS/throughput.raw"
+        --out-md "$WORK/throughput.md" --out-raw "$RAW_PREFIX.throughput.raw" &
+    CHILD_PID=$!; wait "$CHILD_PID"; CHILD_PID=""
 fi
 if [ "${BENCH_SKIP_MEMORY:-0}" = "0" ]; then
     echo "== memory (progress on stderr)" >&2
     "$PYTHON" "$BENCH_DIR/memory.py" --port "$PORT" --lua-dir "$BENCH_DIR/lua" \
-        --out-md "$WORK/memory.md" --out-raw "$RESULTS/memory.raw"
+        --out-md "$WORK/memory.md" --out-raw "$RAW_PREFIX.memory.raw" &
+    CHILD_PID=$!; wait "$CHILD_PID"; CHILD_PID=""
 fi
 
-cat "$WORK/header.md" "$WORK/throughput.md" "$WORK/memory.md" > "$RESULTS/latest.md.tmp"
-mv "$RESULTS/latest.md.tmp" "$RESULTS/latest.md"
+{ echo "- load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"; echo; } >> "$WORK/header.md"
+mkdir -p "$(dirname "$OUT")"
+cat "$WORK/header.md" "$WORK/throughput.md" "$WORK/memory.md" > "$OUT.tmp"
+mv "$OUT.tmp" "$OUT"
 echo
 cat "$WORK/throughput.md" "$WORK/memory.md"
-echo "Written: $RESULTS/latest.md" >&2
+echo "Written: $OUT" >&2

@@ -150,6 +150,12 @@ def main():
     raw = {"rounds": rounds, "n": {"1": n1, "16": n16}, "clients": clients,
            "keyspace": keyspace, "runs": []}
     results = {}  # (name, P) -> list of (rps, ratio)
+    # Warm-up, not recorded: the first run after start-up is slower (page faults,
+    # allocator, CPU frequency), and INCR, the reference, runs first in a round.
+    for pipeline, n in ((1, min(n1, 50000)), (16, min(n16, 200000))):
+        run_benchmark(a.port, clients, keyspace, n, pipeline, resolved[0][1], cpu, bench_bin)
+    r.flushall()
+
     t0 = time.time()
     for rnd in range(1, rounds + 1):
         for pipeline, n in ((1, n1), (16, n16)):
@@ -199,21 +205,25 @@ def main():
                      % (name, shown, r1, x1, r16, x16))
     lines.append("")
     names = [c[0] for c in cases]
-    notes = ["the server is FLUSHALLed before every run."]
+    notes = ["The server is FLUSHALLed before every run; one unrecorded INCR warm-up precedes round 1."]
     if "Lua token bucket (2 keys)" in names:
-        notes.append("redis-benchmark expands every `__rand_int__` independently, so the two "
+        notes.append("The Lua token bucket: redis-benchmark expands every `__rand_int__` independently, so the two "
                      "keys of one Lua token-bucket call carry different numbers; the work per "
                      "call (2 GET + 2 SET PX) is the same as with one user's pair.")
     if "FG.PEEK TOKEN" in names:
-        notes.append("the FG.PEEK keyspace is prefilled (`FG.TOKEN pk:<n> 100 10 COST 90`, "
+        notes.append("The FG.PEEK keyspace is prefilled (`FG.TOKEN pk:<n> 100 10 COST 90`, "
                      "TTL 9 s) so peeks read a real state, not a missing key.")
     lines.append("Notes: " + " ".join(notes))
     lines.append("")
     if rounds > 1:
-        lines.append("Spread over rounds (min-max of the ratio to INCR):")
+        lines.append("Spread over rounds (min-max of the ratio to INCR; first row: INCR itself in ops/s, a wide range means the machine was busy):")
         lines.append("")
         lines.append("| case | P=1 x INCR | P=16 x INCR |")
         lines.append("|---|---:|---:|")
+        v1 = [x[0] for x in results[("INCR", 1)]]
+        v16 = [x[0] for x in results[("INCR", 16)]]
+        lines.append("| INCR ops/s (noise check) | %.0f-%.0f | %.0f-%.0f |"
+                     % (min(v1), max(v1), min(v16), max(v16)))
         for name, _ in cases:
             if name == "INCR":
                 continue
