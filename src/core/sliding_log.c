@@ -52,7 +52,7 @@
 #include "checked.h"
 
 /* The smallest ring allocated, and the floor below which it never shrinks. */
-#define SLOG_MIN_CAP 16u
+#define SLOG_MIN_CAP 2u
 
 static bool slog_params_valid(const fg_slog_params *p) {
     return p != NULL && p->limit >= 1 && p->limit <= FG_SLOG_MAX_LIMIT && p->window_us >= 1;

@@ -567,24 +567,24 @@ static void test_ring_wraps_around(void **state) {
     fg_slog log = {0};
     fill(&log, 0, 1, 10); /* 0..9 in a ring of 16 */
     expect_i64(log.cap, 16);
-    /* Drop 8, then add up to 21: the ring wraps. */
-    fg_slog_effect e = {7, 10, 1};
+    /* Drop 3 (not enough to shrink), then add up to 18: the ring wraps. */
+    fg_slog_effect e = {2, 10, 1};
     expect_status(fg_slog_apply(&log, &e, &alloc), FG_OK);
-    fill(&log, 11, 1, 11);
+    fill(&log, 11, 1, 8);
     expect_i64(log.cap, 16);
-    expect_i64(log.head, 8);
-    int64_t want[14];
-    for (int i = 0; i < 14; i++) want[i] = 8 + i;
-    expect_log(&log, want, 14);
-    expect_i64(log.ts[5], 21); /* the newest sits before the oldest */
+    expect_i64(log.head, 3);
+    int64_t want[16];
+    for (int i = 0; i < 16; i++) want[i] = 3 + i;
+    expect_log(&log, want, 16);
+    expect_i64(log.ts[2], 18); /* the newest sits before the oldest */
 
     /* Many rounds of drop-one, add-one go around the ring many times. */
-    for (int64_t t = 22; t < 1000; t++) {
+    for (int64_t t = 19; t < 1000; t++) {
         e = (fg_slog_effect){fg_slog_at(&log, 0), t, 1};
         expect_status(fg_slog_apply(&log, &e, &alloc), FG_OK);
-        expect_i64(log.len, 14);
-        expect_i64(fg_slog_at(&log, 13), t);
-        for (uint32_t i = 1; i < 14; i++)
+        expect_i64(log.len, 16);
+        expect_i64(fg_slog_at(&log, 15), t);
+        for (uint32_t i = 1; i < 16; i++)
             assert_true(fg_slog_at(&log, i - 1) <= fg_slog_at(&log, i));
     }
     expect_i64(log.cap, 16);
