@@ -277,7 +277,8 @@ typedef struct check {
     const limiter_params *params;
     int64_t now_us;
     int64_t cost;
-    bool commit; /* false for peeks */
+    bool commit;          /* false for peeks */
+    bool replaces_string; /* the key holds a redis-cell string being converted */
     fg_decision decision;
 } check;
 
@@ -291,6 +292,9 @@ static fg_status check_bucket(check *c, int64_t stored_tat) {
     if (st != FG_OK || !c->commit || next == stored_tat) return st;
     int64_t expire_ms = us_to_ms_ceil(fg_gcra_expires_at_us(next));
     store_bucket(c->key, next, expire_ms);
+    /* Replicas still hold the string: delete it there first (the server wraps
+     * both commands in MULTI/EXEC). */
+    if (c->replaces_string) RedisModule_Replicate(c->ctx, "DEL", "s", c->keyname);
     replicate_state(c->ctx, c->keyname, FAMILY_BUCKET, &next, 1, expire_ms);
     return FG_OK;
 }
@@ -382,6 +386,7 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
     if (found != LOOKUP_FOUND) c.value = NULL;
+    c.replaces_string = found == LOOKUP_WRONGTYPE;
     c.now_us = clock_now_us();
 
     fg_status st;

@@ -13,7 +13,7 @@ import rdbpayload
 from harness import Server, wait_for
 from topology import (assert_no_crash, assert_same_snapshot, aof_files, digest,
                       digest_value, inspect, read_aof_commands, s, snapshot,
-                      state, wait_aof_rewrite_done)
+                      wait_aof_rewrite_done)
 
 LONG_MS = 600000  # 10 minutes: no state built here expires during a test
 
@@ -411,7 +411,14 @@ def test_corrupted_restore_payloads_never_crash():
         unexpected = []
 
         def crashed(label, payload, stage):
-            crashes.append("%s (%s): payload %s\n%s" % (label, stage, payload.hex(), srv.log_tail(25)))
+            why = [ln for ln in srv.log_tail(300).splitlines()
+                   if any(m in ln for m in ("Guru Meditation", "crashed by signal", "ASSERTION",
+                                            "Error loading data", "Terminating"))]
+            crashes.append("%s (%s): redis.Redis(port=P).restore('k', 0, bytes.fromhex('%s'))\n    %s"
+                           % (label, stage, payload.hex(), "\n    ".join(why[:3])))
+            if len(crashes) >= 25:
+                raise AssertionError("%d corrupted payloads crashed the server (stopped there):\n%s"
+                                     % (len(crashes), "\n".join(crashes[:8])))
             srv.kill9()
             srv.start()
             return srv.client(socket_timeout=20)
@@ -434,6 +441,27 @@ def test_corrupted_restore_payloads_never_crash():
                 assert c.ping()
             except (redis.ConnectionError, redis.TimeoutError):
                 c = crashed(label, payload, "PING after RESTORE")
+        # an accepted state is a valid state: FG.SETSTATE takes the same fields
+        invalid = []
+        for key, label, payload in accepted:
+            try:
+                ins = c.execute_command("FG.INSPECT", key)
+            except redis.ResponseError:
+                continue  # not a floodgate type (the type byte was changed)
+            except (redis.ConnectionError, redis.TimeoutError):
+                c = crashed(label, payload, "FG.INSPECT")
+                continue
+            if ins is None:
+                continue
+            typ = s(ins[1])
+            fields = ins[3] if typ == "slidelog" else [ins[i] for i in range(3, len(ins) - 2, 2)]
+            try:
+                c.execute_command("FG.SETSTATE", "fz:check", typ, *fields)
+            except redis.ResponseError as e:
+                invalid.append("%s: RESTORE accepted %r, which FG.SETSTATE refuses (%s); payload %s"
+                               % (label, ins, e, payload.hex()))
+            except (redis.ConnectionError, redis.TimeoutError):
+                c = crashed(label, payload, "FG.SETSTATE of the accepted state")
         # every accepted key must be usable without crashing
         for key, label, payload in accepted:
             p = c.pipeline(transaction=False)
@@ -461,7 +489,66 @@ def test_corrupted_restore_payloads_never_crash():
         assert not crashes, "%d of %d corrupted payloads crashed the server; first ones:\n%s" % (
             len(crashes), len(cases), "\n".join(crashes[:5]))
         assert not unexpected, unexpected[:10]
+        assert not invalid, "%d accepted states are invalid:\n%s" % (len(invalid), "\n".join(invalid[:5]))
         assert refused > len(cases) // 2, (refused, len(accepted))
         assert_no_crash(srv)
     finally:
         srv.cleanup()
+
+
+def test_large_sliding_log_persists():
+    """A log with tens of thousands of distinct timestamps survives an AOF
+    rewrite without preamble (one FG.SETSTATE with all of them), the
+    incremental AOF after it, a restart, DUMP/RESTORE and DEBUG RELOAD."""
+    with Server(["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]) as srv:
+        c = srv.client(socket_timeout=30)
+        p = c.pipeline(transaction=False)
+        for _ in range(30000):
+            p.execute_command("FG.SLIDELOG", "big", 100000, LONG_MS)
+        assert all(r[0] == 1 for r in p.execute())
+        runs = len(inspect(c, "big")[3]) // 2
+        assert runs > 10000, runs  # many distinct microsecond timestamps
+        c.bgrewriteaof()
+        wait_aof_rewrite_done(c)
+        for _ in range(10):
+            c.execute_command("FG.SLIDELOG", "big", 100000, LONG_MS, "COST", 3)
+        before = snapshot(c, ["big"])
+        srv.restart(timeout=30)
+        c = srv.client(socket_timeout=30)
+        after = snapshot(c, ["big"])
+        assert_same_snapshot(before, after, "AOF rewrite + increments + restart of a large log")
+        payload = c.dump("big")
+        assert c.restore("big:copy", 0, payload)
+        assert inspect(c, "big:copy") == inspect(c, "big")
+        assert c.execute_command("DEBUG", "RELOAD") in (b"OK", "OK")
+        assert inspect(c, "big:copy") == inspect(c, "big") == before[1]["big"][1]
+        assert_no_crash(srv)
+
+
+def test_aof_replayed_after_the_ttls_passed():
+    """States whose TTL has passed by the time the AOF is loaded are gone
+    after loading (as the master would have deleted them), the others are
+    intact, and loading does not fail."""
+    with Server(["--appendonly", "yes"]) as srv:
+        c = srv.client()
+        keys = build_states(c)
+        for k, cmd in (("short:token", ["FG.TOKEN", "short:token", 10, 10, "COST", 3]),
+                       ("short:fixed", ["FG.FIXED", "short:fixed", 10, 300]),
+                       ("short:sliding", ["FG.SLIDING", "short:sliding", 10, 150]),
+                       ("short:log", ["FG.SLIDELOG", "short:log", 10, 300, "COST", 2]),
+                       ("short:cl", ["CL.THROTTLE", "short:cl", 9, 10, 1, 2])):
+            r = c.execute_command(*cmd)
+            assert allowed(cmd[0], r), (cmd, r)
+            assert 0 < c.pttl(k) <= 600, (k, c.pttl(k))
+        before = snapshot(c, all_keys(keys))
+        srv.stop()  # the short states are still alive in the AOF: no DEL was written
+        time.sleep(0.8)
+        srv.start()
+        c = srv.client()
+        for k in ("short:token", "short:fixed", "short:sliding", "short:log", "short:cl"):
+            assert c.exists(k) == 0, "%s outlived its TTL through the AOF" % k
+        after = snapshot(c, all_keys(keys))
+        # (the dataset digest differs by the short states: compare key by key)
+        for k in all_keys(keys):
+            assert after[1][k][:2] == before[1][k][:2], k
+        assert_no_crash(srv)
