@@ -39,7 +39,6 @@ typedef union limiter_params {
 typedef enum reply_style { REPLY_FLOODGATE, REPLY_REDIS_CELL } reply_style;
 
 typedef struct limiter {
-    const char *command;  /* "FG.TOKEN" */
     const char *peek_arg; /* its name in FG.PEEK, NULL if not peekable */
     const char *event;    /* keyspace event of an admitted request */
     const char *stat;     /* INFO field prefix */
@@ -137,20 +136,16 @@ static int parse_slidelog(RedisModuleCtx *ctx, RedisModuleString **args, limiter
 enum { THROTTLE, GCRA, TOKEN, LEAKY, FIXED, SLIDING, SLIDELOG, LIMITER_COUNT };
 
 static limiter limiters[LIMITER_COUNT] = {
-    [THROTTLE] = {"CL.THROTTLE", NULL, "cl.throttle", "throttle", FAMILY_BUCKET, 3, parse_throttle,
+    [THROTTLE] = {NULL, "cl.throttle", "throttle", FAMILY_BUCKET, 3, parse_throttle,
                   REPLY_REDIS_CELL, 0, 0},
-    [GCRA] = {"FG.GCRA", "GCRA", "fg.gcra", "gcra", FAMILY_BUCKET, 3, parse_gcra, REPLY_FLOODGATE,
-              0, 0},
-    [TOKEN] = {"FG.TOKEN", "TOKEN", "fg.token", "token", FAMILY_BUCKET, 2, parse_token,
-               REPLY_FLOODGATE, 0, 0},
-    [LEAKY] = {"FG.LEAKY", "LEAKY", "fg.leaky", "leaky", FAMILY_BUCKET, 2, parse_leaky,
-               REPLY_FLOODGATE, 0, 0},
-    [FIXED] = {"FG.FIXED", "FIXED", "fg.fixed", "fixed", FAMILY_FIXED, 2, parse_fixed,
-               REPLY_FLOODGATE, 0, 0},
-    [SLIDING] = {"FG.SLIDING", "SLIDING", "fg.sliding", "sliding", FAMILY_SLIDING, 2, parse_sliding,
+    [GCRA] = {"GCRA", "fg.gcra", "gcra", FAMILY_BUCKET, 3, parse_gcra, REPLY_FLOODGATE, 0, 0},
+    [TOKEN] = {"TOKEN", "fg.token", "token", FAMILY_BUCKET, 2, parse_token, REPLY_FLOODGATE, 0, 0},
+    [LEAKY] = {"LEAKY", "fg.leaky", "leaky", FAMILY_BUCKET, 2, parse_leaky, REPLY_FLOODGATE, 0, 0},
+    [FIXED] = {"FIXED", "fg.fixed", "fixed", FAMILY_FIXED, 2, parse_fixed, REPLY_FLOODGATE, 0, 0},
+    [SLIDING] = {"SLIDING", "fg.sliding", "sliding", FAMILY_SLIDING, 2, parse_sliding,
                  REPLY_FLOODGATE, 0, 0},
-    [SLIDELOG] = {"FG.SLIDELOG", "SLIDELOG", "fg.slidelog", "slidelog", FAMILY_SLIDELOG, 2,
-                  parse_slidelog, REPLY_FLOODGATE, 0, 0},
+    [SLIDELOG] = {"SLIDELOG", "fg.slidelog", "slidelog", FAMILY_SLIDELOG, 2, parse_slidelog,
+                  REPLY_FLOODGATE, 0, 0},
 };
 
 /* ----------------------------------------------------------------- clock */
