@@ -202,56 +202,54 @@ static int reply_status_error(RedisModuleCtx *ctx, fg_status st) {
 static RedisModuleString *word_pxat;
 static RedisModuleString *word_family[FAMILY_COUNT];
 
-static size_t format_int64(char *buf, int64_t v) {
-    char tmp[24];
-    size_t n = 0, len = 0;
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) buf[len++] = '-';
-    while (n)
-        buf[len++] = tmp[--n];
-    return len;
-}
-
+/* A number as replication argument: digits written backwards into the end
+ * of `buf`, so no copy is needed. */
 typedef struct number_arg {
     char buf[24];
+    const char *str;
     size_t len;
 } number_arg;
 
-static number_arg number(int64_t v) {
-    number_arg a;
-    a.len = format_int64(a.buf, v);
-    return a;
+static void format_number(number_arg *a, int64_t v) {
+    char *end = a->buf + sizeof(a->buf), *p = end;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--p = '-';
+    a->str = p;
+    a->len = (size_t)(end - p);
 }
 
 /* FG.SETSTATE key <family> <fields...> PXAT <expire_ms> */
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *key, limiter_family family,
                             const int64_t *fields, int nfields, int64_t expire_ms) {
-    number_arg f[3], ms = number(expire_ms);
-    for (int i = 0; i < nfields; i++)
-        f[i] = number(fields[i]);
+    number_arg f[3], ms;
+    format_number(&ms, expire_ms);
+    for (int i = 0; i < nfields; i++) format_number(&f[i], fields[i]);
     RedisModuleString *fam = word_family[family];
     if (nfields == 1)
-        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbsb", key, fam, f[0].buf, f[0].len, word_pxat,
-                              ms.buf, ms.len);
+        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbsb", key, fam, f[0].str, f[0].len,
+                              word_pxat, ms.str, ms.len);
     else if (nfields == 2)
-        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbsb", key, fam, f[0].buf, f[0].len, f[1].buf,
-                              f[1].len, word_pxat, ms.buf, ms.len);
+        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbsb", key, fam, f[0].str, f[0].len,
+                              f[1].str, f[1].len, word_pxat, ms.str, ms.len);
     else
-        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbbsb", key, fam, f[0].buf, f[0].len, f[1].buf,
-                              f[1].len, f[2].buf, f[2].len, word_pxat, ms.buf, ms.len);
+        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbbsb", key, fam, f[0].str, f[0].len,
+                              f[1].str, f[1].len, f[2].str, f[2].len, word_pxat, ms.str, ms.len);
 }
 
 /* FG.LOGAPPEND key drop_through_us at_us count PXAT expire_ms */
 static void replicate_log_effect(RedisModuleCtx *ctx, RedisModuleString *key,
                                  const fg_slog_effect *e, int64_t expire_ms) {
-    number_arg drop = number(e->drop_through_us), at = number(e->at_us), n = number(e->count),
-               ms = number(expire_ms);
-    RedisModule_Replicate(ctx, "FG.LOGAPPEND", "sbbbsb", key, drop.buf, drop.len, at.buf, at.len,
-                          n.buf, n.len, word_pxat, ms.buf, ms.len);
+    number_arg drop, at, n, ms;
+    format_number(&drop, e->drop_through_us);
+    format_number(&at, e->at_us);
+    format_number(&n, e->count);
+    format_number(&ms, expire_ms);
+    RedisModule_Replicate(ctx, "FG.LOGAPPEND", "sbbbsb", key, drop.str, drop.len, at.str, at.len,
+                          n.str, n.len, word_pxat, ms.str, ms.len);
 }
 
 static void create_replication_words(void) {
