@@ -76,6 +76,8 @@ test: deps
 	@$(MAKE) --no-print-directory integration
 
 run: deps module
+	@if redis-cli -p $(PORT) ping >/dev/null 2>&1; then \
+		echo "port $(PORT) already has a server: stop it, or run PORT=6380 make run"; exit 1; fi
 	@echo
 	@echo "floodgate: redis-server on 127.0.0.1:$(PORT) with $(BUILD)/floodgate.so"
 	@echo "  try:  redis-cli -p $(PORT) CL.THROTTLE user123 15 30 60"
