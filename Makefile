@@ -4,6 +4,7 @@
 #   make run        install what is missing, build, start redis-server with the module
 #   make test       unit tests (plain and sanitized) and integration tests
 #   make fuzz       property fuzzing of the core algorithms (FUZZ_SECONDS=600)
+#   make fuzz-server, make soak   corrupted payloads, replication under load (FUZZ_SCALE=20)
 #   make bench      throughput and memory benchmarks (bench/README.md)
 
 CC       ?= cc
@@ -24,7 +25,7 @@ SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module deps run test unit unit-asan fuzz fuzz-smoke integration bench clean
+.PHONY: all module deps run test unit unit-asan fuzz fuzz-smoke fuzz-server soak integration bench clean
 
 all: module
 
@@ -57,6 +58,17 @@ fuzz: $(BUILD)/fuzz/fuzz_limiters
 fuzz-smoke: $(BUILD)/fuzz/fuzz_limiters
 	@mkdir -p $(BUILD)/fuzz/corpus
 	$< -max_total_time=20 -print_final_stats=0 $(BUILD)/fuzz/corpus 2>&1 | tail -1
+
+# Corrupted RESTORE payloads and RDB files, and replication under random
+# traffic, at FUZZ_SCALE times the size make test runs.
+FUZZ_SCALE ?= 20
+
+fuzz-server: module
+	FLOODGATE_FUZZ_SCALE=$(FUZZ_SCALE) $(PYTHON) -m pytest -q \
+		tests/integration/test_rdb_file.py tests/integration/test_persistence.py -k "corrupt or damaged"
+
+soak: module
+	FLOODGATE_FUZZ_SCALE=$(FUZZ_SCALE) $(PYTHON) -m pytest -q tests/integration/test_replication.py
 
 deps:
 	@scripts/install-deps.sh

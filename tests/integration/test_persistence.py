@@ -15,6 +15,8 @@ from topology import (assert_no_crash, assert_same_snapshot, aof_files, digest,
                       digest_value, inspect, read_aof_commands, s, snapshot,
                       wait_aof_rewrite_done)
 
+# make fuzz-server multiplies the random corrupted payloads.
+FUZZ_SCALE = int(os.environ.get("FLOODGATE_FUZZ_SCALE", "1"))
 LONG_MS = 600000  # 10 minutes: no state built here expires during a test
 
 CHECK_COMMANDS = {b"FG.TOKEN", b"FG.LEAKY", b"FG.GCRA", b"CL.THROTTLE", b"FG.FIXED",
@@ -379,7 +381,7 @@ def base_payloads(c):
 def corrupted_cases(bases):
     cases = []
     for i, (k, body, version) in enumerate(bases):
-        for label, vb in rdbpayload.variants(body, seed=1000 + i):
+        for label, vb in rdbpayload.variants(body, seed=1000 + i, random_cases=300 * FUZZ_SCALE):
             cases.append(("%s/%s" % (k, label), vb, version))
     # type confusion: one family's fields under another family's type id
     parsed = []

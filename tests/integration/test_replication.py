@@ -16,7 +16,8 @@ from harness import Server, wait_for, wait_replica_synced
 from topology import (assert_no_crash, aof_files, digest, inspect,
                       read_aof_commands, s)
 
-CALLS = 30000
+# make soak multiplies the random calls.
+CALLS = 30000 * int(os.environ.get("FLOODGATE_FUZZ_SCALE", "1"))
 THREADS = 3
 BATCH = 250
 POOL = 30  # keys per pool; keys [6f, 6f+6) prefer family f, 24..29 are shared
