@@ -119,3 +119,7 @@ int64_t fg_fixed_expires_at_us(const fg_fixed_state *s, const fg_fixed_params *p
     if (!fg_add(s->window_start_us, p->window_us, &end)) return INT64_MAX;
     return end;
 }
+
+bool fg_fixed_state_storable(const fg_fixed_state *s) {
+    return s->window_start_us >= 0 && s->count >= 1;
+}

@@ -22,6 +22,10 @@ fg_status fg_fixed_decide(const fg_fixed_state *cur, const fg_fixed_params *p,
                           int64_t now_us, int64_t cost, fg_decision *d,
                           fg_fixed_state *next);
 
+/* Whether a state may be stored (and loaded): every state fg_fixed_decide
+ * writes. */
+bool fg_fixed_state_storable(const fg_fixed_state *s);
+
 /* End of the state's window: when it is empty again. */
 int64_t fg_fixed_expires_at_us(const fg_fixed_state *s, const fg_fixed_params *p);
 

@@ -67,7 +67,8 @@ typedef struct gcra_request {
     int64_t now;       /* now, ns since the epoch */
     int64_t emission;  /* T */
     int64_t tolerance; /* DVT = T * capacity */
-    int64_t increment; /* T * cost: how far the request pushes the TAT */
+    int64_t increment; /* T * cost: how far the request pushes the TAT; only
+                          computed when cost <= capacity */
 } gcra_request;
 
 static bool gcra_params_valid(const fg_gcra_params *p) {
@@ -82,7 +83,9 @@ static fg_status gcra_prepare(int64_t tat_ns, const fg_gcra_params *p, int64_t n
     r->emission = p->emission_ns;
     if (!fg_mul(now_us, FG_NS_PER_US, &r->now)) return FG_EOVERFLOW;
     if (!fg_mul(p->emission_ns, p->capacity, &r->tolerance)) return FG_EOVERFLOW;
-    if (!fg_mul(p->emission_ns, cost, &r->increment)) return FG_EOVERFLOW;
+    /* A cost above the capacity never fits; it is answered without forming
+     * T * cost, which may not fit in 64 bits. Otherwise T * cost <= DVT. */
+    r->increment = cost <= p->capacity ? p->emission_ns * cost : -1;
     return FG_OK;
 }
 
@@ -94,6 +97,18 @@ static int64_t gcra_units_left(const gcra_request *r, int64_t ttl) {
     return (r->tolerance - ttl) / r->emission;
 }
 
+/* A request larger than the whole bucket: denied, and no wait will help. */
+static fg_status gcra_never_fits(const gcra_request *r, int64_t tat, int64_t tat_ns,
+                                 fg_decision *d, int64_t *next_tat_ns) {
+    int64_t ttl = tat - r->now;
+    d->allowed = false;
+    d->retry_after_ns = -1;
+    d->remaining = gcra_units_left(r, ttl);
+    d->reset_after_ns = ttl;
+    *next_tat_ns = tat_ns;
+    return FG_OK;
+}
+
 fg_status fg_gcra_decide(int64_t tat_ns, const fg_gcra_params *p, int64_t now_us,
                          int64_t cost, fg_decision *d, int64_t *next_tat_ns) {
     gcra_request r;
@@ -102,6 +117,8 @@ fg_status fg_gcra_decide(int64_t tat_ns, const fg_gcra_params *p, int64_t now_us
 
     /* No state, or a TAT already in the past, both mean a full bucket. */
     int64_t tat = fg_max(tat_ns, r.now);
+    d->limit = p->capacity;
+    if (cost > p->capacity) return gcra_never_fits(&r, tat, tat_ns, d, next_tat_ns);
     int64_t new_tat;
     if (!fg_add(tat, r.increment, &new_tat)) return FG_EOVERFLOW;
 
@@ -112,14 +129,12 @@ fg_status fg_gcra_decide(int64_t tat_ns, const fg_gcra_params *p, int64_t now_us
     int64_t ttl;
 
     d->allowed = diff >= 0;
-    d->limit = p->capacity;
     if (d->allowed) {
         d->retry_after_ns = -1;
         ttl = new_tat - r.now;
         *next_tat_ns = cost > 0 ? new_tat : tat_ns;
     } else {
-        /* If the cost alone exceeds the bucket no wait will ever help. */
-        d->retry_after_ns = r.increment <= r.tolerance ? -diff : -1;
+        d->retry_after_ns = -diff;
         ttl = tat - r.now;
         *next_tat_ns = tat_ns;
     }
@@ -127,6 +142,8 @@ fg_status fg_gcra_decide(int64_t tat_ns, const fg_gcra_params *p, int64_t now_us
     d->reset_after_ns = ttl;
     return FG_OK;
 }
+
+bool fg_gcra_state_storable(int64_t tat_ns) { return tat_ns >= 1; }
 
 /* The TAT rounded up to the microsecond: a key must never expire while its
  * state still holds back a request. */

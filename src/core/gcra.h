@@ -24,6 +24,9 @@ typedef struct fg_gcra_params {
 fg_status fg_gcra_decide(int64_t tat_ns, const fg_gcra_params *p, int64_t now_us,
                          int64_t cost, fg_decision *d, int64_t *next_tat_ns);
 
+/* Whether a TAT may be stored (and loaded): every TAT fg_gcra_decide writes. */
+bool fg_gcra_state_storable(int64_t tat_ns);
+
 /* When a stored TAT is back to neutral, in microseconds since the epoch
  * (rounded up, so a key never expires before its state is empty). */
 int64_t fg_gcra_expires_at_us(int64_t tat_ns);

@@ -223,3 +223,8 @@ int64_t fg_sliding_expires_at_us(const fg_sliding_state *s, const fg_sliding_par
     int64_t end = sliding_saturating_add(s->window_start_us, p->window_us);
     return s->count > 0 ? sliding_saturating_add(end, p->window_us) : end;
 }
+
+bool fg_sliding_state_storable(const fg_sliding_state *s) {
+    return s->window_start_us >= 0 && s->count >= 0 && s->prev_count >= 0 &&
+           (s->count > 0 || s->prev_count > 0);
+}

@@ -24,6 +24,11 @@ fg_status fg_sliding_decide(const fg_sliding_state *cur, const fg_sliding_params
                             int64_t now_us, int64_t cost, fg_decision *d,
                             fg_sliding_state *next);
 
+/* Whether a state may be stored (and loaded): every state fg_sliding_decide
+ * writes. The two counts are never added, so together they may exceed
+ * 64 bits. */
+bool fg_sliding_state_storable(const fg_sliding_state *s);
+
 /* When neither counter matters any more. */
 int64_t fg_sliding_expires_at_us(const fg_sliding_state *s, const fg_sliding_params *p);
 

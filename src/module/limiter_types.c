@@ -23,6 +23,8 @@
 
 #include <string.h>
 
+#include "../core/gcra.h"
+
 #define ENCODING_VERSION 1
 
 static RedisModuleType *types[FAMILY_COUNT];
@@ -59,15 +61,6 @@ lookup_result limiter_lookup(RedisModuleKey *key, limiter_family family, void **
         return LOOKUP_WRONGTYPE;
     *value = RedisModule_ModuleTypeGetValue(key);
     return LOOKUP_FOUND;
-}
-
-bool fixed_state_is_valid(const fg_fixed_state *s) {
-    return s->window_start_us >= 0 && s->count >= 1;
-}
-
-bool sliding_state_is_valid(const fg_sliding_state *s) {
-    return s->window_start_us >= 0 && s->count >= 0 && s->prev_count >= 0 &&
-           (s->count > 0 || s->prev_count > 0) && s->count <= INT64_MAX - s->prev_count;
 }
 
 /* ---------------------------------------------------------------- storing */
@@ -171,7 +164,7 @@ uint32_t slidelog_run_count(const fg_slog *log) {
 static void *bucket_rdb_load(RedisModuleIO *io, int encver) {
     if (encver != ENCODING_VERSION) return NULL;
     int64_t tat = RedisModule_LoadSigned(io);
-    if (RedisModule_IsIOError(io) || tat <= 0) return NULL;
+    if (RedisModule_IsIOError(io) || !fg_gcra_state_storable(tat)) return NULL;
     return (void *)(uintptr_t)tat;
 }
 
@@ -209,7 +202,7 @@ static void *fixed_rdb_load(RedisModuleIO *io, int encver) {
     fg_fixed_state s;
     s.window_start_us = RedisModule_LoadSigned(io);
     s.count = RedisModule_LoadSigned(io);
-    if (RedisModule_IsIOError(io) || !fixed_state_is_valid(&s)) return NULL;
+    if (RedisModule_IsIOError(io) || !fg_fixed_state_storable(&s)) return NULL;
     fg_fixed_state *value = RedisModule_Alloc(sizeof(s));
     *value = s;
     return value;
@@ -258,7 +251,7 @@ static void *sliding_rdb_load(RedisModuleIO *io, int encver) {
     s.window_start_us = RedisModule_LoadSigned(io);
     s.count = RedisModule_LoadSigned(io);
     s.prev_count = RedisModule_LoadSigned(io);
-    if (RedisModule_IsIOError(io) || !sliding_state_is_valid(&s)) return NULL;
+    if (RedisModule_IsIOError(io) || !fg_sliding_state_storable(&s)) return NULL;
     fg_sliding_state *value = RedisModule_Alloc(sizeof(s));
     *value = s;
     return value;

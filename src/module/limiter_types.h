@@ -47,10 +47,6 @@ void store_slidelog(RedisModuleKey *key, fg_slog *log, int64_t expire_ms);
  * the key is unchanged. */
 fg_status store_slidelog_effect(RedisModuleKey *key, const fg_slog_effect *e, int64_t expire_ms);
 
-/* Validity rules shared by FG.SETSTATE and the RDB loader. */
-bool fixed_state_is_valid(const fg_fixed_state *s);
-bool sliding_state_is_valid(const fg_sliding_state *s);
-
 /* The sliding log as runs of equal timestamps: calls fn(ts, count, arg) in
  * order, oldest first. */
 void slidelog_for_each_run(const fg_slog *log, void (*fn)(int64_t ts, int64_t count, void *arg),

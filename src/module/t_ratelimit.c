@@ -86,6 +86,11 @@ static int parse_gcra(RedisModuleCtx *ctx, RedisModuleString **args, limiter_par
         !parse_positive_number(ctx, args[2], "period_ms", 1e12, &period_ms))
         return 0;
     double ns = period_ms * (double)FG_NS_PER_MS / count;
+    if (ns > (double)INT64_MAX / 2) {
+        RedisModule_ReplyWithError(ctx, "ERR count is too small for period_ms: the emission "
+                                        "interval overflows 64-bit nanoseconds");
+        return 0;
+    }
     if (ns < 0.5) {
         RedisModule_ReplyWithError(ctx, "ERR rate too high: count per period_ms must leave at "
                                         "least one nanosecond per unit");
@@ -227,17 +232,18 @@ static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *key, limiter
                             const int64_t *fields, int nfields, int64_t expire_ms) {
     number_arg f[3], ms;
     format_number(&ms, expire_ms);
-    for (int i = 0; i < nfields; i++) format_number(&f[i], fields[i]);
+    for (int i = 0; i < nfields; i++)
+        format_number(&f[i], fields[i]);
     RedisModuleString *fam = word_family[family];
     if (nfields == 1)
-        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbsb", key, fam, f[0].str, f[0].len,
-                              word_pxat, ms.str, ms.len);
+        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbsb", key, fam, f[0].str, f[0].len, word_pxat,
+                              ms.str, ms.len);
     else if (nfields == 2)
-        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbsb", key, fam, f[0].str, f[0].len,
-                              f[1].str, f[1].len, word_pxat, ms.str, ms.len);
+        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbsb", key, fam, f[0].str, f[0].len, f[1].str,
+                              f[1].len, word_pxat, ms.str, ms.len);
     else
-        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbbsb", key, fam, f[0].str, f[0].len,
-                              f[1].str, f[1].len, f[2].str, f[2].len, word_pxat, ms.str, ms.len);
+        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbbsb", key, fam, f[0].str, f[0].len, f[1].str,
+                              f[1].len, f[2].str, f[2].len, word_pxat, ms.str, ms.len);
 }
 
 /* FG.LOGAPPEND key drop_through_us at_us count PXAT expire_ms */
@@ -582,7 +588,7 @@ static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, limiter_fam
             !parse_integer(ctx, f[1], "count", 0, INT64_MAX, &s.count) ||
             !parse_integer(ctx, f[2], "prev_count", 0, INT64_MAX, &s.prev_count))
             return 0;
-        if (!sliding_state_is_valid(&s)) {
+        if (!fg_sliding_state_storable(&s)) {
             RedisModule_ReplyWithError(ctx, "ERR sliding state needs count or prev_count > 0");
             return 0;
         }
@@ -622,7 +628,7 @@ static int logappend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int 
     fg_slog_effect e;
     if (!parse_pxat(ctx, argv, &argc, &expire_ms)) return REDISMODULE_OK;
     if (argc != 5) return RedisModule_WrongArity(ctx);
-    if (!parse_integer(ctx, argv[2], "drop_through_us", -1, INT64_MAX, &e.drop_through_us) ||
+    if (!parse_integer(ctx, argv[2], "drop_through_us", INT64_MIN, INT64_MAX, &e.drop_through_us) ||
         !parse_integer(ctx, argv[3], "at_us", 0, INT64_MAX, &e.at_us) ||
         !parse_integer(ctx, argv[4], "count", 1, FG_SLOG_MAX_LIMIT, &e.count))
         return REDISMODULE_OK;

@@ -11,6 +11,7 @@
  *   - a denial and a peek change nothing;
  *   - a denied request would be allowed after waiting retry_after (nothing
  *     else happening in between);
+ *   - every state written is one the loaders accept (storable);
  *   - nothing is ever over-admitted: a bucket admits at most capacity plus
  *     what refilled since the first admission, a fixed window at most limit
  *     per window, a sliding log at most limit in any window.
@@ -43,6 +44,20 @@ static int64_t take_range(reader *r, int bytes, int64_t lo, int64_t hi) {
     return lo + (int64_t)(take(r, bytes) % (uint64_t)(hi - lo + 1));
 }
 
+/* A limit: usually small, sometimes near the 64-bit edge. */
+static int64_t take_limit(reader *r) {
+    if (take(r, 1) % 8 == 0) return INT64_MAX - take_range(r, 2, 0, 1000);
+    return take_range(r, 2, 1, 1000);
+}
+
+/* A cost: usually a few units, sometimes up to the whole limit and past it. */
+static int64_t take_cost(reader *r, int64_t limit) {
+    uint64_t pick = take(r, 1) % 8;
+    if (pick == 0) return limit - take_range(r, 1, 0, limit < 100 ? limit - 1 : 100);
+    if (pick == 1) return limit < INT64_MAX - 2 ? limit + take_range(r, 1, 1, 2) : INT64_MAX;
+    return take_range(r, 1, 0, limit < 3 ? limit : 3);
+}
+
 /* Moves time: mostly forward by up to ~2 windows, one step in 16 back. */
 static int64_t next_time(reader *r, int64_t now, int64_t scale_us) {
     uint64_t step = take(r, 2);
@@ -70,11 +85,13 @@ static int64_t retry_us(const fg_decision *d) {
 
 static void fuzz_gcra(reader *r) {
     fg_gcra_params p = {take_range(r, 4, 1, 5000000000LL), take_range(r, 2, 1, 1000)};
+    bool huge_costs = take(r, 1) % 8 == 0;
     int64_t now = START_US, tat = 0, first = -1, admitted = 0;
     int64_t horizon = now;
     for (int steps = 0; r->left > 0 && steps < 2000; steps++) {
         now = next_time(r, now, p.emission_ns / 1000 + 1);
-        int64_t cost = take_range(r, 1, 0, p.capacity + 2), next;
+        int64_t cost = huge_costs ? take_cost(r, INT64_MAX - 3) : take_range(r, 1, 0, p.capacity + 2);
+        int64_t next;
         fg_decision d;
         if (fg_gcra_decide(tat, &p, now, cost, &d, &next) != FG_OK) return;
         check_reply(&d, cost);
@@ -86,6 +103,7 @@ static void fuzz_gcra(reader *r) {
             CHECK(later.allowed);
         }
         if (d.allowed && cost > 0) {
+            CHECK(fg_gcra_state_storable(next));
             if (first < 0) first = now;
             admitted += cost;
             if (now > horizon) horizon = now;
@@ -98,18 +116,19 @@ static void fuzz_gcra(reader *r) {
 }
 
 static void fuzz_fixed(reader *r) {
-    fg_fixed_params p = {take_range(r, 2, 1, 1000), take_range(r, 4, 1, 100000000)};
+    fg_fixed_params p = {take_limit(r), take_range(r, 4, 1, 100000000)};
     fg_fixed_state s = {0, 0};
     int64_t now = START_US;
     for (int steps = 0; r->left > 0 && steps < 2000; steps++) {
         now = next_time(r, now, p.window_us / 3 + 1);
-        int64_t cost = take_range(r, 1, 0, p.limit + 2);
+        int64_t cost = take_cost(r, p.limit);
         fg_fixed_state next;
         fg_decision d;
         if (fg_fixed_decide(&s, &p, now, cost, &d, &next) != FG_OK) return;
         check_reply(&d, cost);
         if (!d.allowed || cost == 0) CHECK(memcmp(&next, &s, sizeof(s)) == 0);
         CHECK(next.count <= p.limit);
+        if (d.allowed && cost > 0) CHECK(fg_fixed_state_storable(&next));
         if (!d.allowed && d.retry_after_ns >= 0) {
             fg_decision later;
             fg_fixed_state ignored;
@@ -121,18 +140,19 @@ static void fuzz_fixed(reader *r) {
 }
 
 static void fuzz_sliding(reader *r) {
-    fg_sliding_params p = {take_range(r, 2, 1, 1000), take_range(r, 4, 1, 100000000)};
+    fg_sliding_params p = {take_limit(r), take_range(r, 4, 1, 100000000)};
     fg_sliding_state s = {0, 0, 0};
     int64_t now = START_US;
     for (int steps = 0; r->left > 0 && steps < 2000; steps++) {
         now = next_time(r, now, p.window_us / 3 + 1);
-        int64_t cost = take_range(r, 1, 0, p.limit + 2);
+        int64_t cost = take_cost(r, p.limit);
         fg_sliding_state next;
         fg_decision d;
         if (fg_sliding_decide(&s, &p, now, cost, &d, &next) != FG_OK) return;
         check_reply(&d, cost);
         if (!d.allowed || cost == 0) CHECK(memcmp(&next, &s, sizeof(s)) == 0);
         CHECK(next.count <= p.limit);
+        if (d.allowed && cost > 0) CHECK(fg_sliding_state_storable(&next));
         if (!d.allowed && d.retry_after_ns >= 0) {
             fg_decision later;
             fg_sliding_state ignored;
@@ -172,6 +192,7 @@ static void fuzz_slidelog(reader *r) {
             for (uint32_t i = 0; i < log.len; i++)
                 if (fg_slog_at(&log, i) > newest - p.window_us) in_window++;
             CHECK(in_window <= p.limit);
+            CHECK(fg_slog_at(&log, 0) >= 0);
             for (uint32_t i = 1; i < log.len; i++)
                 CHECK(fg_slog_at(&log, i - 1) <= fg_slog_at(&log, i));
         }

@@ -449,3 +449,28 @@ def test_redis_cell_string_conversion_replicates(pair, tmp_path):
         assert c.type("cell") == b"fg-bucket" and inspect(c, "cell") == state, (
             "AOF replay: %r %r" % (c.type("cell"), c.get("cell") if c.type("cell") == b"string" else ""))
         assert digest(c) == d
+
+
+def test_sliding_counts_near_the_64_bit_edge_replicate_and_reload(pair):
+    """Regression: two ordinary FG.SLIDING calls with a limit near 2^63 left a
+    state (count + prev_count > 2^63) that the state validator refused, so the
+    replica dropped the key, DEBUG RELOAD emptied the dataset and the RDB could
+    not be loaded again."""
+    master, replica, m, r = pair
+    huge = 2 ** 63 - 1
+    window_ms = 1000
+    m.execute_command("FG.SLIDING", "s", huge, window_ms, "COST", huge)
+    # Into the next window (and at least a millisecond into it), same limit.
+    now_ms = time.time() * 1000
+    time.sleep((window_ms - now_ms % window_ms + 2) / 1000)
+    reply = m.execute_command("FG.SLIDING", "s", huge, window_ms)
+    assert reply[0] == 1, reply
+    state = inspect(m, "s")
+    fields = {s(k): int(v) for k, v in zip(state[2::2], state[3::2])}
+    assert fields["prev_count"] == huge and fields["count"] == 1, state
+    wait_replica_synced(m, r)
+    assert inspect(r, "s") == state
+    assert m.execute_command("DEBUG", "RELOAD") in (b"OK", "OK")
+    assert inspect(m, "s") == state
+    assert_no_crash(master)
+    assert_no_crash(replica)

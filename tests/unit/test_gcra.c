@@ -280,20 +280,36 @@ static void test_overflow_of_the_tolerance(void **state) {
     expect_status(fg_gcra_decide(0, &p, T2024_US, 0, &d, &next), FG_EOVERFLOW);
 }
 
-static void test_overflow_of_the_cost(void **state) {
+/* Regression: a cost above the capacity, however large, is a denial that no
+ * wait helps (retry -1), not an overflow error, even where T * cost would
+ * not fit in 64 bits. */
+static void test_huge_cost_never_fits(void **state) {
     (void)state;
     fg_gcra_params p = {SEC, 10};
     fg_decision d;
     int64_t next;
-    expect_status(fg_gcra_decide(0, &p, T2024_US, INT64_MAX / SEC + 1, &d, &next),
-                  FG_EOVERFLOW);
-    expect_status(fg_gcra_decide(0, &p, T2024_US, INT64_MAX, &d, &next), FG_EOVERFLOW);
-    /* The increment fits but the new TAT does not (the year 2262). */
-    expect_status(fg_gcra_decide(0, &p, T2024_US, INT64_MAX / SEC, &d, &next), FG_EOVERFLOW);
-    /* The largest cost whose new TAT fits is merely refused. */
+    int64_t costs[] = {11, INT64_MAX / SEC + 1, INT64_MAX};
+    for (size_t i = 0; i < sizeof(costs) / sizeof(costs[0]); i++) {
+        expect_status(fg_gcra_decide(0, &p, T2024_US, costs[i], &d, &next), FG_OK);
+        expect_decision(d, false, 10, 10, -1, 0);
+        expect_i64(next, 0);
+    }
+    /* With some of the bucket used, the answer shows what is left. */
+    int64_t tat = T2024_US * US + 3 * SEC;
+    expect_status(fg_gcra_decide(tat, &p, T2024_US, INT64_MAX, &d, &next), FG_OK);
+    expect_decision(d, false, 10, 7, -1, 3 * SEC);
+    expect_i64(next, tat);
+}
+
+/* A cost that fits the bucket but pushes the TAT past the year 2262 is an
+ * overflow. */
+static void test_overflow_of_the_new_tat(void **state) {
+    (void)state;
+    fg_gcra_params p = {SEC, INT64_MAX / SEC};
+    fg_decision d;
+    int64_t next;
     int64_t largest = (INT64_MAX - T2024_US * US) / SEC;
     expect_status(fg_gcra_decide(0, &p, T2024_US, largest, &d, &next), FG_OK);
-    expect_decision(d, false, 10, 10, -1, 0);
     expect_status(fg_gcra_decide(0, &p, T2024_US, largest + 1, &d, &next), FG_EOVERFLOW);
 }
 
@@ -534,7 +550,8 @@ int main(void) {
         cmocka_unit_test(test_clock_going_back_refunds_nothing),
         cmocka_unit_test(test_clock_far_back_denies_even_a_peek),
         cmocka_unit_test(test_overflow_of_the_tolerance),
-        cmocka_unit_test(test_overflow_of_the_cost),
+        cmocka_unit_test(test_huge_cost_never_fits),
+        cmocka_unit_test(test_overflow_of_the_new_tat),
         cmocka_unit_test(test_overflow_of_now_and_tat),
         cmocka_unit_test(test_largest_tolerance_that_fits),
         cmocka_unit_test(test_outputs_untouched_on_error),
