@@ -16,16 +16,19 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARNINGS)
 
 CORE_SRC   := $(wildcard src/core/*.c)
+CLIENT_SRC := $(wildcard src/client/*.c)
 MODULE_SRC := $(wildcard src/module/*.c)
-HEADERS    := $(wildcard src/core/*.h src/module/*.h)
+HEADERS    := $(wildcard src/core/*.h src/client/*.h src/module/*.h)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 ASAN_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit-asan/%,$(UNIT_SRC))
+TSAN_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit-tsan/%,$(UNIT_SRC))
+UNIT_LIBS  := -lcmocka -lm -lpthread
 SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module deps run test unit unit-asan fuzz fuzz-smoke fuzz-server soak integration bench clean
+.PHONY: all module deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration bench clean
 
 all: module
 
@@ -37,13 +40,19 @@ $(BUILD)/floodgate.so: $(CORE_SRC) $(MODULE_SRC) $(HEADERS)
 		-o $@ $(CORE_SRC) $(MODULE_SRC) -lm
 	@chmod +x $@
 
-$(BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(HEADERS)
+$(BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc/core -o $@ $< $(CORE_SRC) -lcmocka -lm
+	$(CC) $(CFLAGS) -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) $(CLIENT_SRC) $(UNIT_LIBS)
 
-$(BUILD)/unit-asan/%: tests/unit/%.c $(CORE_SRC) $(HEADERS)
+$(BUILD)/unit-asan/%: tests/unit/%.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -O1 $(SANITIZE) -Isrc/core -o $@ $< $(CORE_SRC) -lcmocka -lm
+	$(CC) $(CFLAGS) -O1 $(SANITIZE) -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) $(CLIENT_SRC) \
+		$(UNIT_LIBS)
+
+$(BUILD)/unit-tsan/%: tests/unit/%.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	clang $(CFLAGS) -O1 -fsanitize=thread -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) \
+		$(CLIENT_SRC) $(UNIT_LIBS)
 
 $(BUILD)/fuzz/fuzz_limiters: tests/fuzz/fuzz_limiters.c $(CORE_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -80,11 +89,15 @@ unit-asan: $(ASAN_BINS)
 	@for t in $(ASAN_BINS); do echo "== $$t (sanitized)"; \
 		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t || exit 1; done
 
+unit-tsan: $(TSAN_BINS)
+	@for t in $(TSAN_BINS); do echo "== $$t (thread sanitizer)"; \
+		TSAN_OPTIONS=halt_on_error=1 $$t || exit 1; done
+
 integration: module
 	$(PYTHON) -m pytest -q tests/integration
 
 test: deps
-	@$(MAKE) --no-print-directory module unit unit-asan fuzz-smoke
+	@$(MAKE) --no-print-directory module unit unit-asan unit-tsan fuzz-smoke
 	@$(MAKE) --no-print-directory integration
 
 run: deps module
