@@ -28,7 +28,7 @@ SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration bench clean
+.PHONY: all module deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration bench bench-mem clean
 
 all: module
 
@@ -115,6 +115,14 @@ run: deps module
 
 bench: deps module
 	bash bench/run.sh
+
+# Decisions per second of the in-process store (libfloodgate's mem: backend).
+bench-mem: $(BUILD)/bench/mem_store_bench
+	$<
+
+$(BUILD)/bench/mem_store_bench: bench/mem_store_bench.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O2 -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) $(CLIENT_SRC) -lpthread -lm
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,591 @@
+/*
+ * mem_store.c - the src/core algorithms behind a sharded, thread-safe table.
+ *
+ * Layout: the store is an array of shards, each padded to a cache line and
+ * holding its own lock and an open-addressing table (linear probing) of
+ * slots {hash, entry *}. A key's 64-bit hash picks its shard with the high
+ * bits and its home slot with the low bits, so the two are independent. An
+ * entry is one allocation: the expiry, the state of its family and the key
+ * bytes. Tables grow by rehash at 3/4 load and shrink after sweeps when they
+ * are less than 1/8 full; deletion shifts the following entries of the
+ * cluster back (no tombstones), so probes stay short after heavy churn.
+ *
+ * Semantics are the module's (src/module/t_ratelimit.c): the core decides on
+ * the stored state (or the empty state when the key is absent or expired),
+ * and only a request admitted with cost > 0 and not a peek stores the next
+ * state, with expiry = when that state is empty again (fg_*_expires_at_us).
+ * The sliding log stores the effect through fg_slog_apply. The module rounds
+ * expiries up to the millisecond for Redis; here they stay in microseconds,
+ * which changes nothing observable: at its expiry a state answers exactly as
+ * the empty state.
+ *
+ * Locking: a test-and-test-and-set spinlock per shard that yields the CPU
+ * after a short spin; critical sections are a hash probe and a core call
+ * (plus, rarely, a rehash or a sliding log reallocation). Build with
+ * -DFG_MEM_STORE_MUTEX for pthread mutexes instead.
+ */
+#include "mem_store.h"
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef FG_MEM_STORE_MUTEX
+#include <pthread.h>
+#else
+#include <sched.h>
+#endif
+
+#define DEFAULT_SHARDS 64u
+#define MAX_SHARDS 65536u
+#define MIN_SLOTS 8u
+#define CACHE_LINE 64
+
+/* ------------------------------------------------------------------ locks */
+
+#ifdef FG_MEM_STORE_MUTEX
+typedef pthread_mutex_t shard_lock;
+static bool lock_init(shard_lock *l) { return pthread_mutex_init(l, NULL) == 0; }
+static void lock_destroy(shard_lock *l) { pthread_mutex_destroy(l); }
+static inline void lock_acquire(shard_lock *l) { pthread_mutex_lock(l); }
+static inline void lock_release(shard_lock *l) { pthread_mutex_unlock(l); }
+#else
+typedef atomic_uint shard_lock;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static bool lock_init(shard_lock *l) {
+    atomic_init(l, 0u);
+    return true;
+}
+static void lock_destroy(shard_lock *l) { (void)l; }
+
+static void lock_acquire_slow(shard_lock *l) {
+    unsigned spins = 0;
+    for (;;) {
+        while (atomic_load_explicit(l, memory_order_relaxed) != 0) {
+            if (++spins < 128)
+                cpu_relax();
+            else
+                sched_yield(); /* the holder may have been preempted */
+        }
+        if (atomic_exchange_explicit(l, 1u, memory_order_acquire) == 0) return;
+    }
+}
+
+static inline void lock_acquire(shard_lock *l) {
+    if (atomic_exchange_explicit(l, 1u, memory_order_acquire) != 0) lock_acquire_slow(l);
+}
+
+static inline void lock_release(shard_lock *l) {
+    atomic_store_explicit(l, 0u, memory_order_release);
+}
+#endif
+
+/* ---------------------------------------------------------------- entries */
+
+typedef struct entry {
+    int64_t expires_us; /* absent from this time on */
+    union {
+        int64_t tat; /* FG_MEM_BUCKET, ns */
+        fg_fixed_state fixed;
+        fg_sliding_state sliding;
+        fg_slog slog;
+    } st;
+    uint32_t keylen;
+    uint8_t family; /* fg_mem_family */
+    unsigned char key[];
+} entry;
+
+typedef struct slot {
+    uint64_t hash;
+    entry *e; /* NULL: empty slot */
+} slot;
+
+typedef struct shard {
+    alignas(CACHE_LINE) shard_lock lock;
+    slot *slots;   /* NULL when cap == 0 */
+    size_t cap;    /* 0 or a power of two >= MIN_SLOTS */
+    size_t count;  /* entries held */
+    size_t cursor; /* where the next sweep of this shard starts */
+    size_t swept;  /* slots the current sweep pass has gone past */
+} shard;
+
+struct fg_mem_store {
+    shard *shards;
+    unsigned nshards; /* power of two */
+    unsigned shift;   /* shard = hash >> shift (masked) */
+    uint64_t seed;
+    atomic_uint sweep_next; /* shard the next fg_mem_expire starts with */
+};
+
+/* The sliding log's memory comes from the C library. */
+static const fg_allocator slog_alloc = {realloc, free};
+
+static void entry_free(entry *e) {
+    if (e->family == FG_MEM_SLIDELOG) fg_slog_free(&e->st.slog, &slog_alloc);
+    free(e);
+}
+
+/* ------------------------------------------------------------------- hash */
+
+/* A wyhash-style hash: 64x64->128 multiplications folded by xor, reading the
+ * key 16 bytes at a time; the length and a per-store seed are mixed in first
+ * so that overlapping tail reads of different lengths differ. */
+#define H_P0 0xa0761d6478bd642fULL
+#define H_P1 0xe7037ed1a0b428dbULL
+#define H_P2 0x8ebc6af09c88c6e3ULL
+#define H_P3 0x589965cc75374cc3ULL
+
+static inline uint64_t h_mix(uint64_t a, uint64_t b) {
+    __uint128_t r = (__uint128_t)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+static inline uint64_t h_read64(const unsigned char *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint64_t h_read32(const unsigned char *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint64_t key_hash(const void *key, size_t len, uint64_t seed) {
+    const unsigned char *p = key;
+    uint64_t h = seed ^ h_mix((uint64_t)len ^ H_P0, H_P1);
+    uint64_t a = 0, b = 0;
+    while (len > 16) {
+        h = h_mix(h_read64(p) ^ H_P2, h_read64(p + 8) ^ h);
+        p += 16;
+        len -= 16;
+    }
+    if (len > 8) {
+        a = h_read64(p);
+        b = h_read64(p + len - 8);
+    } else if (len >= 4) {
+        a = h_read32(p) << 32 | h_read32(p + len - 4);
+    } else if (len > 0) {
+        a = (uint64_t)p[0] << 16 | (uint64_t)p[len >> 1] << 8 | p[len - 1];
+    }
+    h = h_mix(a ^ H_P2, b ^ h ^ H_P3);
+    h = h_mix(h ^ H_P0, h ^ H_P1);
+#ifdef FG_MEM_STORE_TEST_COLLISIONS
+    /* Tests only: 1024 distinct hashes, so that different keys share one and
+     * the key comparison and long probe sequences are exercised. */
+    h = h_mix((h & 0x3ff) ^ H_P0, H_P1);
+#endif
+    return h;
+}
+
+/* ------------------------------------------------------------------ table */
+
+#define NOT_FOUND SIZE_MAX
+
+static inline shard *shard_of(const fg_mem_store *s, uint64_t h) {
+    return &s->shards[(h >> s->shift) & (s->nshards - 1)];
+}
+
+static inline size_t table_find(const shard *sh, uint64_t h, const void *key, size_t keylen) {
+    if (sh->cap == 0) return NOT_FOUND;
+    size_t mask = sh->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        const slot *sl = &sh->slots[i];
+        if (sl->e == NULL) return NOT_FOUND;
+        if (sl->hash == h && sl->e->keylen == keylen &&
+            (keylen == 0 || memcmp(sl->e->key, key, keylen) == 0))
+            return i;
+    }
+}
+
+/* Places an entry known to be absent; the table has a free slot. */
+static void table_place(slot *slots, size_t cap, uint64_t h, entry *e) {
+    size_t mask = cap - 1, i = h & mask;
+    while (slots[i].e != NULL) i = (i + 1) & mask;
+    slots[i].hash = h;
+    slots[i].e = e;
+}
+
+/* Moves every entry into a table of `cap` slots (0 frees the table, only
+ * when it is empty). False, with the table unchanged, when out of memory. */
+static bool table_resize(shard *sh, size_t cap) {
+    slot *slots = NULL;
+    if (cap > 0) {
+        slots = calloc(cap, sizeof(*slots));
+        if (slots == NULL) return false;
+        for (size_t i = 0; i < sh->cap; i++)
+            if (sh->slots[i].e != NULL) table_place(slots, cap, sh->slots[i].hash, sh->slots[i].e);
+    }
+    free(sh->slots);
+    sh->slots = slots;
+    sh->cap = cap;
+    sh->cursor = 0;
+    sh->swept = 0;
+    return true;
+}
+
+/* Inserts an absent entry, growing the table first at 3/4 load. */
+static bool table_insert(shard *sh, uint64_t h, entry *e) {
+    if ((sh->count + 1) * 4 > sh->cap * 3) {
+        size_t cap = sh->cap == 0 ? MIN_SLOTS : sh->cap * 2;
+        if (cap < sh->cap || cap > SIZE_MAX / sizeof(slot) || !table_resize(sh, cap)) return false;
+    }
+    table_place(sh->slots, sh->cap, h, e);
+    sh->count++;
+    return true;
+}
+
+/* Frees the entry in slot i and shifts the rest of its cluster back: an
+ * entry further on moves into the hole unless its home slot lies between the
+ * hole and where it is (it would then be placed before its home). */
+static void table_remove_at(shard *sh, size_t i) {
+    size_t mask = sh->cap - 1;
+    entry_free(sh->slots[i].e);
+    for (size_t j = (i + 1) & mask; sh->slots[j].e != NULL; j = (j + 1) & mask) {
+        size_t home = sh->slots[j].hash & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            sh->slots[i] = sh->slots[j];
+            i = j;
+        }
+    }
+    sh->slots[i].e = NULL;
+    sh->slots[i].hash = 0;
+    sh->count--;
+}
+
+/* Gives memory back once the table is less than 1/8 full: to a table at most
+ * half full, or none at all when empty. Best effort. */
+static void table_maybe_shrink(shard *sh) {
+    if (sh->count == 0) {
+        if (sh->cap > 0) table_resize(sh, 0);
+        return;
+    }
+    if (sh->cap <= MIN_SLOTS || sh->count * 8 >= sh->cap) return;
+    size_t cap = MIN_SLOTS;
+    while (cap < sh->count * 2) cap *= 2;
+    table_resize(sh, cap);
+}
+
+/* The entry for an absent key, inserted with an empty state of `family`;
+ * NULL when out of memory (nothing changed). */
+static entry *entry_create(shard *sh, uint64_t h, const void *key, size_t keylen,
+                           fg_mem_family family) {
+    entry *e = malloc(sizeof(*e) + keylen);
+    if (e == NULL) return NULL;
+    memset(e, 0, sizeof(*e));
+    e->keylen = (uint32_t)keylen;
+    e->family = (uint8_t)family;
+    if (keylen > 0) memcpy(e->key, key, keylen);
+    if (!table_insert(sh, h, e)) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* --------------------------------------------------------------- the store */
+
+fg_mem_store *fg_mem_store_new(unsigned shards) {
+    if (shards == 0) shards = DEFAULT_SHARDS;
+    if (shards > MAX_SHARDS) shards = MAX_SHARDS;
+    unsigned n = 1, bits = 0;
+    while (n < shards) {
+        n *= 2;
+        bits++;
+    }
+    fg_mem_store *s = calloc(1, sizeof(*s));
+    if (s == NULL) return NULL;
+    s->shards = aligned_alloc(CACHE_LINE, (size_t)n * sizeof(shard));
+    if (s->shards == NULL) {
+        free(s);
+        return NULL;
+    }
+    memset(s->shards, 0, (size_t)n * sizeof(shard));
+    for (unsigned i = 0; i < n; i++) {
+        if (!lock_init(&s->shards[i].lock)) {
+            while (i-- > 0) lock_destroy(&s->shards[i].lock);
+            free(s->shards);
+            free(s);
+            return NULL;
+        }
+    }
+    s->nshards = n;
+    s->shift = bits == 0 ? 0 : 64 - bits;
+    /* No clock and no global state: the seed comes from where the store
+     * lives, which address-space randomization varies between runs. */
+    s->seed = h_mix((uint64_t)(uintptr_t)s ^ H_P3, (uint64_t)(uintptr_t)s->shards ^ H_P2);
+    atomic_init(&s->sweep_next, 0u);
+    return s;
+}
+
+void fg_mem_store_free(fg_mem_store *s) {
+    if (s == NULL) return;
+    for (unsigned i = 0; i < s->nshards; i++) {
+        shard *sh = &s->shards[i];
+        for (size_t j = 0; j < sh->cap; j++)
+            if (sh->slots[j].e != NULL) entry_free(sh->slots[j].e);
+        free(sh->slots);
+        lock_destroy(&sh->lock);
+    }
+    free(s->shards);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- checking */
+
+static fg_mem_status from_core(fg_status st) {
+    switch (st) {
+    case FG_OK: return FG_MEM_OK;
+    case FG_EOVERFLOW: return FG_MEM_OVERFLOW;
+    default: return FG_MEM_INVALID;
+    }
+}
+
+/* What one check works on: the shard (locked), the key and its entry (NULL
+ * when absent), and whether an admitted request is to be stored. */
+typedef struct check {
+    shard *sh;
+    uint64_t hash;
+    const void *key;
+    size_t keylen;
+    entry *e;
+    const fg_mem_limit *lim;
+    int64_t now_us;
+    int64_t cost;
+    bool commit;
+} check;
+
+static fg_mem_status check_bucket(check *c, fg_decision *d) {
+    const fg_gcra_params *p = &c->lim->p.bucket;
+    int64_t tat = c->e ? c->e->st.tat : 0, next;
+    fg_status st = fg_gcra_decide(tat, p, c->now_us, c->cost, d, &next);
+    if (st != FG_OK) return from_core(st);
+    if (!c->commit || !d->allowed || next == tat) return FG_MEM_OK;
+    if (c->e == NULL &&
+        (c->e = entry_create(c->sh, c->hash, c->key, c->keylen, FG_MEM_BUCKET)) == NULL)
+        return FG_MEM_NOMEM;
+    c->e->st.tat = next;
+    c->e->expires_us = fg_gcra_expires_at_us(next);
+    return FG_MEM_OK;
+}
+
+static fg_mem_status check_fixed(check *c, fg_decision *d) {
+    static const fg_fixed_state empty = {0, 0};
+    const fg_fixed_params *p = &c->lim->p.fixed;
+    fg_fixed_state next;
+    fg_status st = fg_fixed_decide(c->e ? &c->e->st.fixed : &empty, p, c->now_us, c->cost, d, &next);
+    if (st != FG_OK) return from_core(st);
+    if (!c->commit || !d->allowed) return FG_MEM_OK;
+    if (c->e == NULL &&
+        (c->e = entry_create(c->sh, c->hash, c->key, c->keylen, FG_MEM_FIXED)) == NULL)
+        return FG_MEM_NOMEM;
+    c->e->st.fixed = next;
+    c->e->expires_us = fg_fixed_expires_at_us(&next, p);
+    return FG_MEM_OK;
+}
+
+static fg_mem_status check_sliding(check *c, fg_decision *d) {
+    static const fg_sliding_state empty = {0, 0, 0};
+    const fg_sliding_params *p = &c->lim->p.sliding;
+    fg_sliding_state next;
+    fg_status st =
+        fg_sliding_decide(c->e ? &c->e->st.sliding : &empty, p, c->now_us, c->cost, d, &next);
+    if (st != FG_OK) return from_core(st);
+    if (!c->commit || !d->allowed) return FG_MEM_OK;
+    if (c->e == NULL &&
+        (c->e = entry_create(c->sh, c->hash, c->key, c->keylen, FG_MEM_SLIDING)) == NULL)
+        return FG_MEM_NOMEM;
+    c->e->st.sliding = next;
+    c->e->expires_us = fg_sliding_expires_at_us(&next, p);
+    return FG_MEM_OK;
+}
+
+/* fg_slog_apply fails with FG_EOVERFLOW only when memory cannot be had. */
+static fg_mem_status from_apply(fg_status st) {
+    return st == FG_EOVERFLOW ? FG_MEM_NOMEM : from_core(st);
+}
+
+static fg_mem_status check_slidelog(check *c, fg_decision *d) {
+    static const fg_slog empty = {NULL, 0, 0, 0};
+    const fg_slog_params *p = &c->lim->p.slidelog;
+    fg_slog_effect effect;
+    fg_status st = fg_slog_decide(c->e ? &c->e->st.slog : &empty, p, c->now_us, c->cost, d, &effect);
+    if (st != FG_OK) return from_core(st);
+    if (!c->commit || !d->allowed) return FG_MEM_OK;
+    if (c->e != NULL) {
+        /* The log is unchanged when the apply fails. */
+        st = fg_slog_apply(&c->e->st.slog, &effect, &slog_alloc);
+        if (st != FG_OK) return from_apply(st);
+    } else {
+        /* Build the log first, so a failure leaves no entry behind. */
+        fg_slog log = {NULL, 0, 0, 0};
+        st = fg_slog_apply(&log, &effect, &slog_alloc);
+        if (st != FG_OK) {
+            fg_slog_free(&log, &slog_alloc);
+            return from_apply(st);
+        }
+        c->e = entry_create(c->sh, c->hash, c->key, c->keylen, FG_MEM_SLIDELOG);
+        if (c->e == NULL) {
+            fg_slog_free(&log, &slog_alloc);
+            return FG_MEM_NOMEM;
+        }
+        c->e->st.slog = log;
+    }
+    c->e->expires_us = fg_slog_expires_at_us(&c->e->st.slog, p);
+    return FG_MEM_OK;
+}
+
+/* A key of another family: the module parses its arguments before it opens
+ * the key, so parameters out of range answer an error rather than WRONGTYPE.
+ * The core judges them on the empty state (nothing is written). */
+static fg_mem_status check_wrongtype(const check *c) {
+    fg_decision d;
+    fg_status st;
+    switch (c->lim->family) {
+    case FG_MEM_BUCKET: {
+        int64_t next;
+        st = fg_gcra_decide(0, &c->lim->p.bucket, c->now_us, c->cost, &d, &next);
+        break;
+    }
+    case FG_MEM_FIXED: {
+        fg_fixed_state empty = {0, 0}, next;
+        st = fg_fixed_decide(&empty, &c->lim->p.fixed, c->now_us, c->cost, &d, &next);
+        break;
+    }
+    case FG_MEM_SLIDING: {
+        fg_sliding_state empty = {0, 0, 0}, next;
+        st = fg_sliding_decide(&empty, &c->lim->p.sliding, c->now_us, c->cost, &d, &next);
+        break;
+    }
+    default: {
+        fg_slog empty = {NULL, 0, 0, 0};
+        fg_slog_effect effect;
+        st = fg_slog_decide(&empty, &c->lim->p.slidelog, c->now_us, c->cost, &d, &effect);
+        break;
+    }
+    }
+    return st == FG_EINVAL ? FG_MEM_INVALID : FG_MEM_WRONGTYPE;
+}
+
+fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
+                           const fg_mem_limit *lim, int64_t now_us, int64_t cost, bool peek,
+                           fg_decision *out) {
+    if (s == NULL || lim == NULL || out == NULL || (key == NULL && keylen > 0) ||
+        keylen > UINT32_MAX || (unsigned)lim->family > FG_MEM_SLIDELOG)
+        return FG_MEM_INVALID;
+
+    check c = {.hash = key_hash(key, keylen, s->seed),
+               .key = key,
+               .keylen = keylen,
+               .lim = lim,
+               .now_us = now_us,
+               .cost = cost,
+               .commit = !peek && cost > 0};
+    c.sh = shard_of(s, c.hash);
+    fg_decision d;
+    fg_mem_status st;
+
+    lock_acquire(&c.sh->lock);
+    size_t i = table_find(c.sh, c.hash, key, keylen);
+    if (i != NOT_FOUND) {
+        c.e = c.sh->slots[i].e;
+        if (c.e->expires_us <= now_us) {
+            table_remove_at(c.sh, i); /* expired: absent */
+            c.e = NULL;
+        }
+    }
+    if (c.e != NULL && c.e->family != (uint8_t)lim->family) {
+        st = check_wrongtype(&c);
+    } else {
+        switch (lim->family) {
+        case FG_MEM_BUCKET: st = check_bucket(&c, &d); break;
+        case FG_MEM_FIXED: st = check_fixed(&c, &d); break;
+        case FG_MEM_SLIDING: st = check_sliding(&c, &d); break;
+        default: st = check_slidelog(&c, &d); break;
+        }
+    }
+    lock_release(&c.sh->lock);
+
+    if (st == FG_MEM_OK) *out = d;
+    return st;
+}
+
+/* ------------------------------------------------------- reset and expiry */
+
+bool fg_mem_reset(fg_mem_store *s, const void *key, size_t keylen, int64_t now_us) {
+    if (s == NULL || (key == NULL && keylen > 0) || keylen > UINT32_MAX) return false;
+    uint64_t h = key_hash(key, keylen, s->seed);
+    shard *sh = shard_of(s, h);
+    bool live = false;
+    lock_acquire(&sh->lock);
+    size_t i = table_find(sh, h, key, keylen);
+    if (i != NOT_FOUND) {
+        live = sh->slots[i].e->expires_us > now_us;
+        table_remove_at(sh, i);
+        table_maybe_shrink(sh);
+    }
+    lock_release(&sh->lock);
+    return live;
+}
+
+/* Sweeps one shard from its cursor until its current pass is complete (it
+ * has gone past every slot, possibly over several calls) or the budget is
+ * spent. Returns whether the pass is complete; the next one starts afresh. */
+static bool sweep_shard(shard *sh, int64_t now_us, size_t *budget, size_t *removed) {
+    while (sh->swept < sh->cap && *budget > 0) {
+        slot *sl = &sh->slots[sh->cursor];
+        if (sl->e != NULL) {
+            (*budget)--;
+            if (sl->e->expires_us <= now_us) {
+                /* The cluster shifts back into this slot: look at it again. */
+                table_remove_at(sh, sh->cursor);
+                (*removed)++;
+                continue;
+            }
+        }
+        sh->cursor = (sh->cursor + 1) & (sh->cap - 1);
+        sh->swept++;
+    }
+    bool complete = sh->swept >= sh->cap;
+    if (complete) sh->swept = 0;
+    table_maybe_shrink(sh); /* a new table starts a new pass */
+    return complete;
+}
+
+size_t fg_mem_expire(fg_mem_store *s, int64_t now_us, size_t max_entries) {
+    if (s == NULL) return 0;
+    size_t budget = max_entries, removed = 0;
+    unsigned mask = s->nshards - 1;
+    unsigned idx = atomic_load_explicit(&s->sweep_next, memory_order_relaxed) & mask;
+    for (unsigned k = 0; k < s->nshards && budget > 0; k++) {
+        shard *sh = &s->shards[idx];
+        lock_acquire(&sh->lock);
+        bool complete = sweep_shard(sh, now_us, &budget, &removed);
+        lock_release(&sh->lock);
+        if (!complete) break; /* budget spent: resume in this shard */
+        idx = (idx + 1) & mask;
+    }
+    atomic_store_explicit(&s->sweep_next, idx, memory_order_relaxed);
+    return removed;
+}
+
+size_t fg_mem_size(fg_mem_store *s) {
+    if (s == NULL) return 0;
+    size_t n = 0;
+    for (unsigned i = 0; i < s->nshards; i++) {
+        lock_acquire(&s->shards[i].lock);
+        n += s->shards[i].count;
+        lock_release(&s->shards[i].lock);
+    }
+    return n;
+}
