@@ -109,18 +109,27 @@ int parse_duration_ms(RedisModuleCtx *ctx, RedisModuleString *arg, const char *n
     return 1;
 }
 
-int parse_cost_option(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int64_t *cost) {
+/* The latest time AT accepts: its nanoseconds must fit in 64 bits. */
+#define MAX_AT_US (INT64_MAX / 1000)
+
+int parse_options(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int64_t *cost,
+                  int64_t *at_us) {
     *cost = 1;
+    *at_us = -1;
     for (int i = 0; i < argc; i += 2) {
-        if (!arg_is(argv[i], "COST")) {
-            RedisModule_ReplyWithError(ctx, "ERR syntax error: the only option is COST n");
+        bool is_cost = arg_is(argv[i], "COST");
+        if (!is_cost && !arg_is(argv[i], "AT")) {
+            RedisModule_ReplyWithError(ctx, "ERR syntax error: the options are COST n and "
+                                            "AT unix_us");
             return 0;
         }
         if (i + 1 >= argc) {
-            RedisModule_ReplyWithError(ctx, "ERR COST needs a value");
+            reply_error_fmt(ctx, "ERR %s needs a value", is_cost ? "COST" : "AT");
             return 0;
         }
-        if (!parse_integer(ctx, argv[i + 1], "COST", 0, INT64_MAX, cost)) return 0;
+        if (is_cost ? !parse_integer(ctx, argv[i + 1], "COST", 0, INT64_MAX, cost)
+                    : !parse_integer(ctx, argv[i + 1], "AT", 0, MAX_AT_US, at_us))
+            return 0;
     }
     return 1;
 }

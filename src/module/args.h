@@ -26,8 +26,10 @@ int parse_positive_number(RedisModuleCtx *ctx, RedisModuleString *arg, const cha
 int parse_duration_ms(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
                       int64_t *out_us);
 
-/* Options after the positional arguments: only `COST n` (n >= 0). */
-int parse_cost_option(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int64_t *cost);
+/* Options after the positional arguments: `COST n` (n >= 0, default 1) and
+ * `AT unix_us` (-1 when absent). */
+int parse_options(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int64_t *cost,
+                  int64_t *at_us);
 
 /* Case-insensitive comparison of an argument with a keyword. */
 bool arg_is(RedisModuleString *arg, const char *keyword);

@@ -43,6 +43,11 @@ static RedisModuleCommandKeySpec deletes_key1[] = {KEY_AT(1, DELETES), {0}};
         .name = "cost", .type = REDISMODULE_ARG_TYPE_INTEGER, .token = "COST",                     \
         .flags = REDISMODULE_CMD_ARG_OPTIONAL                                                      \
     }
+#define AT_ARG                                                                                     \
+    {                                                                                              \
+        .name = "unix-time-microseconds", .type = REDISMODULE_ARG_TYPE_INTEGER, .token = "AT",     \
+        .flags = REDISMODULE_CMD_ARG_OPTIONAL                                                      \
+    }
 #define PXAT_ARG                                                                                   \
     {                                                                                              \
         .name = "unix-time-milliseconds", .type = REDISMODULE_ARG_TYPE_UNIX_TIME, .token = "PXAT", \
@@ -58,13 +63,13 @@ static RedisModuleCommandArg throttle_args[] = {KEY_ARG,
                                                  .flags = REDISMODULE_CMD_ARG_OPTIONAL},
                                                 {0}};
 static RedisModuleCommandArg gcra_args[] = {
-    KEY_ARG, INT_ARG("capacity"), NUM_ARG("count"), NUM_ARG("period_ms"), COST_ARG, {0}};
+    KEY_ARG, INT_ARG("capacity"), NUM_ARG("count"), NUM_ARG("period_ms"), COST_ARG, AT_ARG, {0}};
 static RedisModuleCommandArg token_args[] = {
-    KEY_ARG, INT_ARG("capacity"), NUM_ARG("refill_per_sec"), COST_ARG, {0}};
+    KEY_ARG, INT_ARG("capacity"), NUM_ARG("refill_per_sec"), COST_ARG, AT_ARG, {0}};
 static RedisModuleCommandArg leaky_args[] = {
-    KEY_ARG, INT_ARG("capacity"), NUM_ARG("leak_per_sec"), COST_ARG, {0}};
-static RedisModuleCommandArg window_args[] = {
-    KEY_ARG, INT_ARG("limit"), NUM_ARG("window_ms"), COST_ARG, {0}};
+    KEY_ARG, INT_ARG("capacity"), NUM_ARG("leak_per_sec"), COST_ARG, AT_ARG, {0}};
+static RedisModuleCommandArg window_args[] = {KEY_ARG,  INT_ARG("limit"), NUM_ARG("window_ms"),
+                                              COST_ARG, AT_ARG,           {0}};
 static RedisModuleCommandArg peek_families[] = {
     {.name = "fixed", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "FIXED"},
     {.name = "sliding", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "SLIDING"},
@@ -78,6 +83,7 @@ static RedisModuleCommandArg peek_args[] = {
     KEY_ARG,
     {.name = "arg", .type = REDISMODULE_ARG_TYPE_STRING, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
     COST_ARG,
+    AT_ARG,
     {0}};
 static RedisModuleCommandArg key_only_args[] = {KEY_ARG, {0}};
 static RedisModuleCommandArg setstate_args[] = {

@@ -35,5 +35,10 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         return REDISMODULE_ERR;
     }
     if (RedisModule_RegisterInfoFunc(ctx, info_callback) != REDISMODULE_OK) return REDISMODULE_ERR;
+    /* Configs (floodgate.<name>) take their values from the command line or
+     * redis.conf at LoadConfigs. */
+    if (ratelimit_register_configs(ctx) != REDISMODULE_OK ||
+        RedisModule_LoadConfigs(ctx) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
     return REDISMODULE_OK;
 }

@@ -43,6 +43,8 @@
 
 #define REDISMODULE_TYPE_METHOD_VERSION 3
 
+#define REDISMODULE_CONFIG_DEFAULT 0
+
 #define REDISMODULE_ERRORMSG_WRONGTYPE                                                             \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
 
@@ -95,6 +97,11 @@ typedef struct RedisModuleInfoCtx RedisModuleInfoCtx;
 typedef struct RedisModuleDefragCtx RedisModuleDefragCtx;
 
 typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+typedef int (*RedisModuleConfigGetBoolFunc)(const char *name, void *privdata);
+typedef int (*RedisModuleConfigSetBoolFunc)(const char *name, int val, void *privdata,
+                                            RedisModuleString **err);
+typedef int (*RedisModuleConfigApplyFunc)(RedisModuleCtx *ctx, void *privdata,
+                                          RedisModuleString **err);
 typedef void (*RedisModuleInfoFunc)(RedisModuleInfoCtx *ctx, int for_crash_report);
 
 typedef void *(*RedisModuleTypeLoadFunc)(RedisModuleIO *rdb, int encver);
@@ -254,6 +261,11 @@ typedef struct RedisModuleCommandInfo {
     X(int, RegisterInfoFunc, (RedisModuleCtx * ctx, RedisModuleInfoFunc cb))                       \
     X(int, InfoAddSection, (RedisModuleInfoCtx * ctx, const char *name))                           \
     X(int, InfoAddFieldLongLong, (RedisModuleInfoCtx * ctx, const char *field, long long value))   \
+    X(int, RegisterBoolConfig,                                                                     \
+      (RedisModuleCtx * ctx, const char *name, int default_val, unsigned int flags,                \
+       RedisModuleConfigGetBoolFunc getfn, RedisModuleConfigSetBoolFunc setfn,                     \
+       RedisModuleConfigApplyFunc applyfn, void *privdata))                                        \
+    X(int, LoadConfigs, (RedisModuleCtx * ctx))                                                    \
     X(void, Log, (RedisModuleCtx * ctx, const char *level, const char *fmt, ...))                  \
     X(void, LogIOError, (RedisModuleIO * io, const char *levelstr, const char *fmt, ...))
 

@@ -155,6 +155,27 @@ static limiter limiters[LIMITER_COUNT] = {
 
 /* ----------------------------------------------------------------- clock */
 
+/* floodgate.explicit-time: whether checks accept `AT unix_us` instead of the
+ * server's clock (tests, replays, backfills). Off by default, because a
+ * client that picks its own time can pick a fresh fixed window. */
+static int explicit_time_allowed;
+
+static int get_explicit_time(const char *name, void *privdata) {
+    (void)name, (void)privdata;
+    return explicit_time_allowed;
+}
+
+static int set_explicit_time(const char *name, int value, void *privdata, RedisModuleString **err) {
+    (void)name, (void)privdata, (void)err;
+    explicit_time_allowed = value;
+    return REDISMODULE_OK;
+}
+
+int ratelimit_register_configs(RedisModuleCtx *ctx) {
+    return RedisModule_RegisterBoolConfig(ctx, "explicit-time", 0, REDISMODULE_CONFIG_DEFAULT,
+                                          get_explicit_time, set_explicit_time, NULL, NULL);
+}
+
 /* The server's wall clock in microseconds, read once per command: the cached
  * command time where the server offers it (Redis >= 7.2), else the clock. */
 static int64_t clock_now_us(void) {
@@ -274,12 +295,23 @@ typedef struct check {
     RedisModuleString *keyname;
     void *value; /* stored state, NULL when the key is empty */
     const limiter_params *params;
-    int64_t now_us;
+    int64_t now_us;       /* the decision's time: the server's clock, or AT */
+    int64_t clock_skew_us; /* server clock - now_us: 0 unless AT was given */
     int64_t cost;
     bool commit;          /* false for peeks */
     bool replaces_string; /* the key holds a redis-cell string being converted */
     fg_decision decision;
 } check;
+
+/* The key's absolute expiry for a state empty at `empty_at_us` in the
+ * decision's time. With AT, the TTL is still the time until the state is
+ * empty, counted from the server's clock, so a replayed or backfilled state
+ * lives as long as it matters instead of expiring at once. */
+static int64_t expiry_ms(const check *c, int64_t empty_at_us) {
+    int64_t at;
+    if (__builtin_add_overflow(empty_at_us, c->clock_skew_us, &at)) at = INT64_MAX;
+    return us_to_ms_ceil(at < 0 ? 0 : at);
+}
 
 /* Each returns the core's status; on success the decision is in c->decision
  * and, when c->commit, an admitted request has been stored and replicated. */
@@ -289,7 +321,7 @@ static fg_status check_bucket(check *c, int64_t stored_tat) {
     fg_status st =
         fg_gcra_decide(stored_tat, &c->params->gcra, c->now_us, c->cost, &c->decision, &next);
     if (st != FG_OK || !c->commit || next == stored_tat) return st;
-    int64_t expire_ms = us_to_ms_ceil(fg_gcra_expires_at_us(next));
+    int64_t expire_ms = expiry_ms(c, fg_gcra_expires_at_us(next));
     store_bucket(c->key, next, expire_ms);
     /* Replicas still hold the string: delete it there first (the server wraps
      * both commands in MULTI/EXEC). */
@@ -304,7 +336,7 @@ static fg_status check_fixed(check *c) {
     fg_status st = fg_fixed_decide(c->value ? c->value : &empty, &c->params->fixed, c->now_us,
                                    c->cost, &c->decision, &next);
     if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
-    int64_t expire_ms = us_to_ms_ceil(fg_fixed_expires_at_us(&next, &c->params->fixed));
+    int64_t expire_ms = expiry_ms(c, fg_fixed_expires_at_us(&next, &c->params->fixed));
     store_fixed(c->key, &next, expire_ms);
     int64_t fields[] = {next.window_start_us, next.count};
     replicate_state(c->ctx, c->keyname, FAMILY_FIXED, fields, 2, expire_ms);
@@ -317,7 +349,7 @@ static fg_status check_sliding(check *c) {
     fg_status st = fg_sliding_decide(c->value ? c->value : &empty, &c->params->sliding, c->now_us,
                                      c->cost, &c->decision, &next);
     if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
-    int64_t expire_ms = us_to_ms_ceil(fg_sliding_expires_at_us(&next, &c->params->sliding));
+    int64_t expire_ms = expiry_ms(c, fg_sliding_expires_at_us(&next, &c->params->sliding));
     store_sliding(c->key, &next, expire_ms);
     int64_t fields[] = {next.window_start_us, next.count, next.prev_count};
     replicate_state(c->ctx, c->keyname, FAMILY_SLIDING, fields, 3, expire_ms);
@@ -331,7 +363,7 @@ static fg_status check_slidelog(check *c) {
     fg_status st = fg_slog_decide(log, &c->params->slog, c->now_us, c->cost, &c->decision, &effect);
     if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
     /* The log's newest entry after the effect is effect.at_us. */
-    int64_t expire_ms = us_to_ms_ceil(effect.at_us + c->params->slog.window_us);
+    int64_t expire_ms = expiry_ms(c, effect.at_us + c->params->slog.window_us);
     st = store_slidelog_effect(c->key, &effect, expire_ms);
     if (st != FG_OK) return st;
     replicate_log_effect(c->ctx, c->keyname, &effect, expire_ms);
@@ -356,7 +388,7 @@ static bool read_redis_cell_state(RedisModuleKey *key, int64_t *tat_ns) {
 static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyname,
                      RedisModuleString **args, int nargs, bool peek) {
     limiter_params params;
-    int64_t cost;
+    int64_t cost, at_us = -1;
     if (nargs < lim->nparams) return RedisModule_WrongArity(ctx);
     if (!lim->parse(ctx, args, &params)) return REDISMODULE_OK;
     if (lim->style == REPLY_REDIS_CELL) {
@@ -365,9 +397,12 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
         if (nargs == lim->nparams + 1 &&
             !parse_integer(ctx, args[lim->nparams], "quantity", 0, INT64_MAX, &cost))
             return REDISMODULE_OK;
-    } else if (!parse_cost_option(ctx, args + lim->nparams, nargs - lim->nparams, &cost)) {
+    } else if (!parse_options(ctx, args + lim->nparams, nargs - lim->nparams, &cost, &at_us)) {
         return REDISMODULE_OK;
     }
+    if (at_us >= 0 && !explicit_time_allowed)
+        return RedisModule_ReplyWithError(
+            ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
 
     check c = {.ctx = ctx,
                .keyname = keyname,
@@ -386,7 +421,9 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
     }
     if (found != LOOKUP_FOUND) c.value = NULL;
     c.replaces_string = found == LOOKUP_WRONGTYPE;
-    c.now_us = clock_now_us();
+    int64_t server_now_us = clock_now_us();
+    c.now_us = at_us >= 0 ? at_us : server_now_us;
+    c.clock_skew_us = server_now_us - c.now_us;
 
     fg_status st;
     switch (lim->family) {

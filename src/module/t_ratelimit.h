@@ -7,6 +7,7 @@
 #include "redismodule_api.h"
 
 int ratelimit_register_commands(RedisModuleCtx *ctx);
+int ratelimit_register_configs(RedisModuleCtx *ctx);
 void ratelimit_info(RedisModuleInfoCtx *ctx);
 
 #endif
