@@ -115,7 +115,7 @@ typedef struct shard {
     size_t cap;    /* 0 or a power of two >= MIN_SLOTS */
     size_t count;  /* entries held */
     size_t cursor; /* where the next sweep of this shard starts */
-    size_t swept;  /* slots the current sweep pass has gone past */
+    size_t swept;  /* slots the current round has gone past, over calls */
 } shard;
 
 struct fg_mem_store {
@@ -538,11 +538,41 @@ bool fg_mem_reset(fg_mem_store *s, const void *key, size_t keylen, int64_t now_u
     return live;
 }
 
-/* Sweeps one shard from its cursor until its current pass is complete (it
- * has gone past every slot, possibly over several calls) or the budget is
- * spent. Returns whether the pass is complete; the next one starts afresh. */
+bool fg_mem_inspect(fg_mem_store *s, const void *key, size_t keylen, int64_t now_us,
+                    fg_mem_view *view, void (*each_entry)(int64_t ts_us, void *arg), void *arg) {
+    if (s == NULL || view == NULL || (key == NULL && keylen > 0) || keylen > UINT32_MAX)
+        return false;
+    uint64_t h = key_hash(key, keylen, s->seed);
+    shard *sh = shard_of(s, h);
+    lock_acquire(&sh->lock);
+    size_t i = table_find(sh, h, key, keylen);
+    const entry *e = i == NOT_FOUND ? NULL : sh->slots[i].e;
+    bool live = e != NULL && e->expires_us > now_us;
+    if (live) {
+        view->family = (fg_mem_family)e->family;
+        view->expires_us = e->expires_us;
+        if (view->family == FG_MEM_BUCKET) view->state.tat_ns = e->st.tat;
+        else if (view->family == FG_MEM_FIXED) view->state.fixed = e->st.fixed;
+        else if (view->family == FG_MEM_SLIDING) view->state.sliding = e->st.sliding;
+        else if (each_entry != NULL)
+            for (uint32_t k = 0; k < e->st.slog.len; k++) each_entry(fg_slog_at(&e->st.slog, k), arg);
+    }
+    lock_release(&sh->lock);
+    return live;
+}
+
+/* Sweeps one shard from its cursor until the budget is spent or the shard is
+ * done, which is either of:
+ *   - this call went all the way around it: every slot was judged at this
+ *     call's time (a call that resumes half way round must not trust the
+ *     slots an earlier call judged at an earlier time);
+ *   - the round begun by earlier calls came full circle: small budgets make
+ *     progress across calls and move on to the next shard.
+ * Returns whether the shard is done. */
 static bool sweep_shard(shard *sh, int64_t now_us, size_t *budget, size_t *removed) {
-    while (sh->swept < sh->cap && *budget > 0) {
+    size_t visited = 0;
+    bool round_done = false;
+    while (visited < sh->cap && *budget > 0) {
         slot *sl = &sh->slots[sh->cursor];
         if (sl->e != NULL) {
             (*budget)--;
@@ -554,12 +584,15 @@ static bool sweep_shard(shard *sh, int64_t now_us, size_t *budget, size_t *remov
             }
         }
         sh->cursor = (sh->cursor + 1) & (sh->cap - 1);
-        sh->swept++;
+        visited++;
+        if (++sh->swept >= sh->cap) {
+            sh->swept = 0;
+            round_done = true;
+        }
     }
-    bool complete = sh->swept >= sh->cap;
-    if (complete) sh->swept = 0;
-    table_maybe_shrink(sh); /* a new table starts a new pass */
-    return complete;
+    bool done = visited >= sh->cap || round_done;
+    table_maybe_shrink(sh); /* a new table starts a new round */
+    return done;
 }
 
 size_t fg_mem_expire(fg_mem_store *s, int64_t now_us, size_t max_entries) {

@@ -76,10 +76,27 @@ fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
  * > now_us) was removed; an expired entry is dropped too but counts as absent. */
 bool fg_mem_reset(fg_mem_store *s, const void *key, size_t keylen, int64_t now_us);
 
-/* Incremental sweep: examines at most `max_entries` entries, continuing where
- * the previous sweep stopped and at most one pass over the store per call,
- * and frees those whose expiry is <= now_us. Returns how many were removed.
- * SIZE_MAX sweeps the whole store. */
+/* A copy of a live key's state (what FG.INSPECT shows for a server). */
+typedef struct fg_mem_view {
+    fg_mem_family family;
+    int64_t expires_us;
+    union {
+        int64_t tat_ns; /* FG_MEM_BUCKET */
+        fg_fixed_state fixed;
+        fg_sliding_state sliding;
+    } state;
+} fg_mem_view;
+
+/* Copies the state of `key` if it is live at now_us, and gives a sliding
+ * log's entries to each_entry(ts, arg), oldest first (called under the
+ * shard's lock: it must not call the store). False when absent or expired. */
+bool fg_mem_inspect(fg_mem_store *s, const void *key, size_t keylen, int64_t now_us,
+                    fg_mem_view *view, void (*each_entry)(int64_t ts_us, void *arg), void *arg);
+
+/* Incremental sweep: examines at most `max_entries` entries, starting where the
+ * previous sweep stopped and going at most once around the store, and frees
+ * those whose expiry is <= now_us. Returns how many were removed. SIZE_MAX
+ * sweeps the whole store. */
 size_t fg_mem_expire(fg_mem_store *s, int64_t now_us, size_t max_entries);
 
 /* Entries held: live ones and expired ones not swept yet. */

@@ -333,6 +333,26 @@ static void test_reset(void **state) {
 
 /* fg_mem_expire frees exactly the expired entries, resumes where it stopped
  * under a budget, and empties the store once everything has expired. */
+/* Regression: a sweep that stopped half way (small budget, early time) left
+ * the slots it had passed judged at that early time, so a later "sweep
+ * everything" only finished the old round and kept expired entries. */
+static void test_full_sweep_after_a_partial_one(void **state) {
+    (void)state;
+    fg_mem_store *s = fg_mem_store_new(1);
+    fg_mem_limit f = fixed_limit(10, 1000);
+    char key[32];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(key, sizeof(key), "key:%d", i);
+        check_ok(s, key, &f, T2024_US, 1, false);
+    }
+    /* Half a round at a time when nothing has expired yet. */
+    expect_i64(fg_mem_expire(s, T2024_US, 500), 0);
+    /* Everything has expired now, and a full sweep must find all of it. */
+    expect_i64(fg_mem_expire(s, T2024_US + 1000, SIZE_MAX), 1000);
+    expect_i64(fg_mem_size(s), 0);
+    fg_mem_store_free(s);
+}
+
 static void test_sweep(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(8);
@@ -752,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_key_is_absent_from_its_expiry_on),
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_sweep),
+        cmocka_unit_test(test_full_sweep_after_a_partial_one),
         cmocka_unit_test(test_wrongtype_across_families),
         cmocka_unit_test(test_token_leaky_and_gcra_share_one_bucket),
         cmocka_unit_test(test_binary_keys),
