@@ -23,14 +23,27 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 ASAN_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit-asan/%,$(UNIT_SRC))
 TSAN_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit-tsan/%,$(UNIT_SRC))
-UNIT_LIBS  := -lcmocka -lm -lpthread
+UNIT_LIBS  := -lcmocka -lhiredis -lm -lpthread
+
+# libfloodgate: the core and the client, static and shared (versioned, with
+# only the functions of include/floodgate.h exported).
+VERSION    := $(shell sed -n 's/^\#define FLOODGATE_VERSION "\(.*\)"/\1/p' include/floodgate.h)
+SO_MAJOR   := $(firstword $(subst ., ,$(VERSION)))
+LIB_OBJ    := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC) $(CLIENT_SRC))
+LIB_A      := $(BUILD)/libfloodgate.a
+LIB_SO     := $(BUILD)/libfloodgate.so.$(VERSION)
+PREFIX     ?= /usr/local
+STAGE      := $(CURDIR)/$(BUILD)/stage
+CLIENT_TEST_SRC  := $(wildcard tests/client/*.c)
+CLIENT_TEST_BINS := $(patsubst tests/client/%.c,$(BUILD)/client/%,$(CLIENT_TEST_SRC))
+CLI_SRC    := $(wildcard src/cli/*.c)
 SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration bench bench-mem clean
+.PHONY: all module library cli install example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration bench bench-mem clean
 
-all: module
+all: module library cli
 
 module: $(BUILD)/floodgate.so
 
@@ -40,18 +53,43 @@ $(BUILD)/floodgate.so: $(CORE_SRC) $(MODULE_SRC) $(HEADERS)
 		-o $@ $(CORE_SRC) $(MODULE_SRC) -lm
 	@chmod +x $@
 
+$(BUILD)/obj/%.o: %.c $(HEADERS) include/floodgate.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -Iinclude -Isrc/core -Isrc/client -c -o $@ $<
+
+$(LIB_A): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJ) src/client/libfloodgate.map
+	$(CC) -shared -Wl,-soname,libfloodgate.so.$(SO_MAJOR) -Wl,-z,defs \
+		-Wl,--version-script=src/client/libfloodgate.map -o $@ $(LIB_OBJ) -lhiredis -lpthread -lm
+
+library: $(LIB_A) $(LIB_SO)
+
+# Test programs of the client library, driven by tests/integration.
+$(BUILD)/client/%: tests/client/%.c $(LIB_A) include/floodgate.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iinclude -Isrc/core -Isrc/client -o $@ $< $(LIB_A) -lhiredis -lm -lpthread
+
+$(BUILD)/floodgate: $(CLI_SRC) $(LIB_A) include/floodgate.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iinclude -Isrc/core -Isrc/client -o $@ $(CLI_SRC) $(LIB_A) -lhiredis -lm -lpthread
+
+cli: $(if $(CLI_SRC),$(BUILD)/floodgate)
+
 $(BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) $(CLIENT_SRC) $(UNIT_LIBS)
+	$(CC) $(CFLAGS) -Iinclude -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) $(CLIENT_SRC) $(UNIT_LIBS)
 
 $(BUILD)/unit-asan/%: tests/unit/%.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -O1 $(SANITIZE) -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) $(CLIENT_SRC) \
+	$(CC) $(CFLAGS) -O1 $(SANITIZE) -Iinclude -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) $(CLIENT_SRC) \
 		$(UNIT_LIBS)
 
 $(BUILD)/unit-tsan/%: tests/unit/%.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	clang $(CFLAGS) -O1 -fsanitize=thread -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) \
+	clang $(CFLAGS) -O1 -fsanitize=thread -Iinclude -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) \
 		$(CLIENT_SRC) $(UNIT_LIBS)
 
 $(BUILD)/fuzz/fuzz_limiters: tests/fuzz/fuzz_limiters.c $(CORE_SRC) $(HEADERS)
@@ -93,12 +131,12 @@ unit-tsan: $(TSAN_BINS)
 	@for t in $(TSAN_BINS); do echo "== $$t (thread sanitizer)"; \
 		TSAN_OPTIONS=halt_on_error=1 $$t || exit 1; done
 
-integration: module
+integration: module $(CLIENT_TEST_BINS) cli
 	$(PYTHON) -m pytest -q tests/integration
 
 test: deps
 	@$(MAKE) --no-print-directory module unit unit-asan unit-tsan fuzz-smoke
-	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory integration example-check
 
 run: deps module
 	@if redis-cli -p $(PORT) ping >/dev/null 2>&1; then \
@@ -112,6 +150,39 @@ run: deps module
 	@echo
 	redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
 		--loadmodule $(CURDIR)/$(BUILD)/floodgate.so
+
+install: module library cli
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/redis/modules
+	install -m 644 include/floodgate.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libfloodgate.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfloodgate.so.$(SO_MAJOR)
+	ln -sf libfloodgate.so.$(SO_MAJOR) $(DESTDIR)$(PREFIX)/lib/libfloodgate.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' floodgate.pc.in \
+		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/floodgate.pc
+	install -m 755 $(BUILD)/floodgate.so $(DESTDIR)$(PREFIX)/lib/redis/modules/floodgate.so
+	install -m 755 $(BUILD)/floodgate $(DESTDIR)$(PREFIX)/bin/floodgate
+
+# Installs into build/stage and builds examples/ against that copy through
+# pkg-config, shared and static, as a user would; checks the exported symbols.
+example-check:
+	@rm -rf $(STAGE)
+	@$(MAKE) --no-print-directory install PREFIX=$(STAGE) >/dev/null
+	$(CC) -o $(BUILD)/example-shared examples/limit.c -Wl,-rpath,$(STAGE)/lib \
+		$$(PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig pkg-config --cflags --libs floodgate)
+	$(CC) -o $(BUILD)/example-static examples/limit.c \
+		$$(PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig pkg-config --cflags floodgate) \
+		$(STAGE)/lib/libfloodgate.a \
+		$$(PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig pkg-config --static --libs-only-l floodgate \
+		   | sed 's/-lfloodgate//')
+	$(BUILD)/example-shared >/dev/null && $(BUILD)/example-static >/dev/null
+	@exported=$$(nm -D --defined-only $(STAGE)/lib/libfloodgate.so | awk '$$2=="T"{print $$3}' \
+		| sed 's/@.*//' | sort | tr '\n' ' '); \
+	 expected=$$(grep -o 'fg_[a-z_]*;' src/client/libfloodgate.map | tr -d ';' | sort \
+		| tr '\n' ' '); \
+	 [ "$$exported" = "$$expected" ] || { echo "exported: $$exported"; exit 1; }
+	@echo "example-check: the installed library builds and runs through pkg-config"
 
 bench: deps module
 	bash bench/run.sh

@@ -1,0 +1,227 @@
+/*
+ * floodgate.h - the floodgate client library (libfloodgate).
+ *
+ * One API over two backends that run the same algorithms:
+ *
+ *   redis://[user:password@]host[:port][/db]   the floodgate Redis module
+ *   unix:///path/to/redis.sock[?db=N]          the same, over a unix socket
+ *   mem:                                       in process, no server (default)
+ *
+ * A program can start on mem: and move to a server by changing the URL.
+ *
+ * Handles are opaque. Every call that can fail returns an fg_code and, when
+ * given an fg_error, fills it with the code and a message; nothing is kept in
+ * global state.
+ *
+ * Thread safety: one fg_client may be used by many threads at once; every
+ * call taking an fg_client is thread-safe, except fg_close, which must be the
+ * last call on it. (mem: locks shards of its table; redis: serializes the
+ * use of its connection.)
+ */
+#ifndef FLOODGATE_H
+#define FLOODGATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLOODGATE_VERSION_MAJOR 0
+#define FLOODGATE_VERSION_MINOR 1
+#define FLOODGATE_VERSION_PATCH 0
+#define FLOODGATE_VERSION "0.1.0"
+
+typedef struct fg_client fg_client;
+
+/* ------------------------------------------------------------------ errors */
+
+typedef enum fg_code {
+    FG_CODE_OK = 0,
+    FG_CODE_INVALID,   /* an argument out of range (the server's ERR for bad input) */
+    FG_CODE_WRONGTYPE, /* the key holds another kind of state */
+    FG_CODE_IO,        /* the server cannot be reached, timed out, or dropped the connection */
+    FG_CODE_PROTOCOL,  /* a reply the library did not expect (module missing?) */
+    FG_CODE_SERVER,    /* any other error reply from the server */
+    FG_CODE_NOMEM,
+} fg_code;
+
+typedef struct fg_error {
+    fg_code code;
+    char message[256];
+} fg_error;
+
+/* A short English name of a code ("io", "wrongtype", ...). */
+const char *fg_code_name(fg_code code);
+
+/* ------------------------------------------------------------------ limits */
+
+typedef enum fg_algorithm {
+    FG_FIXED_WINDOW,   /* limit per clock-aligned window */
+    FG_SLIDING_WINDOW, /* limit per sliding window, estimated from two counters */
+    FG_SLIDING_LOG,    /* limit per sliding window, exact (limit <= 100000) */
+    FG_TOKEN_BUCKET,   /* capacity tokens, refilled at rate per second */
+    FG_LEAKY_BUCKET,   /* capacity units, leaking at rate per second */
+    FG_GCRA,           /* rate units per period_ms, at most capacity at once */
+} fg_algorithm;
+
+/* A limit, as the module's commands take it (docs/commands.md). */
+typedef struct fg_limit {
+    fg_algorithm algorithm;
+    int64_t limit;    /* limit per window, or the bucket's capacity */
+    double window_ms; /* windows: the window; GCRA: the period */
+    double rate;      /* token/leaky: units per second; GCRA: units per period */
+} fg_limit;
+
+static inline fg_limit fg_fixed_window(int64_t limit, double window_ms) {
+    fg_limit l = {FG_FIXED_WINDOW, limit, window_ms, 0};
+    return l;
+}
+static inline fg_limit fg_sliding_window(int64_t limit, double window_ms) {
+    fg_limit l = {FG_SLIDING_WINDOW, limit, window_ms, 0};
+    return l;
+}
+static inline fg_limit fg_sliding_log(int64_t limit, double window_ms) {
+    fg_limit l = {FG_SLIDING_LOG, limit, window_ms, 0};
+    return l;
+}
+static inline fg_limit fg_token_bucket(int64_t capacity, double refill_per_sec) {
+    fg_limit l = {FG_TOKEN_BUCKET, capacity, 0, refill_per_sec};
+    return l;
+}
+static inline fg_limit fg_leaky_bucket(int64_t capacity, double leak_per_sec) {
+    fg_limit l = {FG_LEAKY_BUCKET, capacity, 0, leak_per_sec};
+    return l;
+}
+static inline fg_limit fg_gcra(int64_t capacity, double count, double period_ms) {
+    fg_limit l = {FG_GCRA, capacity, period_ms, count};
+    return l;
+}
+
+/* ----------------------------------------------------------------- results */
+
+/* Who decided. */
+typedef enum fg_source {
+    FG_SOURCE_SERVER,        /* the Redis module */
+    FG_SOURCE_MEMORY,        /* the in-process table (mem:) */
+    FG_SOURCE_DENIAL_CACHE,  /* a denial remembered until its retry time: no round trip */
+    FG_SOURCE_FAILED_OPEN,   /* server unreachable: allowed, by the failure policy */
+    FG_SOURCE_FAILED_CLOSED, /* server unreachable: denied, by the failure policy */
+    FG_SOURCE_FALLBACK,      /* server unreachable: decided by the in-process table */
+} fg_source;
+
+typedef struct fg_result {
+    bool allowed;
+    int64_t limit;          /* capacity in units */
+    int64_t remaining;      /* units left after this request */
+    int64_t retry_after_ms; /* when denied: wait this long; -1 when allowed or never possible */
+    int64_t reset_after_ms; /* until the key is back to full capacity */
+    fg_source source;
+} fg_result;
+
+/* ----------------------------------------------------------------- clients */
+
+/* What fg_check, fg_peek and fg_check_batch answer when the server cannot be
+ * reached (connect error, timeout, lost connection). fg_reset and fg_inspect
+ * always return FG_CODE_IO then.
+ *
+ *   OPEN:     allowed, limit = remaining = the request's limit, retry -1, reset 0.
+ *   CLOSED:   denied, limit = the request's limit, remaining 0, retry and reset
+ *             FG_FAILED_CLOSED_RETRY_MS.
+ *   FALLBACK: an in-process table of this client decides (as mem: would); its
+ *             state starts empty and is not merged back into the server.
+ *
+ * An unreachable server does not make fg_open fail: the client connects again
+ * at its next call (after a failed connect, not sooner than 100 ms later). */
+typedef enum fg_failure_policy {
+    FG_ON_FAILURE_ERROR,    /* return FG_CODE_IO (the default) */
+    FG_ON_FAILURE_OPEN,     /* allow, with source FG_SOURCE_FAILED_OPEN */
+    FG_ON_FAILURE_CLOSED,   /* deny, with source FG_SOURCE_FAILED_CLOSED */
+    FG_ON_FAILURE_FALLBACK, /* decide in process, with source FG_SOURCE_FALLBACK */
+} fg_failure_policy;
+
+#define FG_FAILED_CLOSED_RETRY_MS 1000
+
+typedef struct fg_options {
+    int connect_timeout_ms; /* default 1000 */
+    int command_timeout_ms; /* default 1000; a timed-out connection is reopened */
+    fg_failure_policy on_failure;
+    /* Remember a denial until its retry time and answer that key locally
+     * meanwhile (fg_check with the same limit and the same or a larger cost;
+     * remaining is the one of the remembered denial). redis: only; a bounded
+     * table of recent denials (keys up to 120 bytes); fg_reset forgets the
+     * key. Off by default. */
+    bool cache_denials;
+    /* The in-process clock, microseconds since the epoch; NULL for the
+     * system's wall clock. The server always uses its own clock. */
+    int64_t (*clock_us)(void *arg);
+    void *clock_arg;
+    /* Send the in-process clock's time to the server with every request, so
+     * that both backends decide at the same instant: for tests, replays and
+     * backfills. The server must allow it (floodgate.explicit-time yes). */
+    bool send_clock;
+} fg_options;
+
+/* Fills the defaults above. */
+void fg_options_init(fg_options *opts);
+
+/* Opens a client for `url` (NULL or "" mean "mem:"); `opts` may be NULL.
+ * A redis: client connects at once and reconnects by itself later.
+ * Returns NULL on failure, with *err filled. */
+fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err);
+void fg_close(fg_client *client);
+
+/* ---------------------------------------------------------------- decisions */
+
+/* Takes `cost` units (>= 0) of `limit` for `key`, and answers. cost 0 asks
+ * without taking anything. */
+fg_code fg_check(fg_client *client, const char *key, const fg_limit *limit, int64_t cost,
+                 fg_result *out, fg_error *err);
+
+/* The answer fg_check would give, without taking anything or writing. */
+fg_code fg_peek(fg_client *client, const char *key, const fg_limit *limit, int64_t cost,
+                fg_result *out, fg_error *err);
+
+/* Forgets a key's state; *existed (may be NULL) tells whether it had one. */
+fg_code fg_reset(fg_client *client, const char *key, bool *existed, fg_error *err);
+
+/* The stored state of a key as text, e.g. "type=bucket tat_ns=... pttl=1234"
+ * (the fields of FG.INSPECT; a slidelog's entries as "entries=ts,count,ts,count"),
+ * or "" when the key has none; the same text on every backend.
+ * FG_CODE_INVALID when buf is too small. */
+fg_code fg_inspect(fg_client *client, const char *key, char *buf, size_t buflen,
+                   fg_error *err);
+
+/* One request of a batch. */
+typedef struct fg_request {
+    const char *key;
+    const fg_limit *limit;
+    int64_t cost;
+    bool peek;
+    fg_code code;     /* out: this request's outcome */
+    fg_result result; /* out: valid when code is FG_CODE_OK */
+} fg_request;
+
+/* Decides many requests in one round trip (pipelined). Returns FG_CODE_OK
+ * when the batch ran; each request then has its own code. */
+fg_code fg_check_batch(fg_client *client, fg_request *requests, size_t count, fg_error *err);
+
+/* ----------------------------------------------------------------- counters */
+
+typedef struct fg_stats {
+    uint64_t decisions;       /* answers given, from any source */
+    uint64_t round_trips;     /* requests sent to a server (a batch counts once) */
+    uint64_t denials_cached;  /* answers from the denial cache: round trips saved */
+    uint64_t failures;        /* round trips that failed (timeouts, lost connections) */
+    uint64_t reconnects;      /* connections reopened */
+} fg_stats;
+
+void fg_get_stats(fg_client *client, fg_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

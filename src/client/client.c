@@ -1,0 +1,812 @@
+/*
+ * client.c - libfloodgate: one API (include/floodgate.h) over two backends.
+ *
+ * mem: decides in process with fg_mem_store, the same core and semantics as
+ * the module. redis: sends one FG.* command per decision over a single hiredis
+ * connection; the connection is guarded by a mutex, because a redisContext is
+ * not thread-safe and one connection keeps the order of a caller's requests.
+ *
+ * The path of a decision:
+ *
+ *   1. The limit and cost are validated and converted (limit_args.c) exactly as
+ *      the module does, so bad input is FG_CODE_INVALID on both backends,
+ *      without a round trip.
+ *   2. redis: the denial cache may answer a key denied earlier (opt-in).
+ *   3. The backend decides. On redis:, any I/O failure (connect error,
+ *      timeout, lost connection) closes the connection, and the failure
+ *      policy turns FG_CODE_IO into an answer (open, closed, fallback to an
+ *      in-process table) or leaves it as the error. The next call connects
+ *      again: hiredis contexts are unusable after an error, so there is no
+ *      attempt to recover one. A failed connect delays the next attempt by
+ *      RECONNECT_DELAY_MS, so that a dead server costs callers nothing more
+ *      than a failed call in the meantime.
+ *
+ * Time is read once per call from opts.clock_us (default CLOCK_REALTIME). The
+ * server uses its own clock unless opts.send_clock appends "AT <us>".
+ * Counters are atomics, so fg_get_stats never waits for the connection.
+ */
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "floodgate.h"
+#include "limit_args.h"
+#include "mem_store.h"
+#include "url.h"
+
+#define RECONNECT_DELAY_MS 100
+#define SWEEP_EVERY 64   /* mem: decisions between two expiry sweeps */
+#define SWEEP_ENTRIES 64 /* entries examined per sweep */
+#define DENIAL_SLOTS 256
+#define DENIAL_KEY_MAX 120
+/* FG.PEEK FAMILY key 3 params COST n AT us */
+#define MAX_ARGS 10
+
+/* A denial remembered until its retry time. until_us == 0: an empty slot. */
+typedef struct denial {
+    int64_t until_us; /* in the client's clock: retry time of the denial */
+    int64_t reset_at_us;
+    fg_limit limit;
+    int64_t cost;
+    int64_t units; /* the reply's limit and remaining */
+    int64_t remaining;
+    size_t keylen;
+    char key[DENIAL_KEY_MAX];
+} denial;
+
+struct fg_client {
+    fg_options opts;
+    fg_url url;
+    fg_mem_store *store; /* mem:, or redis: with FG_ON_FAILURE_FALLBACK */
+    atomic_uint_fast64_t sweep_tick;
+
+    pthread_mutex_t conn_lock; /* guards the fields up to cache_lock */
+    redisContext *ctx;         /* NULL while disconnected */
+    bool connected_once;       /* later connections count as reconnects */
+    struct timespec next_connect; /* monotonic: no attempt before this */
+
+    pthread_mutex_t cache_lock;
+    denial *denials; /* DENIAL_SLOTS, when opts.cache_denials on redis: */
+
+    atomic_uint_fast64_t decisions, round_trips, denials_cached, failures, reconnects;
+};
+
+/* One command, its numeric arguments formatted into nums. */
+typedef struct command {
+    int argc;
+    const char *argv[MAX_ARGS];
+    size_t argvlen[MAX_ARGS];
+    char nums[FG_LIMIT_MAX_ARGS + 2][FG_ARG_MAX];
+} command;
+
+/* ------------------------------------------------------------ small parts */
+
+const char *fg_code_name(fg_code code) {
+    switch (code) {
+    case FG_CODE_OK: return "ok";
+    case FG_CODE_INVALID: return "invalid";
+    case FG_CODE_WRONGTYPE: return "wrongtype";
+    case FG_CODE_IO: return "io";
+    case FG_CODE_PROTOCOL: return "protocol";
+    case FG_CODE_SERVER: return "server";
+    case FG_CODE_NOMEM: return "nomem";
+    }
+    return "unknown";
+}
+
+void fg_options_init(fg_options *opts) {
+    memset(opts, 0, sizeof(*opts));
+    opts->connect_timeout_ms = 1000;
+    opts->command_timeout_ms = 1000;
+    opts->on_failure = FG_ON_FAILURE_ERROR;
+}
+
+static int64_t now_us(const fg_client *c) {
+    if (c->opts.clock_us) return c->opts.clock_us(c->opts.clock_arg);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void count(atomic_uint_fast64_t *counter, uint64_t n) {
+    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+static struct timeval ms_to_timeval(int ms) {
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+/* --------------------------------------------------------------- mem: path */
+
+static fg_code mem_error(fg_mem_status st, fg_error *err) {
+    switch (st) {
+    case FG_MEM_WRONGTYPE:
+        return fg_set_error(err, FG_CODE_WRONGTYPE,
+                            "WRONGTYPE Operation against a key holding the wrong kind of value");
+    case FG_MEM_OVERFLOW:
+        return fg_set_error(err, FG_CODE_INVALID,
+                            "ERR overflow: these parameters exceed 64-bit time arithmetic");
+    case FG_MEM_NOMEM: return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    default: return fg_set_error(err, FG_CODE_INVALID, "ERR invalid rate-limit parameters");
+    }
+}
+
+static void result_from_decision(const fg_decision *d, fg_source source, fg_result *out) {
+    out->allowed = d->allowed;
+    out->limit = d->limit;
+    out->remaining = d->remaining;
+    out->retry_after_ms = fg_ns_to_ms_ceil(d->retry_after_ns);
+    out->reset_after_ms = fg_ns_to_ms_ceil(d->reset_after_ns);
+    out->source = source;
+}
+
+/* Idle keys are dropped a few at a time, so that no call pays for a full
+ * sweep and a table of one-off keys does not grow without bound. */
+static void mem_maybe_sweep(fg_client *c, int64_t now) {
+    uint64_t tick = atomic_fetch_add_explicit(&c->sweep_tick, 1, memory_order_relaxed);
+    if (tick % SWEEP_EVERY == 0) fg_mem_expire(c->store, now, SWEEP_ENTRIES);
+}
+
+static fg_code mem_decide(fg_client *c, const char *key, const fg_mem_limit *ml, int64_t now,
+                          int64_t cost, bool peek, fg_source source, fg_result *out,
+                          fg_error *err) {
+    fg_decision d;
+    fg_mem_status st = fg_mem_check(c->store, key, strlen(key), ml, now, cost, peek, &d);
+    mem_maybe_sweep(c, now);
+    if (st != FG_MEM_OK) return mem_error(st, err);
+    result_from_decision(&d, source, out);
+    return FG_CODE_OK;
+}
+
+/* ---------------------------------------------------------- denial cache */
+
+static size_t denial_slot(const char *key, size_t len) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
+    return (size_t)(h % DENIAL_SLOTS);
+}
+
+static bool same_limit(const fg_limit *a, const fg_limit *b) {
+    return a->algorithm == b->algorithm && a->limit == b->limit && a->window_ms == b->window_ms &&
+           a->rate == b->rate;
+}
+
+static bool cache_lookup(fg_client *c, const char *key, const fg_limit *l, int64_t cost,
+                         int64_t now, fg_result *out) {
+    size_t len = strlen(key);
+    if (c->denials == NULL || len > DENIAL_KEY_MAX) return false;
+    bool hit = false;
+    pthread_mutex_lock(&c->cache_lock);
+    denial *d = &c->denials[denial_slot(key, len)];
+    if (d->until_us != 0 && now < d->until_us && d->keylen == len &&
+        memcmp(d->key, key, len) == 0 && same_limit(&d->limit, l) && cost >= d->cost) {
+        int64_t reset_left = d->reset_at_us - now;
+        *out = (fg_result){.allowed = false,
+                           .limit = d->units,
+                           .remaining = d->remaining,
+                           .retry_after_ms = fg_ns_to_ms_ceil((d->until_us - now) * FG_NS_PER_US),
+                           .reset_after_ms = fg_ns_to_ms_ceil(reset_left > 0 ? reset_left * FG_NS_PER_US : 0),
+                           .source = FG_SOURCE_DENIAL_CACHE};
+        hit = true;
+    }
+    pthread_mutex_unlock(&c->cache_lock);
+    return hit;
+}
+
+/* Only denials with a retry time are remembered: -1 (never fits) depends on
+ * the cost, and a smaller cost might fit. */
+static void cache_store(fg_client *c, const char *key, const fg_limit *l, int64_t cost,
+                        int64_t now, const fg_result *r) {
+    size_t len = strlen(key);
+    if (c->denials == NULL || len > DENIAL_KEY_MAX || r->allowed || r->retry_after_ms < 0) return;
+    pthread_mutex_lock(&c->cache_lock);
+    denial *d = &c->denials[denial_slot(key, len)];
+    d->until_us = now + r->retry_after_ms * 1000;
+    d->reset_at_us = now + r->reset_after_ms * 1000;
+    d->limit = *l;
+    d->cost = cost;
+    d->units = r->limit;
+    d->remaining = r->remaining;
+    d->keylen = len;
+    memcpy(d->key, key, len);
+    pthread_mutex_unlock(&c->cache_lock);
+}
+
+static void cache_forget(fg_client *c, const char *key) {
+    size_t len = strlen(key);
+    if (c->denials == NULL || len > DENIAL_KEY_MAX) return;
+    pthread_mutex_lock(&c->cache_lock);
+    denial *d = &c->denials[denial_slot(key, len)];
+    if (d->keylen == len && memcmp(d->key, key, len) == 0) d->until_us = 0;
+    pthread_mutex_unlock(&c->cache_lock);
+}
+
+/* ------------------------------------------------------------ connection */
+
+static bool reply_is_error(const redisReply *r) { return r == NULL || r->type == REDIS_REPLY_ERROR; }
+
+/* AUTH and SELECT of a fresh connection. A refusal is not an I/O failure:
+ * the server is there and said no. */
+static fg_code setup_connection(fg_client *c, redisContext *ctx, fg_error *err) {
+    const fg_url *u = &c->url;
+    redisReply *r;
+    if (u->has_password) {
+        r = u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
+                       : redisCommand(ctx, "AUTH %s", u->password);
+        if (r == NULL) return fg_set_error(err, FG_CODE_IO, "AUTH: %s", ctx->errstr);
+        fg_code rc = r->type == REDIS_REPLY_ERROR
+                         ? fg_set_error(err, FG_CODE_SERVER, "AUTH refused: %s", r->str)
+                         : FG_CODE_OK;
+        freeReplyObject(r);
+        if (rc != FG_CODE_OK) return rc;
+    }
+    if (u->db > 0) {
+        r = redisCommand(ctx, "SELECT %d", u->db);
+        if (r == NULL) return fg_set_error(err, FG_CODE_IO, "SELECT: %s", ctx->errstr);
+        fg_code rc = reply_is_error(r) ? fg_set_error(err, FG_CODE_SERVER, "SELECT %d refused: %s",
+                                                      u->db, r->str)
+                                       : FG_CODE_OK;
+        freeReplyObject(r);
+        if (rc != FG_CODE_OK) return rc;
+    }
+    return FG_CODE_OK;
+}
+
+static fg_code open_connection(fg_client *c, fg_error *err) {
+    struct timeval tv = ms_to_timeval(c->opts.connect_timeout_ms);
+    redisContext *ctx = c->url.kind == FG_URL_TCP
+                            ? redisConnectWithTimeout(c->url.host, c->url.port, tv)
+                            : redisConnectUnixWithTimeout(c->url.path, tv);
+    if (ctx == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    if (ctx->err) {
+        fg_set_error(err, FG_CODE_IO, "connect: %s", ctx->errstr);
+        redisFree(ctx);
+        return FG_CODE_IO;
+    }
+    fg_code rc = redisSetTimeout(ctx, ms_to_timeval(c->opts.command_timeout_ms)) == REDIS_OK
+                     ? setup_connection(c, ctx, err)
+                     : fg_set_error(err, FG_CODE_IO, "setting the timeout: %s", ctx->errstr);
+    if (rc != FG_CODE_OK) {
+        redisFree(ctx);
+        return rc;
+    }
+    if (c->connected_once) count(&c->reconnects, 1);
+    c->connected_once = true;
+    c->ctx = ctx;
+    return FG_CODE_OK;
+}
+
+static bool before(const struct timespec *a, const struct timespec *b) {
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* With conn_lock held. */
+static fg_code ensure_connected(fg_client *c, fg_error *err) {
+    if (c->ctx != NULL) return FG_CODE_OK;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (before(&now, &c->next_connect))
+        return fg_set_error(err, FG_CODE_IO, "not connected (the last connect failed)");
+    fg_code rc = open_connection(c, err);
+    if (rc != FG_CODE_OK) {
+        long ns = now.tv_nsec + RECONNECT_DELAY_MS * 1000000L;
+        c->next_connect.tv_sec = now.tv_sec + ns / 1000000000L;
+        c->next_connect.tv_nsec = ns % 1000000000L;
+    }
+    return rc;
+}
+
+static void drop_connection(fg_client *c) {
+    redisFree(c->ctx);
+    c->ctx = NULL;
+}
+
+/* Sends n commands in one write and reads their n replies into replies[].
+ * On FG_CODE_OK every reply is set (the caller frees them); on failure none
+ * is, and an I/O failure has closed the connection. */
+static fg_code round_trip(fg_client *c, command *cmds, size_t n, redisReply **replies,
+                          fg_error *err) {
+    pthread_mutex_lock(&c->conn_lock);
+    fg_code rc = ensure_connected(c, err);
+    if (rc == FG_CODE_OK) {
+        count(&c->round_trips, 1);
+        for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
+            if (redisAppendCommandArgv(c->ctx, cmds[i].argc, cmds[i].argv, cmds[i].argvlen) !=
+                REDIS_OK)
+                rc = fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+        size_t got = 0;
+        while (rc == FG_CODE_OK && got < n) {
+            void *r;
+            if (redisGetReply(c->ctx, &r) != REDIS_OK)
+                rc = fg_set_error(err, FG_CODE_IO, "%s", c->ctx->errstr);
+            else
+                replies[got++] = r;
+        }
+        if (rc != FG_CODE_OK) {
+            while (got > 0)
+                freeReplyObject(replies[--got]);
+            drop_connection(c); /* unread replies or a broken context */
+        }
+    }
+    pthread_mutex_unlock(&c->conn_lock);
+    if (rc == FG_CODE_IO) count(&c->failures, 1);
+    return rc;
+}
+
+/* -------------------------------------------------------------- commands */
+
+static void add_arg(command *cmd, const char *s, size_t len) {
+    cmd->argv[cmd->argc] = s;
+    cmd->argvlen[cmd->argc] = len;
+    cmd->argc++;
+}
+
+static void add_str(command *cmd, const char *s) { add_arg(cmd, s, strlen(s)); }
+
+static void add_num(command *cmd, int slot, int64_t v) {
+    int len = snprintf(cmd->nums[slot], FG_ARG_MAX, "%lld", (long long)v);
+    add_arg(cmd, cmd->nums[slot], (size_t)len);
+}
+
+/* "AT <us>" last: the checks and FG.PEEK take it when the server allows
+ * (FG.RESET and FG.INSPECT do not: they do not depend on the time). */
+static void add_clock(const fg_client *c, command *cmd, int64_t now) {
+    if (!c->opts.send_clock) return;
+    add_str(cmd, "AT");
+    add_num(cmd, FG_LIMIT_MAX_ARGS + 1, now);
+}
+
+static void build_check(const fg_client *c, command *cmd, const char *key, const fg_limit *l,
+                        int64_t cost, bool peek, int64_t now) {
+    cmd->argc = 0;
+    if (peek) {
+        add_str(cmd, "FG.PEEK");
+        add_str(cmd, fg_limit_family_word(l));
+    } else {
+        add_str(cmd, fg_limit_command(l));
+    }
+    add_str(cmd, key);
+    int n = fg_limit_format_args(l, cmd->nums);
+    for (int i = 0; i < n; i++)
+        add_str(cmd, cmd->nums[i]);
+    if (cost != 1) {
+        add_str(cmd, "COST");
+        add_num(cmd, FG_LIMIT_MAX_ARGS, cost);
+    }
+    add_clock(c, cmd, now);
+}
+
+static void build_key_command(command *cmd, const char *name, const char *key) {
+    cmd->argc = 0;
+    add_str(cmd, name);
+    add_str(cmd, key);
+}
+
+/* An error reply as a code: WRONGTYPE, ERR (the module's argument errors;
+ * an unknown command means the module is not loaded), anything else. */
+static fg_code reply_error(const redisReply *r, fg_error *err) {
+    fg_code code = FG_CODE_SERVER;
+    if (strncmp(r->str, "WRONGTYPE", 9) == 0)
+        code = FG_CODE_WRONGTYPE;
+    else if (strncmp(r->str, "ERR unknown command", 19) == 0)
+        code = FG_CODE_PROTOCOL;
+    else if (strncmp(r->str, "ERR ", 4) == 0)
+        code = FG_CODE_INVALID;
+    return fg_set_error(err, code, "%s", r->str);
+}
+
+static fg_code unexpected(fg_error *err, const char *what) {
+    return fg_set_error(err, FG_CODE_PROTOCOL, "unexpected reply to %s (module not loaded?)", what);
+}
+
+/* The five integers of every FG.* check. */
+static fg_code parse_decision(const redisReply *r, fg_result *out, fg_error *err) {
+    if (r->type == REDIS_REPLY_ERROR) return reply_error(r, err);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) return unexpected(err, "a check");
+    for (size_t i = 0; i < 5; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER) return unexpected(err, "a check");
+    long long allowed = r->element[0]->integer;
+    if (allowed != 0 && allowed != 1) return unexpected(err, "a check");
+    out->allowed = allowed == 1;
+    out->limit = r->element[1]->integer;
+    out->remaining = r->element[2]->integer;
+    out->retry_after_ms = r->element[3]->integer;
+    out->reset_after_ms = r->element[4]->integer;
+    out->source = FG_SOURCE_SERVER;
+    return FG_CODE_OK;
+}
+
+/* ------------------------------------------------------- failure policy */
+
+/* The answer the failure policy gives instead of FG_CODE_IO. */
+static fg_code on_failure(fg_client *c, const char *key, const fg_limit *l,
+                          const fg_mem_limit *ml, int64_t cost, bool peek, int64_t now,
+                          fg_result *out, fg_error *err) {
+    switch (c->opts.on_failure) {
+    case FG_ON_FAILURE_OPEN:
+        *out = (fg_result){true, l->limit, l->limit, -1, 0, FG_SOURCE_FAILED_OPEN};
+        return FG_CODE_OK;
+    case FG_ON_FAILURE_CLOSED:
+        *out = (fg_result){false, l->limit, 0, FG_FAILED_CLOSED_RETRY_MS, FG_FAILED_CLOSED_RETRY_MS,
+                           FG_SOURCE_FAILED_CLOSED};
+        return FG_CODE_OK;
+    case FG_ON_FAILURE_FALLBACK:
+        return mem_decide(c, key, ml, now, cost, peek, FG_SOURCE_FALLBACK, out, err);
+    default: return FG_CODE_IO;
+    }
+}
+
+/* ------------------------------------------------------------ decisions */
+
+static fg_code redis_decide(fg_client *c, const char *key, const fg_limit *l,
+                            const fg_mem_limit *ml, int64_t cost, bool peek, int64_t now,
+                            fg_result *out, fg_error *err) {
+    if (!peek && cache_lookup(c, key, l, cost, now, out)) {
+        count(&c->denials_cached, 1);
+        return FG_CODE_OK;
+    }
+    command cmd;
+    redisReply *reply;
+    build_check(c, &cmd, key, l, cost, peek, now);
+    fg_code rc = round_trip(c, &cmd, 1, &reply, err);
+    if (rc == FG_CODE_IO) return on_failure(c, key, l, ml, cost, peek, now, out, err);
+    if (rc != FG_CODE_OK) return rc;
+    rc = parse_decision(reply, out, err);
+    freeReplyObject(reply);
+    if (rc == FG_CODE_OK && !peek) cache_store(c, key, l, cost, now, out);
+    return rc;
+}
+
+static fg_code decide(fg_client *c, const char *key, const fg_limit *l, int64_t cost, bool peek,
+                      fg_result *out, fg_error *err) {
+    fg_mem_limit ml;
+    if (c == NULL || key == NULL || out == NULL)
+        return fg_set_error(err, FG_CODE_INVALID, "client, key and result are required");
+    if (fg_limit_convert(l, cost, &ml, err) != FG_CODE_OK) return FG_CODE_INVALID;
+    int64_t now = now_us(c);
+    fg_code rc = c->url.kind == FG_URL_MEM
+                     ? mem_decide(c, key, &ml, now, cost, peek, FG_SOURCE_MEMORY, out, err)
+                     : redis_decide(c, key, l, &ml, cost, peek, now, out, err);
+    if (rc == FG_CODE_OK) count(&c->decisions, 1);
+    return rc;
+}
+
+fg_code fg_check(fg_client *c, const char *key, const fg_limit *limit, int64_t cost,
+                 fg_result *out, fg_error *err) {
+    return decide(c, key, limit, cost, false, out, err);
+}
+
+fg_code fg_peek(fg_client *c, const char *key, const fg_limit *limit, int64_t cost,
+                fg_result *out, fg_error *err) {
+    return decide(c, key, limit, cost, true, out, err);
+}
+
+/* ----------------------------------------------------------------- batch */
+
+/* Validates every request: an invalid one gets its code and is not sent. */
+static size_t batch_validate(fg_request *reqs, size_t n, fg_mem_limit *mls) {
+    size_t valid = 0;
+    for (size_t i = 0; i < n; i++) {
+        fg_request *r = &reqs[i];
+        r->code = r->key == NULL ? FG_CODE_INVALID
+                                 : fg_limit_convert(r->limit, r->cost, &mls[i], NULL);
+        valid += r->code == FG_CODE_OK;
+    }
+    return valid;
+}
+
+static void batch_mem(fg_client *c, fg_request *reqs, size_t n, const fg_mem_limit *mls,
+                      int64_t now) {
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i].code == FG_CODE_OK)
+            reqs[i].code = mem_decide(c, reqs[i].key, &mls[i], now, reqs[i].cost, reqs[i].peek,
+                                      FG_SOURCE_MEMORY, &reqs[i].result, NULL);
+}
+
+static fg_code batch_redis(fg_client *c, fg_request *reqs, size_t n, const fg_mem_limit *mls,
+                           size_t valid, int64_t now, fg_error *err) {
+    command *cmds = malloc(valid * sizeof(*cmds));
+    redisReply **replies = malloc(valid * sizeof(*replies));
+    fg_code rc = FG_CODE_NOMEM;
+    if (cmds == NULL || replies == NULL) {
+        fg_set_error(err, rc, "out of memory");
+        goto done;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i].code == FG_CODE_OK)
+            build_check(c, &cmds[k++], reqs[i].key, reqs[i].limit, reqs[i].cost, reqs[i].peek, now);
+    rc = round_trip(c, cmds, valid, replies, err);
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        fg_request *r = &reqs[i];
+        if (r->code != FG_CODE_OK) continue;
+        if (rc == FG_CODE_OK)
+            r->code = parse_decision(replies[k++], &r->result, NULL);
+        else if (rc == FG_CODE_IO)
+            r->code = on_failure(c, r->key, r->limit, &mls[i], r->cost, r->peek, now, &r->result,
+                                 NULL);
+        else
+            r->code = rc;
+    }
+    if (rc == FG_CODE_OK) {
+        while (k > 0)
+            freeReplyObject(replies[--k]);
+    } else if (rc == FG_CODE_IO && c->opts.on_failure != FG_ON_FAILURE_ERROR) {
+        rc = FG_CODE_OK; /* the policy answered */
+    }
+done:
+    free(cmds);
+    free(replies);
+    return rc;
+}
+
+fg_code fg_check_batch(fg_client *c, fg_request *reqs, size_t n, fg_error *err) {
+    if (c == NULL || (reqs == NULL && n > 0))
+        return fg_set_error(err, FG_CODE_INVALID, "client and requests are required");
+    if (n == 0) return FG_CODE_OK;
+    fg_mem_limit *mls = malloc(n * sizeof(*mls));
+    if (mls == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    size_t valid = batch_validate(reqs, n, mls);
+    int64_t now = now_us(c);
+    fg_code rc = FG_CODE_OK;
+    if (c->url.kind == FG_URL_MEM)
+        batch_mem(c, reqs, n, mls, now);
+    else if (valid > 0)
+        rc = batch_redis(c, reqs, n, mls, valid, now, err);
+    free(mls);
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i].code == FG_CODE_OK) count(&c->decisions, 1);
+    return rc;
+}
+
+/* ------------------------------------------------------ reset and inspect */
+
+/* One key command on redis:, its reply in *reply. */
+static fg_code key_command(fg_client *c, const char *name, const char *key, redisReply **reply,
+                           fg_error *err) {
+    command cmd;
+    build_key_command(&cmd, name, key);
+    fg_code rc = round_trip(c, &cmd, 1, reply, err);
+    if (rc == FG_CODE_OK && (*reply)->type == REDIS_REPLY_ERROR) {
+        rc = reply_error(*reply, err);
+        freeReplyObject(*reply);
+    }
+    return rc;
+}
+
+fg_code fg_reset(fg_client *c, const char *key, bool *existed, fg_error *err) {
+    if (c == NULL || key == NULL)
+        return fg_set_error(err, FG_CODE_INVALID, "client and key are required");
+    bool deleted = false;
+    fg_code rc = FG_CODE_OK;
+    /* The fallback table forgets the key too: its state is stale once the
+     * server has been told to reset. */
+    if (c->store != NULL) deleted = fg_mem_reset(c->store, key, strlen(key), now_us(c));
+    if (c->url.kind != FG_URL_MEM) {
+        redisReply *r;
+        cache_forget(c, key);
+        rc = key_command(c, "FG.RESET", key, &r, err);
+        if (rc != FG_CODE_OK) return rc;
+        if (r->type == REDIS_REPLY_INTEGER)
+            deleted = r->integer == 1;
+        else
+            rc = unexpected(err, "FG.RESET");
+        freeReplyObject(r);
+    }
+    if (rc == FG_CODE_OK && existed != NULL) *existed = deleted;
+    return rc;
+}
+
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+    bool truncated;
+} text;
+
+static void append(text *t, const char *s, size_t len) {
+    if (t->len + len >= t->cap) {
+        t->truncated = true;
+        return;
+    }
+    memcpy(t->buf + t->len, s, len);
+    t->len += len;
+    t->buf[t->len] = '\0';
+}
+
+static bool append_scalar(text *t, const redisReply *r) {
+    char num[24];
+    if (r->type == REDIS_REPLY_INTEGER) {
+        int n = snprintf(num, sizeof(num), "%lld", r->integer);
+        append(t, num, (size_t)n);
+    } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+        append(t, r->str, r->len);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* "name=value name=value ...", an array value as "a,b,c". */
+static fg_code format_inspect(const redisReply *r, text *t, fg_error *err) {
+    if (r->elements % 2 != 0) return unexpected(err, "FG.INSPECT");
+    for (size_t i = 0; i < r->elements; i += 2) {
+        const redisReply *v = r->element[i + 1];
+        if (i > 0) append(t, " ", 1);
+        if (!append_scalar(t, r->element[i])) return unexpected(err, "FG.INSPECT");
+        append(t, "=", 1);
+        if (v->type != REDIS_REPLY_ARRAY) {
+            if (!append_scalar(t, v)) return unexpected(err, "FG.INSPECT");
+            continue;
+        }
+        for (size_t j = 0; j < v->elements; j++) {
+            if (j > 0) append(t, ",", 1);
+            if (!append_scalar(t, v->element[j])) return unexpected(err, "FG.INSPECT");
+        }
+    }
+    if (t->truncated) return fg_set_error(err, FG_CODE_INVALID, "fg_inspect: buffer too small");
+    return FG_CODE_OK;
+}
+
+/* A sliding log's entries as runs "ts,count,...", as the server shows them;
+ * only a log calls back, so the first entry also writes the log's type. */
+typedef struct run_text {
+    text *t;
+    int64_t ts, count;
+} run_text;
+
+static void append_number(text *t, int64_t v) {
+    char num[24];
+    int n = snprintf(num, sizeof(num), "%lld", (long long)v);
+    append(t, num, (size_t)n);
+}
+
+static void flush_run(run_text *r) {
+    if (r->count == 0) return;
+    append_number(r->t, r->ts);
+    append(r->t, ",", 1);
+    append_number(r->t, r->count);
+}
+
+static void add_log_entry(int64_t ts, void *arg) {
+    run_text *r = arg;
+    if (r->count > 0 && ts == r->ts) {
+        r->count++;
+        return;
+    }
+    if (r->count == 0) append(r->t, "slidelog entries=", 17);
+    else {
+        flush_run(r);
+        append(r->t, ",", 1);
+    }
+    r->ts = ts;
+    r->count = 1;
+}
+
+static void append_field(text *t, const char *name, int64_t value) {
+    append(t, " ", 1);
+    append(t, name, strlen(name));
+    append(t, "=", 1);
+    append_number(t, value);
+}
+
+/* The in-process state, in the text fg_inspect gives for a server. */
+static void inspect_memory(fg_client *c, const char *key, text *t) {
+    int64_t now = now_us(c);
+    fg_mem_view v;
+    run_text runs = {t, 0, 0};
+    append(t, "type=", 5);
+    if (!fg_mem_inspect(c->store, key, strlen(key), now, &v, add_log_entry, &runs)) {
+        t->len = 0;
+        t->buf[0] = '\0';
+        return;
+    }
+    if (v.family == FG_MEM_BUCKET) {
+        append(t, "bucket", 6);
+        append_field(t, "tat_ns", v.state.tat_ns);
+    } else if (v.family == FG_MEM_FIXED) {
+        append(t, "fixed", 5);
+        append_field(t, "window_start_us", v.state.fixed.window_start_us);
+        append_field(t, "count", v.state.fixed.count);
+    } else if (v.family == FG_MEM_SLIDING) {
+        append(t, "sliding", 7);
+        append_field(t, "window_start_us", v.state.sliding.window_start_us);
+        append_field(t, "count", v.state.sliding.count);
+        append_field(t, "prev_count", v.state.sliding.prev_count);
+    } else {
+        flush_run(&runs);
+    }
+    append_field(t, "pttl", (v.expires_us - now + 999) / 1000);
+}
+
+fg_code fg_inspect(fg_client *c, const char *key, char *buf, size_t buflen, fg_error *err) {
+    if (c == NULL || key == NULL || buf == NULL || buflen == 0)
+        return fg_set_error(err, FG_CODE_INVALID, "client, key and buffer are required");
+    buf[0] = '\0';
+    if (c->url.kind == FG_URL_MEM) {
+        text t = {buf, 0, buflen, false};
+        inspect_memory(c, key, &t);
+        if (!t.truncated) return FG_CODE_OK;
+        buf[0] = '\0';
+        return fg_set_error(err, FG_CODE_INVALID, "fg_inspect: buffer too small");
+    }
+    redisReply *r;
+    fg_code rc = key_command(c, "FG.INSPECT", key, &r, err);
+    if (rc != FG_CODE_OK) return rc;
+    text t = {buf, 0, buflen, false};
+    if (r->type == REDIS_REPLY_ARRAY)
+        rc = format_inspect(r, &t, err);
+    else if (r->type != REDIS_REPLY_NIL)
+        rc = unexpected(err, "FG.INSPECT");
+    freeReplyObject(r);
+    if (rc != FG_CODE_OK) buf[0] = '\0';
+    return rc;
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+static fg_client *client_new(const fg_url *url, const fg_options *opts) {
+    fg_client *c = calloc(1, sizeof(*c));
+    if (c == NULL) return NULL;
+    c->url = *url;
+    if (opts)
+        c->opts = *opts;
+    else
+        fg_options_init(&c->opts);
+    bool needs_store = url->kind == FG_URL_MEM || c->opts.on_failure == FG_ON_FAILURE_FALLBACK;
+    bool needs_cache = url->kind != FG_URL_MEM && c->opts.cache_denials;
+    if ((needs_store && (c->store = fg_mem_store_new(0)) == NULL) ||
+        (needs_cache && (c->denials = calloc(DENIAL_SLOTS, sizeof(denial))) == NULL)) {
+        fg_mem_store_free(c->store);
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->conn_lock, NULL);
+    pthread_mutex_init(&c->cache_lock, NULL);
+    return c;
+}
+
+fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
+    fg_url u;
+    if (fg_url_parse(url, &u, err) != FG_CODE_OK) return NULL;
+    fg_client *c = client_new(&u, opts);
+    if (c == NULL) {
+        fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (u.kind == FG_URL_MEM) return c;
+    /* An unreachable server is not fatal: the client connects again on its
+     * next call. A server that refuses AUTH or SELECT is a configuration
+     * error, reported now. */
+    pthread_mutex_lock(&c->conn_lock);
+    fg_code rc = ensure_connected(c, err);
+    pthread_mutex_unlock(&c->conn_lock);
+    if (rc != FG_CODE_OK && rc != FG_CODE_IO) {
+        fg_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+void fg_close(fg_client *c) {
+    if (c == NULL) return;
+    if (c->ctx) redisFree(c->ctx);
+    fg_mem_store_free(c->store);
+    free(c->denials);
+    pthread_mutex_destroy(&c->conn_lock);
+    pthread_mutex_destroy(&c->cache_lock);
+    free(c);
+}
+
+void fg_get_stats(fg_client *c, fg_stats *out) {
+    out->decisions = atomic_load(&c->decisions);
+    out->round_trips = atomic_load(&c->round_trips);
+    out->denials_cached = atomic_load(&c->denials_cached);
+    out->failures = atomic_load(&c->failures);
+    out->reconnects = atomic_load(&c->reconnects);
+}

@@ -1,0 +1,166 @@
+/*
+ * driver.c - libfloodgate driven line by line, for tests/integration.
+ *
+ *   driver URL [policy=error|open|closed|fallback] [cache] [timeout_ms=N]
+ *
+ * Reads commands on stdin and answers one line each on stdout (flushed):
+ *
+ *   check KEY ALGO LIMIT X [Y] [COST]   ok ALLOWED LIMIT REMAINING RETRY RESET SOURCE | err CODE MSG
+ *   peek  KEY ALGO LIMIT X [Y] [COST]   the same, without taking anything
+ *   batch N KEY ALGO LIMIT X [Y]        N checks of cost 1 in one call: ok ALLOWED_COUNT SOURCE
+ *   reset KEY                           ok 0|1
+ *   inspect KEY                         ok TEXT
+ *   stats                               ok DECISIONS ROUND_TRIPS CACHED FAILURES RECONNECTS
+ *   sleep MS                            ok
+ *
+ * ALGO is fixed, sliding, slidelog (X = window_ms), token, leaky (X = rate)
+ * or gcra (X = count, Y = period_ms). The time is the wall clock.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "floodgate.h"
+
+static const char *source_names[] = {"server", "memory", "denial_cache", "failed_open",
+                                     "failed_closed", "fallback"};
+
+/* Parses "ALGO LIMIT X [Y]" from strtok; returns the number of fields used
+ * after ALGO LIMIT X (0 or 1 for Y), -1 on error. */
+static int parse_limit(fg_limit *l) {
+    const char *algo = strtok(NULL, " \n");
+    const char *limit = strtok(NULL, " \n");
+    const char *x = strtok(NULL, " \n");
+    if (algo == NULL || limit == NULL || x == NULL) return -1;
+    int64_t n = atoll(limit);
+    double xv = atof(x);
+    if (strcmp(algo, "fixed") == 0) *l = fg_fixed_window(n, xv);
+    else if (strcmp(algo, "sliding") == 0) *l = fg_sliding_window(n, xv);
+    else if (strcmp(algo, "slidelog") == 0) *l = fg_sliding_log(n, xv);
+    else if (strcmp(algo, "token") == 0) *l = fg_token_bucket(n, xv);
+    else if (strcmp(algo, "leaky") == 0) *l = fg_leaky_bucket(n, xv);
+    else if (strcmp(algo, "gcra") == 0) {
+        const char *y = strtok(NULL, " \n");
+        if (y == NULL) return -1;
+        *l = fg_gcra(n, xv, atof(y));
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+static void print_result(fg_code rc, const fg_result *r, const fg_error *err) {
+    if (rc != FG_CODE_OK)
+        printf("err %s %s\n", fg_code_name(rc), err->message);
+    else
+        printf("ok %d %lld %lld %lld %lld %s\n", r->allowed, (long long)r->limit,
+               (long long)r->remaining, (long long)r->retry_after_ms,
+               (long long)r->reset_after_ms, source_names[r->source]);
+}
+
+static void do_check(fg_client *c, bool peek) {
+    const char *key = strtok(NULL, " \n");
+    fg_limit l;
+    if (key == NULL || parse_limit(&l) < 0) {
+        printf("err usage\n");
+        return;
+    }
+    const char *cost = strtok(NULL, " \n");
+    fg_result r;
+    fg_error err;
+    fg_code rc = peek ? fg_peek(c, key, &l, cost ? atoll(cost) : 1, &r, &err)
+                      : fg_check(c, key, &l, cost ? atoll(cost) : 1, &r, &err);
+    print_result(rc, &r, &err);
+}
+
+static void do_batch(fg_client *c) {
+    const char *count = strtok(NULL, " \n");
+    const char *key = strtok(NULL, " \n");
+    fg_limit l;
+    if (count == NULL || key == NULL || parse_limit(&l) < 0) {
+        printf("err usage\n");
+        return;
+    }
+    size_t n = (size_t)atol(count);
+    fg_request *reqs = calloc(n, sizeof(*reqs));
+    for (size_t i = 0; i < n; i++)
+        reqs[i] = (fg_request){.key = key, .limit = &l, .cost = 1};
+    fg_error err;
+    fg_code rc = fg_check_batch(c, reqs, n, &err);
+    if (rc != FG_CODE_OK) {
+        printf("err %s %s\n", fg_code_name(rc), err.message);
+    } else {
+        size_t allowed = 0;
+        for (size_t i = 0; i < n; i++)
+            allowed += reqs[i].code == FG_CODE_OK && reqs[i].result.allowed;
+        printf("ok %zu %s\n", allowed, n ? source_names[reqs[0].result.source] : "-");
+    }
+    free(reqs);
+}
+
+static void do_line(fg_client *c, char *line) {
+    const char *cmd = strtok(line, " \n");
+    fg_error err;
+    if (cmd == NULL) return;
+    if (strcmp(cmd, "check") == 0 || strcmp(cmd, "peek") == 0) {
+        do_check(c, strcmp(cmd, "peek") == 0);
+    } else if (strcmp(cmd, "batch") == 0) {
+        do_batch(c);
+    } else if (strcmp(cmd, "reset") == 0) {
+        bool existed;
+        fg_code rc = fg_reset(c, strtok(NULL, " \n"), &existed, &err);
+        if (rc == FG_CODE_OK) printf("ok %d\n", existed);
+        else printf("err %s %s\n", fg_code_name(rc), err.message);
+    } else if (strcmp(cmd, "inspect") == 0) {
+        char buf[4096];
+        fg_code rc = fg_inspect(c, strtok(NULL, " \n"), buf, sizeof(buf), &err);
+        if (rc == FG_CODE_OK) printf("ok %s\n", buf);
+        else printf("err %s %s\n", fg_code_name(rc), err.message);
+    } else if (strcmp(cmd, "stats") == 0) {
+        fg_stats s;
+        fg_get_stats(c, &s);
+        printf("ok %llu %llu %llu %llu %llu\n", (unsigned long long)s.decisions,
+               (unsigned long long)s.round_trips, (unsigned long long)s.denials_cached,
+               (unsigned long long)s.failures, (unsigned long long)s.reconnects);
+    } else if (strcmp(cmd, "sleep") == 0) {
+        long ms = atol(strtok(NULL, " \n"));
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        printf("ok\n");
+    } else {
+        printf("err usage unknown command %s\n", cmd);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s URL [policy=...] [cache] [timeout_ms=N]\n", argv[0]);
+        return 2;
+    }
+    fg_options o;
+    fg_options_init(&o);
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "policy=open") == 0) o.on_failure = FG_ON_FAILURE_OPEN;
+        else if (strcmp(argv[i], "policy=closed") == 0) o.on_failure = FG_ON_FAILURE_CLOSED;
+        else if (strcmp(argv[i], "policy=fallback") == 0) o.on_failure = FG_ON_FAILURE_FALLBACK;
+        else if (strcmp(argv[i], "cache") == 0) o.cache_denials = true;
+        else if (strncmp(argv[i], "timeout_ms=", 11) == 0)
+            o.command_timeout_ms = o.connect_timeout_ms = atoi(argv[i] + 11);
+    }
+    fg_error err;
+    fg_client *c = fg_open(argv[1], &o, &err);
+    if (c == NULL) {
+        printf("open err %s %s\n", fg_code_name(err.code), err.message);
+        return 1;
+    }
+    printf("open ok\n");
+    fflush(stdout);
+    char line[1024];
+    while (fgets(line, sizeof(line), stdin)) {
+        do_line(c, line);
+        fflush(stdout);
+    }
+    fg_close(c);
+    return 0;
+}

@@ -1,0 +1,343 @@
+"""The floodgate command-line tool (src/cli): check, peek, inspect and reset on
+mem: and against a real server, argument errors, and simulate's output.
+
+Exit codes: 0 allowed (or done), 1 denied (inspect: no state), 2 error."""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import harness
+
+FLOODGATE = os.path.join(harness.REPO, "build", "floodgate")
+ALGORITHMS = ["fixed", "sliding", "slidelog", "token", "leaky", "gcra"]
+ARGS = {
+    "fixed": ["10", "1000"],
+    "sliding": ["10", "1000"],
+    "slidelog": ["10", "1000"],
+    "token": ["10", "10"],
+    "leaky": ["10", "10"],
+    "gcra": ["10", "10", "1000"],
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cli_binary():
+    if not os.path.exists(FLOODGATE):
+        subprocess.run(["make", "-C", harness.REPO, "build/floodgate"], check=True,
+                       stdout=subprocess.DEVNULL)
+
+
+def run(*args, env=None):
+    e = dict(os.environ)
+    e.pop("FLOODGATE_URL", None)
+    e.update(env or {})
+    return subprocess.run([FLOODGATE] + [str(a) for a in args], capture_output=True,
+                          text=True, env=e, timeout=30)
+
+
+def run_json(*args, **kw):
+    p = run(*args, "--json", **kw)
+    assert p.returncode in (0, 1), p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
+def assert_error(p, *words):
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert p.stdout == ""
+    assert p.stderr.startswith("floodgate: ")
+    for w in words:
+        assert w in p.stderr
+
+
+# -- help and version ----------------------------------------------------------
+
+def test_help_and_version():
+    p = run("--help")
+    assert p.returncode == 0 and "usage: floodgate" in p.stdout
+    for a in ALGORITHMS:
+        assert a in p.stdout
+    assert run("check", "--help").returncode == 0
+    p = run("version")
+    assert p.returncode == 0 and p.stdout.strip() == "floodgate 0.1.0"
+
+
+def test_no_command_prints_usage_and_fails():
+    p = run()
+    assert p.returncode == 2 and "usage: floodgate" in p.stderr
+
+
+# -- mem: ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_check_on_mem_allows_a_first_request(algorithm):
+    rc, d = run_json("check", "k", algorithm, *ARGS[algorithm])
+    assert rc == 0
+    assert d == {"allowed": True, "limit": 10, "remaining": 9, "retry_after_ms": -1,
+                 "reset_after_ms": d["reset_after_ms"], "source": "memory"}
+    # One unit back takes 100 ms for a bucket; a window key lasts a window
+    # (the sliding window's counter, two).
+    assert 0 < d["reset_after_ms"] <= 2000
+
+
+def test_check_readable_output():
+    p = run("check", "k", "token", "10", "1")
+    assert p.returncode == 0
+    lines = p.stdout.splitlines()
+    assert lines[0] == "allowed"
+    fields = dict(line.split() for line in lines[1:])
+    assert fields == {"limit": "10", "remaining": "9", "retry_after_ms": "-1",
+                      "reset_after_ms": "1000", "source": "memory"}
+
+
+def test_denied_exits_1():
+    # A cost above the limit can never fit: denied, retry_after -1.
+    rc, d = run_json("check", "--cost", "11", "k", "fixed", "10", "1000")
+    assert rc == 1
+    assert d["allowed"] is False and d["retry_after_ms"] == -1 and d["remaining"] == 10
+    p = run("check", "--cost=11", "k", "gcra", "10", "10", "1000")
+    assert p.returncode == 1 and p.stdout.splitlines()[0] == "denied"
+
+
+def test_peek_takes_nothing():
+    rc, d = run_json("peek", "--cost", "10", "k", "slidelog", "10", "1000")
+    assert rc == 0 and d["remaining"] == 0
+    rc, d = run_json("peek", "--cost", "0", "k", "leaky", "3", "1")
+    assert rc == 0 and d["remaining"] == 3
+    rc, d = run_json("peek", "--cost", "4", "k", "leaky", "3", "1")
+    assert rc == 1 and not d["allowed"]
+
+
+def test_options_anywhere():
+    rc, d = run_json("check", "k", "token", "10", "1", "--cost", "2", "--url", "mem:")
+    assert rc == 0 and d["remaining"] == 8
+
+
+def test_reset_on_mem():
+    p = run("reset", "k")
+    assert p.returncode == 0 and p.stdout.strip() == "(no state)"
+    assert run_json("reset", "k") == (0, {"existed": False})
+
+
+def test_inspect_on_mem():
+    # A fresh process has a fresh table: no state.
+    p = run("inspect", "k")
+    assert p.returncode == 1 and p.stdout.strip() == "(no state)"
+
+
+def test_url_from_the_environment():
+    # An unreachable server named by FLOODGATE_URL is used, and --url wins.
+    port = harness.free_port()
+    env = {"FLOODGATE_URL": "redis://127.0.0.1:%d" % port}
+    assert_error(run("check", "k", "token", "1", "1", env=env), "io")
+    assert run("check", "--url", "mem:", "k", "token", "1", "1", env=env).returncode == 0
+
+
+# -- bad arguments -------------------------------------------------------------
+
+@pytest.mark.parametrize("args,words", [
+    (["frob"], ["unknown command"]),
+    (["check"], ["KEY ALGORITHM"]),
+    (["check", "k"], ["KEY ALGORITHM"]),
+    (["check", "k", "bucket", "1", "1"], ["unknown algorithm 'bucket'"]),
+    (["check", "k", "token", "10"], ["token takes CAPACITY RATE_PER_SEC"]),
+    (["check", "k", "gcra", "10", "10"], ["gcra takes CAPACITY COUNT PERIOD_MS"]),
+    (["check", "k", "gcra", "10", "10", "1e400"], ["PERIOD_MS must be a decimal number"]),
+    (["check", "k", "fixed", "10", "1000", "5"], ["fixed takes"]),
+    (["check", "k", "fixed", "ten", "1000"], ["LIMIT must be an integer, not 'ten'"]),
+    (["check", "k", "fixed", "10", "inf"], ["WINDOW_MS must be a decimal number"]),
+    (["check", "k", "token", "10", "nan"], ["must be a decimal number"]),
+    (["check", "k", "token", "10", "0x10"], ["must be a decimal number"]),
+    (["check", "k", "token", "10", "1e"], ["must be a decimal number"]),
+    (["check", "k", "token", "10", " 1"], ["must be a decimal number"]),
+    (["check", "k", "token", "10", ""], ["must be a decimal number"]),
+    (["check", "k", "fixed", "0", "1000"], ["invalid", "limit"]),
+    (["check", "k", "token", "-1", "1"], ["invalid", "capacity"]),
+    (["check", "k", "slidelog", "100001", "1000"], ["invalid", "100000"]),
+    (["check", "k", "token", "10", "0"], ["invalid"]),
+    (["check", "--cost", "-1", "k", "token", "1", "1"], ["invalid", "COST"]),
+    (["check", "--cost", "x", "k", "token", "1", "1"], ["--cost must be an integer"]),
+    (["check", "k", "token", "1", "1", "--cost"], ["--cost needs a value"]),
+    (["check", "--frob", "k", "token", "1", "1"], ["unknown option '--frob'"]),
+    (["check", "--url", "bogus://", "k", "token", "1", "1"], ["invalid", "URL"]),
+    (["inspect"], ["inspect takes one KEY"]),
+    (["reset", "a", "b"], ["reset takes one KEY"]),
+    (["reset", "--cost", "1", "k"], ["unknown option '--cost'"]),
+    (["simulate", "--frob"], ["simulate takes"]),
+])
+def test_bad_arguments_exit_2(args, words):
+    assert_error(run(*args), *words)
+
+
+def test_unreachable_server_exits_2():
+    port = harness.free_port()
+    url = "redis://127.0.0.1:%d" % port
+    for args in (["check", "k", "token", "1", "1"], ["peek", "k", "token", "1", "1"],
+                 ["inspect", "k"], ["reset", "k"]):
+        assert_error(run(args[0], "--url", url, *args[1:]), "io")
+
+
+# -- against a server ----------------------------------------------------------
+
+@pytest.fixture
+def url(r, server):
+    return "redis://127.0.0.1:%d" % server.port
+
+
+def test_check_peek_inspect_reset_on_a_server(r, url):
+    decisions = [run_json("check", "--url", url, "u", "fixed", "2", "60000")
+                 for _ in range(3)]
+    assert [rc for rc, _ in decisions] == [0, 0, 1]
+    assert [d["remaining"] for _, d in decisions] == [1, 0, 0]
+    assert all(d["source"] == "server" for _, d in decisions)
+    assert 0 < decisions[2][1]["retry_after_ms"] <= 60000
+
+    rc, d = run_json("peek", "--url", url, "u", "fixed", "2", "60000")
+    assert rc == 1 and d["remaining"] == 0
+
+    p = run("inspect", "--url", url, "u")
+    assert p.returncode == 0
+    assert p.stdout.startswith("type=fixed ") and " count=2 " in p.stdout
+    rc, d = run_json("inspect", "--url", url, "u")
+    assert rc == 0 and d["key"] == "u" and d["state"].startswith("type=fixed")
+
+    assert run_json("reset", "--url", url, "u") == (0, {"existed": True})
+    assert r.exists("u") == 0
+    assert run_json("reset", "--url", url, "u") == (0, {"existed": False})
+    p = run("inspect", "--url", url, "u")
+    assert p.returncode == 1 and p.stdout.strip() == "(no state)"
+    assert run_json("inspect", "--url", url, "u") == (1, {"key": "u", "state": None})
+
+
+def test_server_state_is_shared_between_runs(r, url):
+    rc, d = run_json("check", "--url", url, "--cost", "3", "b", "token", "5", "1")
+    assert rc == 0 and d["remaining"] == 2
+    # FG.LEAKY and FG.GCRA share the bucket state.
+    rc, d = run_json("peek", "--url", url, "b", "leaky", "5", "1")
+    assert rc == 0 and d["remaining"] in (1, 2)
+    assert r.execute_command("FG.INSPECT", "b") is not None
+    rc, d = run_json("check", "--url", url, "--cost", "5", "b", "gcra", "5", "1", "1000")
+    assert rc == 1 and d["retry_after_ms"] > 0
+
+
+def test_peek_writes_nothing_on_a_server(r, url):
+    rc, d = run_json("peek", "--url", url, "p", "slidelog", "3", "1000")
+    assert rc == 0 and d["remaining"] == 2
+    assert r.exists("p") == 0
+
+
+def test_server_errors_exit_2(r, url):
+    r.set("plain", "x")
+    assert_error(run("check", "--url", url, "plain", "token", "1", "1"), "wrongtype")
+    run("check", "--url", url, "w", "fixed", "1", "1000")
+    assert_error(run("check", "--url", url, "w", "token", "1", "1"), "wrongtype")
+
+
+def test_json_escapes_keys(r, url):
+    key = 'a"b\\c'
+    run("check", "--url", url, key, "token", "2", "1")
+    rc, d = run_json("inspect", "--url", url, key)
+    assert rc == 0 and d["key"] == key
+
+
+# -- simulate ------------------------------------------------------------------
+
+SCENARIOS = ["steady", "bursty", "boundary"]
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def simulation(tmp_path_factory):
+    out = tmp_path_factory.mktemp("simulate")
+    p = run("simulate", "--out", out)
+    assert p.returncode == 0, p.stderr
+    return out, p.stdout
+
+
+def test_simulate_writes_one_row_per_request_and_algorithm(simulation):
+    out, _ = simulation
+    for name in SCENARIOS:
+        rows = read_csv(out / (name + ".csv"))
+        assert list(rows[0].keys()) == ["time_ms", "algorithm", "allowed"]
+        by_algorithm = {}
+        for row in rows:
+            assert row["allowed"] in ("0", "1")
+            by_algorithm.setdefault(row["algorithm"], []).append(int(row["time_ms"]))
+        assert sorted(by_algorithm) == sorted(ALGORITHMS)
+        times = by_algorithm["fixed"]
+        assert times == sorted(times) and len(times) > 20
+        assert all(t == times for t in by_algorithm.values())
+
+
+def allowed(rows, algorithm, lo=float("-inf"), hi=float("inf")):
+    return sum(int(r["allowed"]) for r in rows
+               if r["algorithm"] == algorithm and lo <= int(r["time_ms"]) < hi)
+
+
+def test_simulate_boundary_shows_the_fixed_window_burst(simulation):
+    out, _ = simulation
+    rows = read_csv(out / "boundary.csv")
+    # Around the window boundary at 1000 ms: the fixed window admits a full
+    # window on each side, the sliding log only the limit.
+    assert allowed(rows, "fixed", 500, 1500) == 20
+    assert allowed(rows, "slidelog", 500, 1500) == 10
+    assert allowed(rows, "fixed", 1000, 1500) == 10
+    assert allowed(rows, "slidelog", 1000, 1500) == 0
+
+
+def test_simulate_peaks(simulation):
+    out, stdout = simulation
+    peaks = {}
+    for name in SCENARIOS:
+        for row in read_csv(out / (name + "-1s.csv")):
+            key = (name, row["algorithm"])
+            peaks[key] = max(peaks.get(key, 0), int(row["allowed_last_1s"]))
+    for name in SCENARIOS:
+        # The sliding log is exact: never more than the limit in any second.
+        assert peaks[(name, "slidelog")] == 10
+    assert peaks[("boundary", "fixed")] == 20
+    # A bucket allows its capacity at once, then its rate: 10 + 9 in 950 ms.
+    assert peaks[("steady", "token")] == 19
+    assert "peak in 1 s" in stdout and "sliding log" in stdout
+
+
+def test_simulate_buckets_agree(simulation):
+    # Token bucket, leaky bucket and GCRA are one algorithm (docs/design.md).
+    out, _ = simulation
+    for name in SCENARIOS:
+        rows = read_csv(out / (name + ".csv"))
+        seq = {a: [r["allowed"] for r in rows if r["algorithm"] == a]
+               for a in ("token", "leaky", "gcra")}
+        assert seq["token"] == seq["leaky"] == seq["gcra"]
+
+
+def test_simulate_is_deterministic(simulation, tmp_path):
+    out, _ = simulation
+    assert run("simulate", "--out=%s" % tmp_path).returncode == 0
+    for name in SCENARIOS:
+        for suffix in (".csv", "-1s.csv"):
+            assert (tmp_path / (name + suffix)).read_bytes() == \
+                (out / (name + suffix)).read_bytes()
+
+
+@pytest.mark.skipif(shutil.which("gnuplot") is None, reason="gnuplot not installed")
+def test_simulate_plot(tmp_path):
+    p = run("simulate", "--out", tmp_path, "--plot")
+    assert p.returncode == 0, p.stderr
+    for name in SCENARIOS:
+        assert (tmp_path / (name + ".png")).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (tmp_path / (name + ".gp")).exists()
+
+
+def test_simulate_unwritable_dir_exits_2(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert_error(run("simulate", "--out", blocker / "sub"))
