@@ -41,7 +41,7 @@ SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module library cli install example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration bench bench-mem clean
+.PHONY: all module library cli install example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration bench bench-mem bench-client clean
 
 all: module library cli
 
@@ -190,6 +190,14 @@ bench: deps module
 # Decisions per second of the in-process store (libfloodgate's mem: backend).
 bench-mem: $(BUILD)/bench/mem_store_bench
 	$<
+
+# Decisions per second through the public API (fg_check on mem:).
+bench-client: $(BUILD)/bench/client_bench
+	$<
+
+$(BUILD)/bench/client_bench: bench/client_bench.c $(LIB_A) include/floodgate.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O2 -Iinclude -o $@ $< $(LIB_A) -lhiredis -lpthread -lm
 
 $(BUILD)/bench/mem_store_bench: bench/mem_store_bench.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
