@@ -7,13 +7,14 @@
  */
 #include "args.h"
 
+#include "../core/params.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#define MAX_DURATION_MS 1e12
 
 int reply_error_fmt(RedisModuleCtx *ctx, const char *fmt, ...) {
     char msg[256];
@@ -30,16 +31,16 @@ bool arg_is(RedisModuleString *arg, const char *keyword) {
     return strlen(keyword) == len && strncasecmp(s, keyword, len) == 0;
 }
 
-int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, int64_t min,
-                  int64_t max, int64_t *out) {
+int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
+                  int64_t min, int64_t max, int64_t *out) {
     long long v;
+    char msg[FG_PARAM_MSG];
     if (RedisModule_StringToLongLong(arg, &v) != REDISMODULE_OK) {
         reply_error_fmt(ctx, "ERR %s must be an integer", name);
         return 0;
     }
-    if (v < min || v > max) {
-        reply_error_fmt(ctx, "ERR %s must be between %lld and %lld", name, (long long)min,
-                        (long long)max);
+    if (!fg_param_integer(v, name, min, max, msg, sizeof(msg))) {
+        RedisModule_ReplyWithError(ctx, msg);
         return 0;
     }
     *out = v;
@@ -71,12 +72,10 @@ static bool is_plain_decimal(const char *s, size_t len) {
     return i == len;
 }
 
-int parse_positive_number(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, double max,
-                          double *out) {
+int parse_decimal(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, double *out) {
     /* Most limits are whole numbers: the integer parser is far cheaper. */
     long long whole;
-    if (RedisModule_StringToLongLong(arg, &whole) == REDISMODULE_OK && whole > 0 &&
-        (double)whole <= max) {
+    if (RedisModule_StringToLongLong(arg, &whole) == REDISMODULE_OK) {
         *out = (double)whole;
         return 1;
     }
@@ -88,25 +87,13 @@ int parse_positive_number(RedisModuleCtx *ctx, RedisModuleString *arg, const cha
         reply_error_fmt(ctx, "ERR %s must be a number", name);
         return 0;
     }
-    if (!(v > 0) || v > max) {
-        reply_error_fmt(ctx, "ERR %s must be greater than 0 and at most %g", name, max);
-        return 0;
-    }
     *out = v;
     return 1;
 }
 
-int parse_duration_ms(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
-                      int64_t *out_us) {
-    double ms;
-    if (!parse_positive_number(ctx, arg, name, MAX_DURATION_MS, &ms)) return 0;
-    double us = round(ms * 1000.0);
-    if (us < 1) {
-        reply_error_fmt(ctx, "ERR %s must be at least 0.001 (one microsecond)", name);
-        return 0;
-    }
-    *out_us = (int64_t)us;
-    return 1;
+int reply_param_error(RedisModuleCtx *ctx, const char *msg) {
+    RedisModule_ReplyWithError(ctx, msg);
+    return 0;
 }
 
 /* The latest time AT accepts: its nanoseconds must fit in 64 bits. */

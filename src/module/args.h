@@ -17,14 +17,15 @@
 int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, int64_t min,
                   int64_t max, int64_t *out);
 
-/* A finite decimal number in (0, max]: no inf, nan, hex or spaces. */
-int parse_positive_number(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, double max,
-                          double *out);
+/* A finite decimal number (any sign: ranges are the core's, core/params.h):
+ * no inf, nan, hex or spaces. */
+int parse_decimal(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, double *out);
 
-/* A positive duration in milliseconds (fractions allowed) as whole
- * microseconds, at least 1 us and at most 10^12 ms. */
-int parse_duration_ms(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
-                      int64_t *out_us);
+/* Replies a core/params.h refusal; returns 0 so a parser can return it. */
+int reply_param_error(RedisModuleCtx *ctx, const char *msg);
+
+/* Room for a core/params.h message. */
+#define FG_PARAM_MSG 160
 
 /* Options after the positional arguments: `COST n` (n >= 0, default 1) and
  * `AT unix_us` (-1 when absent). */

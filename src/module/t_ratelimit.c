@@ -22,12 +22,12 @@
 
 #include "../core/fixed_window.h"
 #include "../core/gcra.h"
+#include "../core/params.h"
 #include "../core/sliding_log.h"
 #include "../core/sliding_window.h"
 #include "args.h"
 #include "limiter_types.h"
 
-#define MAX_RATE_PER_SEC 1e9
 
 typedef union limiter_params {
     fg_gcra_params gcra;
@@ -51,24 +51,20 @@ typedef struct limiter {
 
 /* ------------------------------------------------------------- parameters */
 
-/* Nanoseconds per unit for a rate given per second. */
-static int parse_rate(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
-                      int64_t *emission_ns) {
-    double rate;
-    if (!parse_positive_number(ctx, arg, name, MAX_RATE_PER_SEC, &rate)) return 0;
-    double ns = (double)FG_NS_PER_SEC / rate;
-    if (ns > (double)INT64_MAX / 2) {
-        reply_error_fmt(ctx, "ERR %s is too slow", name);
-        return 0;
-    }
-    *emission_ns = ns < 1 ? 1 : (int64_t)(ns + 0.5);
-    return 1;
-}
+/* The raw numbers are parsed here; their ranges and conversions are the
+ * core's (core/params.c), shared with the client library. */
 
 static int parse_bucket(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p,
                         const char *rate_name) {
-    return parse_integer(ctx, args[0], "capacity", 1, INT64_MAX, &p->gcra.capacity) &&
-           parse_rate(ctx, args[1], rate_name, &p->gcra.emission_ns);
+    int64_t capacity;
+    double rate;
+    char msg[FG_PARAM_MSG];
+    if (!parse_integer(ctx, args[0], "capacity", INT64_MIN, INT64_MAX, &capacity) ||
+        !parse_decimal(ctx, args[1], rate_name, &rate))
+        return 0;
+    if (!fg_param_bucket(capacity, rate, rate_name, &p->gcra, msg, sizeof(msg)))
+        return reply_param_error(ctx, msg);
+    return 1;
 }
 
 static int parse_token(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
@@ -80,23 +76,15 @@ static int parse_leaky(RedisModuleCtx *ctx, RedisModuleString **args, limiter_pa
 }
 
 static int parse_gcra(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+    int64_t capacity;
     double count, period_ms;
-    if (!parse_integer(ctx, args[0], "capacity", 1, INT64_MAX, &p->gcra.capacity) ||
-        !parse_positive_number(ctx, args[1], "count", 1e18, &count) ||
-        !parse_positive_number(ctx, args[2], "period_ms", 1e12, &period_ms))
+    char msg[FG_PARAM_MSG];
+    if (!parse_integer(ctx, args[0], "capacity", INT64_MIN, INT64_MAX, &capacity) ||
+        !parse_decimal(ctx, args[1], "count", &count) ||
+        !parse_decimal(ctx, args[2], "period_ms", &period_ms))
         return 0;
-    double ns = period_ms * (double)FG_NS_PER_MS / count;
-    if (ns > (double)INT64_MAX / 2) {
-        RedisModule_ReplyWithError(ctx, "ERR count is too small for period_ms: the emission "
-                                        "interval overflows 64-bit nanoseconds");
-        return 0;
-    }
-    if (ns < 0.5) {
-        RedisModule_ReplyWithError(ctx, "ERR rate too high: count per period_ms must leave at "
-                                        "least one nanosecond per unit");
-        return 0;
-    }
-    p->gcra.emission_ns = (int64_t)(ns + 0.5);
+    if (!fg_param_gcra(capacity, count, period_ms, &p->gcra, msg, sizeof(msg)))
+        return reply_param_error(ctx, msg);
     return 1;
 }
 
@@ -122,8 +110,14 @@ static int parse_throttle(RedisModuleCtx *ctx, RedisModuleString **args, limiter
 
 static int parse_window(RedisModuleCtx *ctx, RedisModuleString **args, int64_t max_limit,
                         int64_t *limit, int64_t *window_us) {
-    return parse_integer(ctx, args[0], "limit", 1, max_limit, limit) &&
-           parse_duration_ms(ctx, args[1], "window_ms", window_us);
+    double window_ms;
+    char msg[FG_PARAM_MSG];
+    if (!parse_integer(ctx, args[0], "limit", INT64_MIN, INT64_MAX, limit) ||
+        !parse_decimal(ctx, args[1], "window_ms", &window_ms))
+        return 0;
+    if (!fg_param_window(*limit, max_limit, window_ms, window_us, msg, sizeof(msg)))
+        return reply_param_error(ctx, msg);
+    return 1;
 }
 
 static int parse_fixed(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
