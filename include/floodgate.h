@@ -5,9 +5,18 @@
  *
  *   redis://[user:password@]host[:port][/db]   the floodgate Redis module
  *   unix:///path/to/redis.sock[?db=N]          the same, over a unix socket
+ *   redis+cluster://[user:password@]host:port[,host:port...]
+ *                                              the same, on a Redis Cluster
  *   mem:                                       in process, no server (default)
  *
  * A program can start on mem: and move to a server by changing the URL.
+ *
+ * A cluster URL names seed nodes: any one that answers gives the slot map,
+ * and each command then goes to the master of its key's slot (hash tags
+ * honoured, so "{user1}.a" and "{user1}.b" live on one node). Redirects
+ * (MOVED, ASK) during a resharding and failovers are followed by the
+ * library; fg_check_batch costs one round trip per node involved. A plain
+ * redis:// URL never speaks cluster, even to a cluster node.
  *
  * Handles are opaque. Every call that can fail returns an fg_code and, when
  * given an fg_error, fills it with the code and a message; nothing is kept in
@@ -15,8 +24,8 @@
  *
  * Thread safety: one fg_client may be used by many threads at once; every
  * call taking an fg_client is thread-safe, except fg_close, which must be the
- * last call on it. (mem: locks shards of its table; redis: serializes the
- * use of its connection.)
+ * last call on it. (mem: locks shards of its table; redis: and
+ * redis+cluster: serialize the use of their connections.)
  */
 #ifndef FLOODGATE_H
 #define FLOODGATE_H
@@ -133,6 +142,10 @@ typedef struct fg_result {
  *   FALLBACK: an in-process table of this client decides (as mem: would); its
  *             state starts empty and is not merged back into the server.
  *
+ * On a cluster, a node is unreachable when it cannot be reached and the map
+ * names no other owner for its slots, or the cluster stays down (CLUSTERDOWN)
+ * through the library's few retries.
+ *
  * An unreachable server does not make fg_open fail: the client connects again
  * at its next call (after a failed connect, not sooner than 100 ms later). */
 typedef enum fg_failure_policy {
@@ -212,7 +225,7 @@ fg_code fg_check_batch(fg_client *client, fg_request *requests, size_t count, fg
 
 typedef struct fg_stats {
     uint64_t decisions;       /* answers given, from any source */
-    uint64_t round_trips;     /* requests sent to a server (a batch counts once) */
+    uint64_t round_trips;     /* requests sent to a server (a batch counts once per node) */
     uint64_t denials_cached;  /* answers from the denial cache: round trips saved */
     uint64_t failures;        /* round trips that failed (timeouts, lost connections) */
     uint64_t reconnects;      /* connections reopened */

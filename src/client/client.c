@@ -1,49 +1,49 @@
 /*
- * client.c - libfloodgate: one API (include/floodgate.h) over two backends.
+ * client.c - libfloodgate: one API (include/floodgate.h) over three backends.
  *
  * mem: decides in process with fg_mem_store, the same core and semantics as
  * the module. redis: sends one FG.* command per decision over a single hiredis
- * connection; the connection is guarded by a mutex, because a redisContext is
- * not thread-safe and one connection keeps the order of a caller's requests.
+ * connection (conn.c); the connection is guarded by a mutex, because a
+ * redisContext is not thread-safe and one connection keeps the order of a
+ * caller's requests. redis+cluster: sends each command to the master of its
+ * key's slot (cluster.c), under the same mutex.
  *
  * The path of a decision:
  *
  *   1. The limit and cost are validated and converted (limit_args.c) exactly as
- *      the module does, so bad input is FG_CODE_INVALID on both backends,
+ *      the module does, so bad input is FG_CODE_INVALID on every backend,
  *      without a round trip.
- *   2. redis: the denial cache may answer a key denied earlier (opt-in).
- *   3. The backend decides. On redis:, any I/O failure (connect error,
+ *   2. On a server, the denial cache may answer a key denied earlier (opt-in).
+ *   3. The backend decides. On a server, any I/O failure (connect error,
  *      timeout, lost connection) closes the connection, and the failure
  *      policy turns FG_CODE_IO into an answer (open, closed, fallback to an
  *      in-process table) or leaves it as the error. The next call connects
  *      again: hiredis contexts are unusable after an error, so there is no
  *      attempt to recover one. A failed connect delays the next attempt by
- *      RECONNECT_DELAY_MS, so that a dead server costs callers nothing more
- *      than a failed call in the meantime.
+ *      FG_RECONNECT_DELAY_MS, so that a dead server costs callers nothing
+ *      more than a failed call in the meantime. A cluster follows redirects
+ *      and failovers first, and only what stays unanswered goes to the policy.
  *
  * Time is read once per call from opts.clock_us (default CLOCK_REALTIME). The
  * server uses its own clock unless opts.send_clock appends "AT <us>".
  * Counters are atomics, so fg_get_stats never waits for the connection.
  */
-#include <hiredis/hiredis.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cluster.h"
+#include "conn.h"
 #include "floodgate.h"
 #include "limit_args.h"
 #include "mem_store.h"
 #include "url.h"
 
-#define RECONNECT_DELAY_MS 100
 #define SWEEP_EVERY 64   /* mem: decisions between two expiry sweeps */
 #define SWEEP_ENTRIES 64 /* entries examined per sweep */
 #define DENIAL_SLOTS 256
 #define DENIAL_KEY_MAX 120
-/* FG.PEEK FAMILY key 3 params COST n AT us */
-#define MAX_ARGS 10
 
 /* A denial remembered until its retry time. until_us == 0: an empty slot. */
 typedef struct denial {
@@ -57,30 +57,26 @@ typedef struct denial {
     char key[DENIAL_KEY_MAX];
 } denial;
 
+typedef enum backend { BACKEND_MEM, BACKEND_SERVER, BACKEND_CLUSTER } backend;
+
 struct fg_client {
     fg_options opts;
-    fg_url url;
-    fg_mem_store *store; /* mem:, or redis: with FG_ON_FAILURE_FALLBACK */
+    backend kind;
+    fg_url url;          /* BACKEND_SERVER */
+    fg_mem_store *store; /* mem:, or a server with FG_ON_FAILURE_FALLBACK */
     atomic_uint_fast64_t sweep_tick;
 
-    pthread_mutex_t conn_lock; /* guards the fields up to cache_lock */
-    redisContext *ctx;         /* NULL while disconnected */
-    bool connected_once;       /* later connections count as reconnects */
-    struct timespec next_connect; /* monotonic: no attempt before this */
+    pthread_mutex_t conn_lock; /* guards conn and cluster */
+    fg_conn conn;              /* BACKEND_SERVER */
+    fg_cluster *cluster;       /* BACKEND_CLUSTER */
+    fg_conn_config conn_config;
 
     pthread_mutex_t cache_lock;
-    denial *denials; /* DENIAL_SLOTS, when opts.cache_denials on redis: */
+    denial *denials; /* DENIAL_SLOTS, when opts.cache_denials on a server */
 
-    atomic_uint_fast64_t decisions, round_trips, denials_cached, failures, reconnects;
+    atomic_uint_fast64_t decisions, denials_cached;
+    fg_net_counters net; /* round trips, failures, reconnects */
 };
-
-/* One command, its numeric arguments formatted into nums. */
-typedef struct command {
-    int argc;
-    const char *argv[MAX_ARGS];
-    size_t argvlen[MAX_ARGS];
-    char nums[FG_LIMIT_MAX_ARGS + 2][FG_ARG_MAX];
-} command;
 
 /* ------------------------------------------------------------ small parts */
 
@@ -109,15 +105,6 @@ static int64_t now_us(const fg_client *c) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void count(atomic_uint_fast64_t *counter, uint64_t n) {
-    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
-}
-
-static struct timeval ms_to_timeval(int ms) {
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    return tv;
 }
 
 /* --------------------------------------------------------------- mem: path */
@@ -226,144 +213,70 @@ static void cache_forget(fg_client *c, const char *key) {
     pthread_mutex_unlock(&c->cache_lock);
 }
 
-/* ------------------------------------------------------------ connection */
+/* ------------------------------------------------------------ round trips */
 
-static bool reply_is_error(const redisReply *r) { return r == NULL || r->type == REDIS_REPLY_ERROR; }
-
-/* AUTH and SELECT of a fresh connection. A refusal is not an I/O failure:
- * the server is there and said no. */
-static fg_code setup_connection(fg_client *c, redisContext *ctx, fg_error *err) {
-    const fg_url *u = &c->url;
-    redisReply *r;
-    if (u->has_password) {
-        r = u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
-                       : redisCommand(ctx, "AUTH %s", u->password);
-        if (r == NULL) return fg_set_error(err, FG_CODE_IO, "AUTH: %s", ctx->errstr);
-        fg_code rc = r->type == REDIS_REPLY_ERROR
-                         ? fg_set_error(err, FG_CODE_SERVER, "AUTH refused: %s", r->str)
-                         : FG_CODE_OK;
-        freeReplyObject(r);
-        if (rc != FG_CODE_OK) return rc;
+/* Sends n commands in one write to the server and reads their n replies.
+ * On FG_CODE_OK every reply is set; on failure none is, and an I/O failure
+ * has closed the connection. With conn_lock held. */
+static fg_code server_round_trip(fg_client *c, const fg_command *cmds, size_t n,
+                                 redisReply **replies, fg_error *err) {
+    fg_code rc = fg_conn_ensure(&c->conn, &c->url, &c->conn_config, err);
+    if (rc == FG_CODE_OK) {
+        fg_count(&c->net.round_trips, 1);
+        for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
+            rc = fg_conn_append(&c->conn, &cmds[i], err);
+        if (rc == FG_CODE_OK) rc = fg_conn_flush(&c->conn, err);
+        if (rc == FG_CODE_OK) rc = fg_conn_receive(&c->conn, replies, n, err);
     }
-    if (u->db > 0) {
-        r = redisCommand(ctx, "SELECT %d", u->db);
-        if (r == NULL) return fg_set_error(err, FG_CODE_IO, "SELECT: %s", ctx->errstr);
-        fg_code rc = reply_is_error(r) ? fg_set_error(err, FG_CODE_SERVER, "SELECT %d refused: %s",
-                                                      u->db, r->str)
-                                       : FG_CODE_OK;
-        freeReplyObject(r);
-        if (rc != FG_CODE_OK) return rc;
-    }
-    return FG_CODE_OK;
-}
-
-static fg_code open_connection(fg_client *c, fg_error *err) {
-    struct timeval tv = ms_to_timeval(c->opts.connect_timeout_ms);
-    redisContext *ctx = c->url.kind == FG_URL_TCP
-                            ? redisConnectWithTimeout(c->url.host, c->url.port, tv)
-                            : redisConnectUnixWithTimeout(c->url.path, tv);
-    if (ctx == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-    if (ctx->err) {
-        fg_set_error(err, FG_CODE_IO, "connect: %s", ctx->errstr);
-        redisFree(ctx);
-        return FG_CODE_IO;
-    }
-    fg_code rc = redisSetTimeout(ctx, ms_to_timeval(c->opts.command_timeout_ms)) == REDIS_OK
-                     ? setup_connection(c, ctx, err)
-                     : fg_set_error(err, FG_CODE_IO, "setting the timeout: %s", ctx->errstr);
-    if (rc != FG_CODE_OK) {
-        redisFree(ctx);
-        return rc;
-    }
-    if (c->connected_once) count(&c->reconnects, 1);
-    c->connected_once = true;
-    c->ctx = ctx;
-    return FG_CODE_OK;
-}
-
-static bool before(const struct timespec *a, const struct timespec *b) {
-    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
-}
-
-/* With conn_lock held. */
-static fg_code ensure_connected(fg_client *c, fg_error *err) {
-    if (c->ctx != NULL) return FG_CODE_OK;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (before(&now, &c->next_connect))
-        return fg_set_error(err, FG_CODE_IO, "not connected (the last connect failed)");
-    fg_code rc = open_connection(c, err);
-    if (rc != FG_CODE_OK) {
-        long ns = now.tv_nsec + RECONNECT_DELAY_MS * 1000000L;
-        c->next_connect.tv_sec = now.tv_sec + ns / 1000000000L;
-        c->next_connect.tv_nsec = ns % 1000000000L;
-    }
+    if (rc == FG_CODE_IO) fg_count(&c->net.failures, 1);
     return rc;
 }
 
-static void drop_connection(fg_client *c) {
-    redisFree(c->ctx);
-    c->ctx = NULL;
-}
-
-/* Sends n commands in one write and reads their n replies into replies[].
- * On FG_CODE_OK every reply is set (the caller frees them); on failure none
- * is, and an I/O failure has closed the connection. */
-static fg_code round_trip(fg_client *c, command *cmds, size_t n, redisReply **replies,
-                          fg_error *err) {
+/* Sends n commands and gets their replies: codes[i] is FG_CODE_OK when
+ * replies[i] is set (the caller frees it), otherwise why it is not; err
+ * tells the last failure. A single server answers all or none; a cluster
+ * answers each command from the node of its key (cluster.c). */
+static void exchange(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
+                     fg_code *codes, fg_error *err) {
     pthread_mutex_lock(&c->conn_lock);
-    fg_code rc = ensure_connected(c, err);
-    if (rc == FG_CODE_OK) {
-        count(&c->round_trips, 1);
-        for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
-            if (redisAppendCommandArgv(c->ctx, cmds[i].argc, cmds[i].argv, cmds[i].argvlen) !=
-                REDIS_OK)
-                rc = fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-        size_t got = 0;
-        while (rc == FG_CODE_OK && got < n) {
-            void *r;
-            if (redisGetReply(c->ctx, &r) != REDIS_OK)
-                rc = fg_set_error(err, FG_CODE_IO, "%s", c->ctx->errstr);
-            else
-                replies[got++] = r;
-        }
-        if (rc != FG_CODE_OK) {
-            while (got > 0)
-                freeReplyObject(replies[--got]);
-            drop_connection(c); /* unread replies or a broken context */
-        }
+    if (c->kind == BACKEND_CLUSTER) {
+        fg_cluster_run(c->cluster, cmds, n, replies, codes, err);
+    } else {
+        fg_code rc = server_round_trip(c, cmds, n, replies, err);
+        for (size_t i = 0; i < n; i++)
+            codes[i] = rc;
     }
     pthread_mutex_unlock(&c->conn_lock);
-    if (rc == FG_CODE_IO) count(&c->failures, 1);
-    return rc;
 }
 
 /* -------------------------------------------------------------- commands */
 
-static void add_arg(command *cmd, const char *s, size_t len) {
+static void add_arg(fg_command *cmd, const char *s, size_t len) {
     cmd->argv[cmd->argc] = s;
     cmd->argvlen[cmd->argc] = len;
     cmd->argc++;
 }
 
-static void add_str(command *cmd, const char *s) { add_arg(cmd, s, strlen(s)); }
+static void add_str(fg_command *cmd, const char *s) { add_arg(cmd, s, strlen(s)); }
 
-static void add_num(command *cmd, int slot, int64_t v) {
+static void add_num(fg_command *cmd, int slot, int64_t v) {
     int len = snprintf(cmd->nums[slot], FG_ARG_MAX, "%lld", (long long)v);
     add_arg(cmd, cmd->nums[slot], (size_t)len);
 }
 
 /* "AT <us>" last: the checks and FG.PEEK take it when the server allows
  * (FG.RESET and FG.INSPECT do not: they do not depend on the time). */
-static void add_clock(const fg_client *c, command *cmd, int64_t now) {
+static void add_clock(const fg_client *c, fg_command *cmd, int64_t now) {
     if (!c->opts.send_clock) return;
     add_str(cmd, "AT");
     add_num(cmd, FG_LIMIT_MAX_ARGS + 1, now);
 }
 
-static void build_check(const fg_client *c, command *cmd, const char *key, const fg_limit *l,
+static void build_check(const fg_client *c, fg_command *cmd, const char *key, const fg_limit *l,
                         int64_t cost, bool peek, int64_t now) {
     cmd->argc = 0;
+    cmd->key = key;
+    cmd->keylen = strlen(key);
     if (peek) {
         add_str(cmd, "FG.PEEK");
         add_str(cmd, fg_limit_family_word(l));
@@ -381,8 +294,10 @@ static void build_check(const fg_client *c, command *cmd, const char *key, const
     add_clock(c, cmd, now);
 }
 
-static void build_key_command(command *cmd, const char *name, const char *key) {
+static void build_key_command(fg_command *cmd, const char *name, const char *key) {
     cmd->argc = 0;
+    cmd->key = key;
+    cmd->keylen = strlen(key);
     add_str(cmd, name);
     add_str(cmd, key);
 }
@@ -447,13 +362,14 @@ static fg_code redis_decide(fg_client *c, const char *key, const fg_limit *l,
                             const fg_mem_limit *ml, int64_t cost, bool peek, int64_t now,
                             fg_result *out, fg_error *err) {
     if (!peek && cache_lookup(c, key, l, cost, now, out)) {
-        count(&c->denials_cached, 1);
+        fg_count(&c->denials_cached, 1);
         return FG_CODE_OK;
     }
-    command cmd;
+    fg_command cmd;
     redisReply *reply;
+    fg_code rc;
     build_check(c, &cmd, key, l, cost, peek, now);
-    fg_code rc = round_trip(c, &cmd, 1, &reply, err);
+    exchange(c, &cmd, 1, &reply, &rc, err);
     if (rc == FG_CODE_IO) return on_failure(c, key, l, ml, cost, peek, now, out, err);
     if (rc != FG_CODE_OK) return rc;
     rc = parse_decision(reply, out, err);
@@ -469,10 +385,10 @@ static fg_code decide(fg_client *c, const char *key, const fg_limit *l, int64_t 
         return fg_set_error(err, FG_CODE_INVALID, "client, key and result are required");
     if (fg_limit_convert(l, cost, &ml, err) != FG_CODE_OK) return FG_CODE_INVALID;
     int64_t now = now_us(c);
-    fg_code rc = c->url.kind == FG_URL_MEM
+    fg_code rc = c->kind == BACKEND_MEM
                      ? mem_decide(c, key, &ml, now, cost, peek, FG_SOURCE_MEMORY, out, err)
                      : redis_decide(c, key, l, &ml, cost, peek, now, out, err);
-    if (rc == FG_CODE_OK) count(&c->decisions, 1);
+    if (rc == FG_CODE_OK) fg_count(&c->decisions, 1);
     return rc;
 }
 
@@ -508,41 +424,56 @@ static void batch_mem(fg_client *c, fg_request *reqs, size_t n, const fg_mem_lim
                                       FG_SOURCE_MEMORY, &reqs[i].result, NULL);
 }
 
-static fg_code batch_redis(fg_client *c, fg_request *reqs, size_t n, const fg_mem_limit *mls,
-                           size_t valid, int64_t now, fg_error *err) {
-    command *cmds = malloc(valid * sizeof(*cmds));
-    redisReply **replies = malloc(valid * sizeof(*replies));
-    fg_code rc = FG_CODE_NOMEM;
-    if (cmds == NULL || replies == NULL) {
-        fg_set_error(err, rc, "out of memory");
-        goto done;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (reqs[i].code == FG_CODE_OK)
-            build_check(c, &cmds[k++], reqs[i].key, reqs[i].limit, reqs[i].cost, reqs[i].peek, now);
-    rc = round_trip(c, cmds, valid, replies, err);
-    k = 0;
+/* The answers of a batch sent to a server. A request without a reply is
+ * answered by the failure policy when it was lost to I/O. The batch fails
+ * (returns that code) only when no request could be answered at all, as a
+ * single server's batch does when the server is down. */
+static fg_code batch_answers(fg_client *c, fg_request *reqs, size_t n, const fg_mem_limit *mls,
+                             int64_t now, redisReply **replies, const fg_code *codes) {
+    size_t k = 0, sent = 0, unanswered = 0;
+    fg_code failure = FG_CODE_OK;
     for (size_t i = 0; i < n; i++) {
         fg_request *r = &reqs[i];
         if (r->code != FG_CODE_OK) continue;
-        if (rc == FG_CODE_OK)
-            r->code = parse_decision(replies[k++], &r->result, NULL);
-        else if (rc == FG_CODE_IO)
-            r->code = on_failure(c, r->key, r->limit, &mls[i], r->cost, r->peek, now, &r->result,
-                                 NULL);
-        else
-            r->code = rc;
+        sent++;
+        fg_code rc = codes[k];
+        if (rc == FG_CODE_OK) {
+            r->code = parse_decision(replies[k], &r->result, NULL);
+            freeReplyObject(replies[k]);
+        } else {
+            r->code = rc == FG_CODE_IO ? on_failure(c, r->key, r->limit, &mls[i], r->cost, r->peek,
+                                                    now, &r->result, NULL)
+                                       : rc;
+            if (r->code == rc) {
+                unanswered++;
+                failure = rc;
+            }
+        }
+        k++;
     }
-    if (rc == FG_CODE_OK) {
-        while (k > 0)
-            freeReplyObject(replies[--k]);
-    } else if (rc == FG_CODE_IO && c->opts.on_failure != FG_ON_FAILURE_ERROR) {
-        rc = FG_CODE_OK; /* the policy answered */
+    return unanswered == sent ? failure : FG_CODE_OK;
+}
+
+static fg_code batch_redis(fg_client *c, fg_request *reqs, size_t n, const fg_mem_limit *mls,
+                           size_t valid, int64_t now, fg_error *err) {
+    fg_command *cmds = malloc(valid * sizeof(*cmds));
+    redisReply **replies = malloc(valid * sizeof(*replies));
+    fg_code *codes = malloc(valid * sizeof(*codes));
+    fg_code rc = FG_CODE_NOMEM;
+    if (cmds == NULL || replies == NULL || codes == NULL) {
+        fg_set_error(err, rc, "out of memory");
+    } else {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (reqs[i].code == FG_CODE_OK)
+                build_check(c, &cmds[k++], reqs[i].key, reqs[i].limit, reqs[i].cost, reqs[i].peek,
+                            now);
+        exchange(c, cmds, valid, replies, codes, err);
+        rc = batch_answers(c, reqs, n, mls, now, replies, codes);
     }
-done:
     free(cmds);
     free(replies);
+    free(codes);
     return rc;
 }
 
@@ -555,24 +486,25 @@ fg_code fg_check_batch(fg_client *c, fg_request *reqs, size_t n, fg_error *err) 
     size_t valid = batch_validate(reqs, n, mls);
     int64_t now = now_us(c);
     fg_code rc = FG_CODE_OK;
-    if (c->url.kind == FG_URL_MEM)
+    if (c->kind == BACKEND_MEM)
         batch_mem(c, reqs, n, mls, now);
     else if (valid > 0)
         rc = batch_redis(c, reqs, n, mls, valid, now, err);
     free(mls);
     for (size_t i = 0; i < n; i++)
-        if (reqs[i].code == FG_CODE_OK) count(&c->decisions, 1);
+        if (reqs[i].code == FG_CODE_OK) fg_count(&c->decisions, 1);
     return rc;
 }
 
 /* ------------------------------------------------------ reset and inspect */
 
-/* One key command on redis:, its reply in *reply. */
+/* One key command to the server, its reply in *reply. */
 static fg_code key_command(fg_client *c, const char *name, const char *key, redisReply **reply,
                            fg_error *err) {
-    command cmd;
+    fg_command cmd;
+    fg_code rc;
     build_key_command(&cmd, name, key);
-    fg_code rc = round_trip(c, &cmd, 1, reply, err);
+    exchange(c, &cmd, 1, reply, &rc, err);
     if (rc == FG_CODE_OK && (*reply)->type == REDIS_REPLY_ERROR) {
         rc = reply_error(*reply, err);
         freeReplyObject(*reply);
@@ -588,7 +520,7 @@ fg_code fg_reset(fg_client *c, const char *key, bool *existed, fg_error *err) {
     /* The fallback table forgets the key too: its state is stale once the
      * server has been told to reset. */
     if (c->store != NULL) deleted = fg_mem_reset(c->store, key, strlen(key), now_us(c));
-    if (c->url.kind != FG_URL_MEM) {
+    if (c->kind != BACKEND_MEM) {
         redisReply *r;
         cache_forget(c, key);
         rc = key_command(c, "FG.RESET", key, &r, err);
@@ -728,7 +660,7 @@ fg_code fg_inspect(fg_client *c, const char *key, char *buf, size_t buflen, fg_e
     if (c == NULL || key == NULL || buf == NULL || buflen == 0)
         return fg_set_error(err, FG_CODE_INVALID, "client, key and buffer are required");
     buf[0] = '\0';
-    if (c->url.kind == FG_URL_MEM) {
+    if (c->kind == BACKEND_MEM) {
         text t = {buf, 0, buflen, false};
         inspect_memory(c, key, &t);
         if (!t.truncated) return FG_CODE_OK;
@@ -750,16 +682,18 @@ fg_code fg_inspect(fg_client *c, const char *key, char *buf, size_t buflen, fg_e
 
 /* ------------------------------------------------------------- lifecycle */
 
-static fg_client *client_new(const fg_url *url, const fg_options *opts) {
+static fg_client *client_new(backend kind, const fg_options *opts) {
     fg_client *c = calloc(1, sizeof(*c));
     if (c == NULL) return NULL;
-    c->url = *url;
+    c->kind = kind;
     if (opts)
         c->opts = *opts;
     else
         fg_options_init(&c->opts);
-    bool needs_store = url->kind == FG_URL_MEM || c->opts.on_failure == FG_ON_FAILURE_FALLBACK;
-    bool needs_cache = url->kind != FG_URL_MEM && c->opts.cache_denials;
+    c->conn_config = (fg_conn_config){c->opts.connect_timeout_ms, c->opts.command_timeout_ms,
+                                      &c->net};
+    bool needs_store = kind == BACKEND_MEM || c->opts.on_failure == FG_ON_FAILURE_FALLBACK;
+    bool needs_cache = kind != BACKEND_MEM && c->opts.cache_denials;
     if ((needs_store && (c->store = fg_mem_store_new(0)) == NULL) ||
         (needs_cache && (c->denials = calloc(DENIAL_SLOTS, sizeof(denial))) == NULL)) {
         fg_mem_store_free(c->store);
@@ -771,20 +705,35 @@ static fg_client *client_new(const fg_url *url, const fg_options *opts) {
     return c;
 }
 
-fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
+/* The client of a URL, not connected yet. */
+static fg_client *client_for(const char *url, const fg_options *opts, fg_error *err) {
     fg_url u;
-    if (fg_url_parse(url, &u, err) != FG_CODE_OK) return NULL;
-    fg_client *c = client_new(&u, opts);
+    bool cluster = fg_cluster_url(url);
+    if (!cluster && fg_url_parse(url, &u, err) != FG_CODE_OK) return NULL;
+    backend kind = cluster ? BACKEND_CLUSTER : u.kind == FG_URL_MEM ? BACKEND_MEM : BACKEND_SERVER;
+    fg_client *c = client_new(kind, opts);
     if (c == NULL) {
         fg_set_error(err, FG_CODE_NOMEM, "out of memory");
         return NULL;
     }
-    if (u.kind == FG_URL_MEM) return c;
+    if (!cluster)
+        c->url = u;
+    else if ((c->cluster = fg_cluster_new(url, &c->conn_config, err)) == NULL) {
+        fg_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
+    fg_client *c = client_for(url, opts, err);
+    if (c == NULL || c->kind == BACKEND_MEM) return c;
     /* An unreachable server is not fatal: the client connects again on its
-     * next call. A server that refuses AUTH or SELECT is a configuration
-     * error, reported now. */
+     * next call. A server that refuses AUTH or SELECT, or a cluster node
+     * without cluster support, is a configuration error, reported now. */
     pthread_mutex_lock(&c->conn_lock);
-    fg_code rc = ensure_connected(c, err);
+    fg_code rc = c->kind == BACKEND_CLUSTER ? fg_cluster_refresh(c->cluster, err)
+                                            : fg_conn_ensure(&c->conn, &c->url, &c->conn_config, err);
     pthread_mutex_unlock(&c->conn_lock);
     if (rc != FG_CODE_OK && rc != FG_CODE_IO) {
         fg_close(c);
@@ -795,7 +744,8 @@ fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
 
 void fg_close(fg_client *c) {
     if (c == NULL) return;
-    if (c->ctx) redisFree(c->ctx);
+    fg_conn_close(&c->conn);
+    fg_cluster_free(c->cluster);
     fg_mem_store_free(c->store);
     free(c->denials);
     pthread_mutex_destroy(&c->conn_lock);
@@ -805,8 +755,8 @@ void fg_close(fg_client *c) {
 
 void fg_get_stats(fg_client *c, fg_stats *out) {
     out->decisions = atomic_load(&c->decisions);
-    out->round_trips = atomic_load(&c->round_trips);
+    out->round_trips = atomic_load(&c->net.round_trips);
     out->denials_cached = atomic_load(&c->denials_cached);
-    out->failures = atomic_load(&c->failures);
-    out->reconnects = atomic_load(&c->reconnects);
+    out->failures = atomic_load(&c->net.failures);
+    out->reconnects = atomic_load(&c->net.reconnects);
 }

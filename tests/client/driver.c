@@ -8,6 +8,7 @@
  *   check KEY ALGO LIMIT X [Y] [COST]   ok ALLOWED LIMIT REMAINING RETRY RESET SOURCE | err CODE MSG
  *   peek  KEY ALGO LIMIT X [Y] [COST]   the same, without taking anything
  *   batch N KEY ALGO LIMIT X [Y]        N checks of cost 1 in one call: ok ALLOWED_COUNT SOURCE
+ *   mbatch N PREFIX ALGO LIMIT X [Y]    the same over the keys PREFIX0 ... PREFIX<N-1>
  *   reset KEY                           ok 0|1
  *   inspect KEY                         ok TEXT
  *   stats                               ok DECISIONS ROUND_TRIPS CACHED FAILURES RECONNECTS
@@ -74,7 +75,8 @@ static void do_check(fg_client *c, bool peek) {
     print_result(rc, &r, &err);
 }
 
-static void do_batch(fg_client *c) {
+/* batch: N times one key; mbatch: N keys of one prefix. */
+static void do_batch(fg_client *c, bool many) {
     const char *count = strtok(NULL, " \n");
     const char *key = strtok(NULL, " \n");
     fg_limit l;
@@ -84,8 +86,11 @@ static void do_batch(fg_client *c) {
     }
     size_t n = (size_t)atol(count);
     fg_request *reqs = calloc(n, sizeof(*reqs));
-    for (size_t i = 0; i < n; i++)
-        reqs[i] = (fg_request){.key = key, .limit = &l, .cost = 1};
+    char (*keys)[128] = calloc(n, sizeof(*keys));
+    for (size_t i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%s%zu", key, i);
+        reqs[i] = (fg_request){.key = many ? keys[i] : key, .limit = &l, .cost = 1};
+    }
     fg_error err;
     fg_code rc = fg_check_batch(c, reqs, n, &err);
     if (rc != FG_CODE_OK) {
@@ -97,6 +102,7 @@ static void do_batch(fg_client *c) {
         printf("ok %zu %s\n", allowed, n ? source_names[reqs[0].result.source] : "-");
     }
     free(reqs);
+    free(keys);
 }
 
 static void do_line(fg_client *c, char *line) {
@@ -105,8 +111,8 @@ static void do_line(fg_client *c, char *line) {
     if (cmd == NULL) return;
     if (strcmp(cmd, "check") == 0 || strcmp(cmd, "peek") == 0) {
         do_check(c, strcmp(cmd, "peek") == 0);
-    } else if (strcmp(cmd, "batch") == 0) {
-        do_batch(c);
+    } else if (strcmp(cmd, "batch") == 0 || strcmp(cmd, "mbatch") == 0) {
+        do_batch(c, strcmp(cmd, "mbatch") == 0);
     } else if (strcmp(cmd, "reset") == 0) {
         bool existed;
         fg_code rc = fg_reset(c, strtok(NULL, " \n"), &existed, &err);
