@@ -58,8 +58,9 @@ static const char usage[] =
     "  leaky    CAPACITY RATE_PER_SEC  leaky bucket\n"
     "  gcra     CAPACITY COUNT PERIOD_MS\n"
     "\n"
-    "URL: redis://[user:password@]host[:port][/db], unix:///path.sock[?db=N] or\n"
-    "mem: (in process, forgotten at exit). Default: $FLOODGATE_URL, else mem:.\n"
+    "URL: redis://[user:password@]host[:port][/db], unix:///path.sock[?db=N],\n"
+    "redis+cluster://host:port[,host:port...] or mem: (in process, forgotten at\n"
+    "exit). Default: $FLOODGATE_URL, else mem:.\n"
     "\n"
     "Exit status: 0 allowed (or done), 1 denied (inspect: no state), 2 error.\n";
 
