@@ -41,7 +41,7 @@ SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module library cli install example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration bench bench-mem bench-client clean
+.PHONY: all module library cli install example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration bench bench-mem bench-client bench-server clean
 
 all: module library cli
 
@@ -196,6 +196,14 @@ bench-client: $(BUILD)/bench/client_bench
 	$<
 
 $(BUILD)/bench/client_bench: bench/client_bench.c $(LIB_A) include/floodgate.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O2 -Iinclude -o $@ $< $(LIB_A) -lhiredis -lpthread -lm
+
+# Decisions per second against a server, with and without the denial cache.
+bench-server: deps module $(BUILD)/bench/server_bench
+	bash bench/server_bench.sh
+
+$(BUILD)/bench/server_bench: bench/server_bench.c $(LIB_A) include/floodgate.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O2 -Iinclude -o $@ $< $(LIB_A) -lhiredis -lpthread -lm
 
