@@ -112,6 +112,23 @@ fg_status fg_fixed_decide(const fg_fixed_state *cur, const fg_fixed_params *p,
     return FG_OK;
 }
 
+fg_status fg_fixed_refund(const fg_fixed_state *cur, const fg_fixed_params *p, int64_t now_us,
+                          int64_t units, fg_fixed_state *next, int64_t *refunded) {
+    if (!fixed_params_valid(p) || cur == NULL || cur->count < 0 || now_us < 0 || units < 0)
+        return FG_EINVAL;
+    fixed_window w;
+    if (fixed_current_window(cur, p, now_us, &w) != FG_OK) return FG_EOVERFLOW;
+    /* The window's count is the stored one only while the stored window is
+     * the one now is judged in; otherwise it has reset and holds nothing. */
+    *refunded = fg_min(units, w.count);
+    *next = *cur;
+    if (*refunded > 0) {
+        next->window_start_us = w.start;
+        next->count = w.count - *refunded;
+    }
+    return FG_OK;
+}
+
 /* Saturates instead of overflowing: a window ending past the year 292277
  * cannot expire anyway. */
 int64_t fg_fixed_expires_at_us(const fg_fixed_state *s, const fg_fixed_params *p) {

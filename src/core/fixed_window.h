@@ -22,6 +22,12 @@ fg_status fg_fixed_decide(const fg_fixed_state *cur, const fg_fixed_params *p,
                           int64_t now_us, int64_t cost, fg_decision *d,
                           fg_fixed_state *next);
 
+/* Gives back `units` (>= 0) taken earlier in the window that `now_us` is
+ * judged in; units of an earlier window are gone with it. *refunded is how
+ * many came back; *next is the state to store (count 0: the state can go). */
+fg_status fg_fixed_refund(const fg_fixed_state *cur, const fg_fixed_params *p, int64_t now_us,
+                          int64_t units, fg_fixed_state *next, int64_t *refunded);
+
 /* Whether a state may be stored (and loaded): every state fg_fixed_decide
  * writes. */
 bool fg_fixed_state_storable(const fg_fixed_state *s);

@@ -143,6 +143,27 @@ fg_status fg_gcra_decide(int64_t tat_ns, const fg_gcra_params *p, int64_t now_us
     return FG_OK;
 }
 
+fg_status fg_gcra_refund(int64_t tat_ns, const fg_gcra_params *p, int64_t now_us, int64_t units,
+                         int64_t *next_tat_ns, int64_t *refunded) {
+    gcra_request r;
+    fg_status status = gcra_prepare(tat_ns, p, now_us, 0, &r);
+    if (status != FG_OK) return status;
+    if (units < 0) return FG_EINVAL;
+    /* Nothing is outstanding once the TAT has passed: the bucket is full. */
+    int64_t outstanding = tat_ns > r.now ? tat_ns - r.now : 0;
+    /* More than a bucket cannot have been taken: capping keeps units * T in
+     * range (it is at most DVT). */
+    int64_t give = fg_min(units, p->capacity) * r.emission;
+    if (give >= outstanding) {
+        *refunded = fg_min(units, fg_ceil_div(outstanding, r.emission));
+        *next_tat_ns = 0;
+    } else {
+        *refunded = fg_min(units, p->capacity);
+        *next_tat_ns = tat_ns - give;
+    }
+    return FG_OK;
+}
+
 bool fg_gcra_state_storable(int64_t tat_ns) { return tat_ns >= 1; }
 
 /* The TAT rounded up to the microsecond: a key must never expire while its

@@ -24,6 +24,14 @@ typedef struct fg_gcra_params {
 fg_status fg_gcra_decide(int64_t tat_ns, const fg_gcra_params *p, int64_t now_us,
                          int64_t cost, fg_decision *d, int64_t *next_tat_ns);
 
+/* Gives back `units` (>= 0) taken earlier and not used (a lease's leftover):
+ * the TAT moves back by units * T, but never before now, since units that
+ * have refilled already cannot be given back twice. *refunded is how many
+ * units came back (rounded up); *next_tat_ns is the TAT to store, or 0 when
+ * the bucket is full again (the state can go). */
+fg_status fg_gcra_refund(int64_t tat_ns, const fg_gcra_params *p, int64_t now_us, int64_t units,
+                         int64_t *next_tat_ns, int64_t *refunded);
+
 /* Whether a TAT may be stored (and loaded): every TAT fg_gcra_decide writes. */
 bool fg_gcra_state_storable(int64_t tat_ns);
 

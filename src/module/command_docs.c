@@ -29,6 +29,7 @@ static const RedisModuleCommandInfoVersion info_version = {
 static RedisModuleCommandKeySpec updates_key1[] = {KEY_AT(1, UPDATES), {0}};
 static RedisModuleCommandKeySpec reads_key1[] = {KEY_AT(1, READS), {0}};
 static RedisModuleCommandKeySpec reads_key2[] = {KEY_AT(2, READS), {0}};
+static RedisModuleCommandKeySpec updates_key2[] = {KEY_AT(2, UPDATES), {0}};
 static RedisModuleCommandKeySpec overwrites_key1[] = {KEY_AT(1, OVERWRITES), {0}};
 static RedisModuleCommandKeySpec deletes_key1[] = {KEY_AT(1, DELETES), {0}};
 
@@ -85,6 +86,19 @@ static RedisModuleCommandArg peek_args[] = {
     COST_ARG,
     AT_ARG,
     {0}};
+static RedisModuleCommandArg refund_families[] = {
+    {.name = "token", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "TOKEN"},
+    {.name = "leaky", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "LEAKY"},
+    {.name = "gcra", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "GCRA"},
+    {.name = "fixed", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "FIXED"},
+    {0}};
+static RedisModuleCommandArg refund_args[] = {
+    {.name = "family", .type = REDISMODULE_ARG_TYPE_ONEOF, .subargs = refund_families},
+    KEY_ARG,
+    {.name = "arg", .type = REDISMODULE_ARG_TYPE_STRING, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
+    {.name = "units", .type = REDISMODULE_ARG_TYPE_INTEGER, .token = "COST"},
+    AT_ARG,
+    {0}};
 static RedisModuleCommandArg key_only_args[] = {KEY_ARG, {0}};
 static RedisModuleCommandArg setstate_args[] = {
     KEY_ARG,
@@ -125,6 +139,8 @@ static const command_doc docs[] = {
      "O(1) amortized, O(N) in the entries that leave the window", -4, updates_key1, window_args},
     {"FG.PEEK", "Answers what a rate-limit command would answer, without writing",
      "O(1); O(N) for SLIDELOG", -5, reads_key2, peek_args},
+    {"FG.REFUND", "Gives back units taken earlier and not used (a client's lease)", "O(1)", -5,
+     updates_key2, refund_args},
     {"FG.RESET", "Deletes a rate-limit key", "O(1)", 2, deletes_key1, key_only_args},
     {"FG.INSPECT", "Shows the stored state of a rate-limit key", "O(1); O(N) for a slidelog", 2,
      reads_key1, key_only_args},

@@ -28,7 +28,6 @@
 #include "args.h"
 #include "limiter_types.h"
 
-
 typedef union limiter_params {
     fg_gcra_params gcra;
     fg_fixed_params fixed;
@@ -289,7 +288,7 @@ typedef struct check {
     RedisModuleString *keyname;
     void *value; /* stored state, NULL when the key is empty */
     const limiter_params *params;
-    int64_t now_us;       /* the decision's time: the server's clock, or AT */
+    int64_t now_us;        /* the decision's time: the server's clock, or AT */
     int64_t clock_skew_us; /* server clock - now_us: 0 unless AT was given */
     int64_t cost;
     bool commit;          /* false for peeks */
@@ -466,6 +465,84 @@ static int peek_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     }
     return RedisModule_ReplyWithError(
         ctx, "ERR unknown family: use FIXED, SLIDING, SLIDELOG, TOKEN, LEAKY or GCRA");
+}
+
+/* ------------------------------------------------------------- refunds */
+
+/* Applies a refund to a key that holds `family`; returns the units given back
+ * and, when the state changed, stores and replicates it (or deletes it when
+ * it is empty again). */
+static fg_status refund_state(check *c, limiter_family family, int64_t units, int64_t *refunded) {
+    fg_status st;
+    bool empty;
+    if (family == FAMILY_BUCKET) {
+        int64_t tat = bucket_tat(c->value), next;
+        st = fg_gcra_refund(tat, &c->params->gcra, c->now_us, units, &next, refunded);
+        if (st != FG_OK || *refunded == 0) return st;
+        empty = next == 0;
+        if (!empty) {
+            int64_t expire_ms = expiry_ms(c, fg_gcra_expires_at_us(next));
+            store_bucket(c->key, next, expire_ms);
+            replicate_state(c->ctx, c->keyname, FAMILY_BUCKET, &next, 1, expire_ms);
+        }
+    } else {
+        fg_fixed_state next;
+        st = fg_fixed_refund(c->value, &c->params->fixed, c->now_us, units, &next, refunded);
+        if (st != FG_OK || *refunded == 0) return st;
+        empty = next.count == 0;
+        if (!empty) {
+            int64_t expire_ms = expiry_ms(c, fg_fixed_expires_at_us(&next, &c->params->fixed));
+            store_fixed(c->key, &next, expire_ms);
+            int64_t fields[] = {next.window_start_us, next.count};
+            replicate_state(c->ctx, c->keyname, FAMILY_FIXED, fields, 2, expire_ms);
+        }
+    }
+    if (empty) {
+        RedisModule_DeleteKey(c->key);
+        RedisModule_Replicate(c->ctx, "DEL", "s", c->keyname);
+    }
+    return FG_OK;
+}
+
+/* FG.REFUND <TOKEN|LEAKY|GCRA|FIXED> key args... COST n [AT unix_us]: gives
+ * back n units taken earlier and not used (a client's lease). */
+static int refund_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    limiter *lim = NULL;
+    for (size_t i = 0; i < LIMITER_COUNT; i++)
+        if (limiters[i].peek_arg && arg_is(argv[1], limiters[i].peek_arg)) lim = &limiters[i];
+    if (lim == NULL || (lim->family != FAMILY_BUCKET && lim->family != FAMILY_FIXED))
+        return RedisModule_ReplyWithError(ctx, "ERR FG.REFUND takes TOKEN, LEAKY, GCRA or FIXED");
+    RedisModuleString **args = argv + 3;
+    int nargs = argc - 3;
+    limiter_params params;
+    int64_t units, at_us;
+    if (nargs < lim->nparams) return RedisModule_WrongArity(ctx);
+    if (!lim->parse(ctx, args, &params) ||
+        !parse_options(ctx, args + lim->nparams, nargs - lim->nparams, &units, &at_us))
+        return REDISMODULE_OK;
+    if (at_us >= 0 && !explicit_time_allowed)
+        return RedisModule_ReplyWithError(
+            ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
+
+    check c = {.ctx = ctx, .keyname = argv[2], .params = &params};
+    c.key = RedisModule_OpenKey(ctx, c.keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    lookup_result found = limiter_lookup(c.key, lim->family, &c.value);
+    if (found == LOOKUP_WRONGTYPE) {
+        RedisModule_CloseKey(c.key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    int64_t server_now_us = clock_now_us(), refunded = 0;
+    c.now_us = at_us >= 0 ? at_us : server_now_us;
+    c.clock_skew_us = server_now_us - c.now_us;
+    fg_status st = found == LOOKUP_FOUND ? refund_state(&c, lim->family, units, &refunded) : FG_OK;
+    RedisModule_CloseKey(c.key);
+    if (st != FG_OK) return reply_status_error(ctx, st);
+    if (refunded > 0) {
+        RedisModule_SignalModifiedKey(ctx, argv[2]);
+        RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.refund", argv[2]);
+    }
+    return RedisModule_ReplyWithLongLong(ctx, refunded);
 }
 
 /* ---------------------------------------------------- reset and inspect */
@@ -698,6 +775,7 @@ static const command_entry commands[] = {
     {"FG.SLIDING", sliding_command, "write deny-oom fast", 1},
     {"FG.SLIDELOG", slidelog_command, "write deny-oom", 1},
     {"FG.PEEK", peek_command, "readonly", 2},
+    {"FG.REFUND", refund_command, "write deny-oom fast", 2},
     {"FG.RESET", reset_command, "write fast", 1},
     {"FG.INSPECT", inspect_command, "readonly", 1},
     {"FG.SETSTATE", setstate_command, "write deny-oom", 1},

@@ -454,9 +454,30 @@ static void test_matches_a_per_window_model(void **state) {
     }
 }
 
+/* Giving back units taken earlier in the same window, and only then. */
+static void test_refund(void **state) {
+    (void)state;
+    fg_fixed_params p = {5, 1000};
+    fg_fixed_state s = {T2024_US, 5}, next;
+    int64_t refunded;
+    expect_status(fg_fixed_refund(&s, &p, T2024_US + 100, 2, &next, &refunded), FG_OK);
+    expect_i64(refunded, 2);
+    expect_i64(next.count, 3);
+    expect_i64(next.window_start_us, T2024_US);
+    expect_status(fg_fixed_refund(&s, &p, T2024_US + 100, 9, &next, &refunded), FG_OK);
+    expect_i64(refunded, 5);
+    expect_i64(next.count, 0);
+    /* The next window has reset: nothing to give back. */
+    expect_status(fg_fixed_refund(&s, &p, T2024_US + 1000, 2, &next, &refunded), FG_OK);
+    expect_i64(refunded, 0);
+    expect_i64(next.count, 5);
+    expect_status(fg_fixed_refund(&s, &p, T2024_US, -1, &next, &refunded), FG_EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_request_on_empty_state),
+        cmocka_unit_test(test_refund),
         cmocka_unit_test(test_fills_up_then_denies_until_the_window_ends),
         cmocka_unit_test(test_cost_equal_to_limit_fills_the_window),
         cmocka_unit_test(test_cost_larger_than_limit_never_fits),

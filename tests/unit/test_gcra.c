@@ -530,6 +530,32 @@ static void test_matches_a_token_bucket_model(void **state) {
     }
 }
 
+/* Giving back units taken earlier (a lease's leftover). */
+static void test_refund(void **state) {
+    (void)state;
+    fg_gcra_params p = {SEC, 10};
+    fg_decision d;
+    int64_t tat, next, refunded;
+    expect_status(fg_gcra_decide(0, &p, T2024_US, 10, &d, &tat), FG_OK);
+    /* 4 of 10 back at once: the TAT moves back 4 s. */
+    expect_status(fg_gcra_refund(tat, &p, T2024_US, 4, &next, &refunded), FG_OK);
+    expect_i64(refunded, 4);
+    expect_i64(next, tat - 4 * SEC);
+    /* After 7 s only 3 units are still out: giving back 5 returns those 3
+     * (rounded up) and the bucket is full again. */
+    expect_status(fg_gcra_refund(tat, &p, T2024_US + 7 * SEC / US, 5, &next, &refunded), FG_OK);
+    expect_i64(refunded, 3);
+    expect_i64(next, 0);
+    /* Nothing out, nothing back; more than a bucket is capped. */
+    expect_status(fg_gcra_refund(0, &p, T2024_US, 5, &next, &refunded), FG_OK);
+    expect_i64(refunded, 0);
+    expect_i64(next, 0);
+    expect_status(fg_gcra_refund(tat, &p, T2024_US, INT64_MAX, &next, &refunded), FG_OK);
+    expect_i64(refunded, 10);
+    expect_i64(next, 0);
+    expect_status(fg_gcra_refund(tat, &p, T2024_US, -1, &next, &refunded), FG_EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_redis_cell_30_per_minute),
@@ -551,6 +577,7 @@ int main(void) {
         cmocka_unit_test(test_clock_far_back_denies_even_a_peek),
         cmocka_unit_test(test_overflow_of_the_tolerance),
         cmocka_unit_test(test_huge_cost_never_fits),
+        cmocka_unit_test(test_refund),
         cmocka_unit_test(test_overflow_of_the_new_tat),
         cmocka_unit_test(test_overflow_of_now_and_tat),
         cmocka_unit_test(test_largest_tolerance_that_fits),
