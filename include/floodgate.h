@@ -119,6 +119,7 @@ typedef enum fg_source {
     FG_SOURCE_FAILED_OPEN,   /* server unreachable: allowed, by the failure policy */
     FG_SOURCE_FAILED_CLOSED, /* server unreachable: denied, by the failure policy */
     FG_SOURCE_FALLBACK,      /* server unreachable: decided by the in-process table */
+    FG_SOURCE_LEASE,         /* units of this client's lease: no round trip (lease_units) */
 } fg_source;
 
 typedef struct fg_result {
@@ -175,6 +176,39 @@ typedef struct fg_options {
      * that both backends decide at the same instant: for tests, replays and
      * backfills. The server must allow it (floodgate.explicit-time yes). */
     bool send_clock;
+    /* Token leases, for FG_TOKEN_BUCKET, FG_LEAKY_BUCKET, FG_GCRA and
+     * FG_FIXED_WINDOW on redis: and redis+cluster: (0, the default: off).
+     * When fg_check finds no lease of the key and limit with enough units,
+     * it asks the server for min(lease_units, limit) units at once, serves
+     * the request from them and keeps the rest: the next checks of that key
+     * and limit are answered locally (FG_SOURCE_LEASE) until the lease is
+     * used up or lease_ms have passed, so a key checked often costs about one
+     * round trip per lease_units units. A lease request the server denies
+     * is followed by the plain check of the request's cost (a second round
+     * trip), so a request that fits is still allowed, and the key is then
+     * checked plainly for lease_ms. Unused units go back to the server
+     * (FG.REFUND) with the next lease request of the slot, and at fg_close,
+     * as far as the bucket cannot have refilled them yet (a later refund
+     * would create units; docs/client.md): keep lease_ms at most
+     * lease_units / rate, or unused units lower the bucket until it
+     * refills. Checks of cost 0 or of more than a lease, fg_peek,
+     * fg_check_batch and the sliding algorithms never use leases.
+     *
+     * The price is precision. Leased units are charged when the lease is
+     * taken and may be used up to lease_ms later, so in any interval of
+     * length d all clients together admit at most what the server admits in
+     * an interval of d + lease_ms: for the bucket family at most
+     * rate x lease_ms units beyond the limit; for fixed windows nothing
+     * beyond it, as a lease ends with its window. Units that one client
+     * holds are not available to the others until it uses or returns them.
+     *
+     * remaining: from a lease, its units left; on the answer that took a
+     * lease, the server's remaining plus the lease's units. A bounded table:
+     * one lease per slot of 512 (keys up to 120 bytes; a longer key is
+     * checked plainly), a key evicting another gives the evicted units
+     * back. fg_reset drops the key's lease. */
+    int64_t lease_units;
+    int lease_ms; /* the longest a lease lives; default 100 */
 } fg_options;
 
 /* Fills the defaults above. */
@@ -229,6 +263,7 @@ typedef struct fg_stats {
     uint64_t denials_cached;  /* answers from the denial cache: round trips saved */
     uint64_t failures;        /* round trips that failed (timeouts, lost connections) */
     uint64_t reconnects;      /* connections reopened */
+    uint64_t lease_hits;      /* answers from a lease: round trips saved */
 } fg_stats;
 
 void fg_get_stats(fg_client *client, fg_stats *out);

@@ -229,6 +229,7 @@ static const char *source_name(fg_source s) {
     case FG_SOURCE_FAILED_OPEN: return "failed_open";
     case FG_SOURCE_FAILED_CLOSED: return "failed_closed";
     case FG_SOURCE_FALLBACK: return "fallback";
+    case FG_SOURCE_LEASE: return "lease";
     }
     return "unknown";
 }

@@ -13,7 +13,10 @@
  *   1. The limit and cost are validated and converted (limit_args.c) exactly as
  *      the module does, so bad input is FG_CODE_INVALID on every backend,
  *      without a round trip.
- *   2. On a server, the denial cache may answer a key denied earlier (opt-in).
+ *   2. On a server, the denial cache may answer a key denied earlier (opt-in),
+ *      and a lease of the key may answer from units taken earlier (opt-in;
+ *      lease.c): a miss gives back the old lease and asks for a new one in
+ *      one round trip.
  *   3. The backend decides. On a server, any I/O failure (connect error,
  *      timeout, lost connection) closes the connection, and the failure
  *      policy turns FG_CODE_IO into an answer (open, closed, fallback to an
@@ -36,6 +39,7 @@
 #include "cluster.h"
 #include "conn.h"
 #include "floodgate.h"
+#include "lease.h"
 #include "limit_args.h"
 #include "mem_store.h"
 #include "url.h"
@@ -44,6 +48,7 @@
 #define SWEEP_ENTRIES 64 /* entries examined per sweep */
 #define DENIAL_SLOTS 256
 #define DENIAL_KEY_MAX 120
+#define REFUND_MARGIN_US 1000
 
 /* A denial remembered until its retry time. until_us == 0: an empty slot. */
 typedef struct denial {
@@ -74,7 +79,9 @@ struct fg_client {
     pthread_mutex_t cache_lock;
     denial *denials; /* DENIAL_SLOTS, when opts.cache_denials on a server */
 
-    atomic_uint_fast64_t decisions, denials_cached;
+    fg_lease_table *leases; /* when opts.lease_units on a server */
+
+    atomic_uint_fast64_t decisions, denials_cached, lease_hits;
     fg_net_counters net; /* round trips, failures, reconnects */
 };
 
@@ -98,6 +105,7 @@ void fg_options_init(fg_options *opts) {
     opts->connect_timeout_ms = 1000;
     opts->command_timeout_ms = 1000;
     opts->on_failure = FG_ON_FAILURE_ERROR;
+    opts->lease_ms = 100;
 }
 
 static int64_t now_us(const fg_client *c) {
@@ -152,10 +160,7 @@ static fg_code mem_decide(fg_client *c, const char *key, const fg_mem_limit *ml,
 /* ---------------------------------------------------------- denial cache */
 
 static size_t denial_slot(const char *key, size_t len) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
-    return (size_t)(h % DENIAL_SLOTS);
+    return (size_t)(fg_key_hash(key, len) % DENIAL_SLOTS);
 }
 
 static bool same_limit(const fg_limit *a, const fg_limit *b) {
@@ -272,25 +277,42 @@ static void add_clock(const fg_client *c, fg_command *cmd, int64_t now) {
     add_num(cmd, FG_LIMIT_MAX_ARGS + 1, now);
 }
 
+/* "key args...": what every check, peek and refund of a limit names. */
+static void add_key_and_limit(fg_command *cmd, const char *key, const fg_limit *l) {
+    cmd->key = key;
+    cmd->keylen = strlen(key);
+    add_arg(cmd, key, cmd->keylen);
+    int n = fg_limit_format_args(l, cmd->nums);
+    for (int i = 0; i < n; i++)
+        add_str(cmd, cmd->nums[i]);
+}
+
 static void build_check(const fg_client *c, fg_command *cmd, const char *key, const fg_limit *l,
                         int64_t cost, bool peek, int64_t now) {
     cmd->argc = 0;
-    cmd->key = key;
-    cmd->keylen = strlen(key);
     if (peek) {
         add_str(cmd, "FG.PEEK");
         add_str(cmd, fg_limit_family_word(l));
     } else {
         add_str(cmd, fg_limit_command(l));
     }
-    add_str(cmd, key);
-    int n = fg_limit_format_args(l, cmd->nums);
-    for (int i = 0; i < n; i++)
-        add_str(cmd, cmd->nums[i]);
+    add_key_and_limit(cmd, key, l);
     if (cost != 1) {
         add_str(cmd, "COST");
         add_num(cmd, FG_LIMIT_MAX_ARGS, cost);
     }
+    add_clock(c, cmd, now);
+}
+
+/* FG.REFUND FAMILY key args... COST units: gives back a lease's unused units. */
+static void build_refund(const fg_client *c, fg_command *cmd, const fg_lease *lease,
+                         int64_t now) {
+    cmd->argc = 0;
+    add_str(cmd, "FG.REFUND");
+    add_str(cmd, fg_limit_family_word(&lease->limit));
+    add_key_and_limit(cmd, lease->key, &lease->limit);
+    add_str(cmd, "COST");
+    add_num(cmd, FG_LIMIT_MAX_ARGS, lease->units);
     add_clock(c, cmd, now);
 }
 
@@ -358,13 +380,10 @@ static fg_code on_failure(fg_client *c, const char *key, const fg_limit *l,
 
 /* ------------------------------------------------------------ decisions */
 
-static fg_code redis_decide(fg_client *c, const char *key, const fg_limit *l,
-                            const fg_mem_limit *ml, int64_t cost, bool peek, int64_t now,
-                            fg_result *out, fg_error *err) {
-    if (!peek && cache_lookup(c, key, l, cost, now, out)) {
-        fg_count(&c->denials_cached, 1);
-        return FG_CODE_OK;
-    }
+/* One check or peek sent to the server. */
+static fg_code server_decide(fg_client *c, const char *key, const fg_limit *l,
+                             const fg_mem_limit *ml, int64_t cost, bool peek, int64_t now,
+                             fg_result *out, fg_error *err) {
     fg_command cmd;
     redisReply *reply;
     fg_code rc;
@@ -376,6 +395,147 @@ static fg_code redis_decide(fg_client *c, const char *key, const fg_limit *l,
     freeReplyObject(reply);
     if (rc == FG_CODE_OK && !peek) cache_store(c, key, l, cost, now, out);
     return rc;
+}
+
+/* ---------------------------------------------------------------- leases */
+
+static int64_t lease_size(const fg_client *c, const fg_limit *l) {
+    return c->opts.lease_units < l->limit ? c->opts.lease_units : l->limit;
+}
+
+/* Leases need FG.REFUND, which the sliding families do not have (their
+ * units cannot be placed back in time); cost 0 asks without taking, and a
+ * cost above the lease could never be served from one. */
+static bool leased(const fg_client *c, const fg_limit *l, int64_t cost) {
+    if (c->leases == NULL || cost < 1 || cost > lease_size(c, l)) return false;
+    return l->algorithm == FG_TOKEN_BUCKET || l->algorithm == FG_LEAKY_BUCKET ||
+           l->algorithm == FG_GCRA || l->algorithm == FG_FIXED_WINDOW;
+}
+
+/* A new lease serves until lease_ms from now, and a fixed window's until
+ * its window ends: reset_after_ms is that end rounded up to the ms (and the
+ * server read its clock after `now`), so one ms less is still inside it. */
+static int64_t lease_expiry(const fg_client *c, const fg_limit *l, int64_t now,
+                            int64_t reset_ms) {
+    int64_t end = now + (int64_t)c->opts.lease_ms * 1000;
+    int64_t window_end = now + (reset_ms - 1) * 1000;
+    return l->algorithm == FG_FIXED_WINDOW && window_end < end ? window_end : end;
+}
+
+/* Stale refunds would admit more than the limit. A bucket forgives all it
+ * is owed once it is full again, and the server cannot tell units it
+ * forgave from units still owed; a lease's debt cannot be forgiven before
+ * the bucket refills it, size emission intervals after it was taken, so
+ * only what cannot have refilled goes back. A fixed window's units go back
+ * only within their window: later, the count is another window's.
+ * REFUND_MARGIN_US covers the time the refund takes to reach the server. */
+static int64_t refundable(const fg_lease *ls, int64_t now) {
+    int64_t elapsed = now - ls->taken_us + REFUND_MARGIN_US;
+    const fg_limit *l = &ls->limit;
+    if (l->algorithm == FG_FIXED_WINDOW)
+        return elapsed < (ls->reset_ms - 1) * 1000 ? ls->units : 0;
+    double interval_us = l->algorithm == FG_GCRA ? l->window_ms * 1000 / l->rate : 1e6 / l->rate;
+    int64_t owed = ls->size - 1 - (int64_t)(elapsed / interval_us);
+    return owed < 0 ? 0 : owed < ls->units ? owed : ls->units;
+}
+
+/* Refunds of what can go back of leases[0..n) into cmds; returns how many. */
+static size_t build_refunds(const fg_client *c, fg_command *cmds, fg_lease *leases, size_t n,
+                            int64_t now) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        leases[i].units = refundable(&leases[i], now);
+        if (leases[i].units > 0) build_refund(c, &cmds[k++], &leases[i], now);
+    }
+    return k;
+}
+
+static void free_replies(redisReply **replies, const fg_code *codes, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (codes[i] == FG_CODE_OK) freeReplyObject(replies[i]);
+}
+
+/* One round trip: gives back the leases in old[] (best effort: their
+ * replies are not needed), then asks for the key's new lease. */
+static fg_code request_lease(fg_client *c, const char *key, const fg_limit *l, fg_lease *old,
+                             size_t nold, int64_t now, fg_result *out, fg_error *err) {
+    fg_command cmds[FG_LEASE_RETURNS + 1];
+    redisReply *replies[FG_LEASE_RETURNS + 1];
+    fg_code codes[FG_LEASE_RETURNS + 1];
+    nold = build_refunds(c, cmds, old, nold, now);
+    build_check(c, &cmds[nold], key, l, lease_size(c, l), false, now);
+    exchange(c, cmds, nold + 1, replies, codes, err);
+    free_replies(replies, codes, nold);
+    fg_code rc = codes[nold];
+    if (rc != FG_CODE_OK) return rc;
+    rc = parse_decision(replies[nold], out, err);
+    freeReplyObject(replies[nold]);
+    return rc;
+}
+
+/* fg_check when leased(): from the key's lease, or with one round trip that
+ * takes a new lease and serves the request from it; when the server denies
+ * the lease, the plain check decides (a second round trip), and so it does
+ * alone for the key's next checks during lease_ms (lease.c). */
+static fg_code lease_decide(fg_client *c, const char *key, const fg_limit *l,
+                            const fg_mem_limit *ml, int64_t cost, int64_t now, fg_result *out,
+                            fg_error *err) {
+    fg_lease old[FG_LEASE_RETURNS];
+    size_t nold, slot;
+    switch (fg_lease_take(c->leases, key, l, cost, now, out, old, &nold, &slot)) {
+    case FG_LEASE_HIT: fg_count(&c->lease_hits, 1); return FG_CODE_OK;
+    case FG_LEASE_PLAIN:
+    case FG_LEASE_NONE: return server_decide(c, key, l, ml, cost, false, now, out, err);
+    case FG_LEASE_CLAIMED: break;
+    }
+    fg_result lease;
+    fg_code rc = request_lease(c, key, l, old, nold, now, &lease, err);
+    fg_lease mine = {.limit = *l, .size = lease_size(c, l), .taken_us = now};
+    if (rc != FG_CODE_OK) {
+        fg_lease_install(c->leases, slot, key, &mine, 0);
+        return rc == FG_CODE_IO ? on_failure(c, key, l, ml, cost, false, now, out, err) : rc;
+    }
+    if (!lease.allowed) {
+        fg_lease_deny(c->leases, slot, key, l, now + (int64_t)c->opts.lease_ms * 1000);
+        return server_decide(c, key, l, ml, cost, false, now, out, err);
+    }
+    mine.units = mine.size - cost;
+    mine.reset_ms = lease.reset_after_ms;
+    fg_lease_install(c->leases, slot, key, &mine, lease_expiry(c, l, now, lease.reset_after_ms));
+    *out = lease;
+    out->remaining += mine.units; /* this client's units count as remaining too */
+    return FG_CODE_OK;
+}
+
+/* fg_close: every unused lease back to the server, in one exchange. */
+static void give_back_leases(fg_client *c) {
+    struct {
+        fg_lease leases[FG_LEASE_SLOTS];
+        fg_command cmds[FG_LEASE_SLOTS];
+        redisReply *replies[FG_LEASE_SLOTS];
+        fg_code codes[FG_LEASE_SLOTS];
+    } *b = malloc(sizeof(*b));
+    if (b == NULL) return;
+    size_t n = fg_lease_drain(c->leases, b->leases);
+    n = build_refunds(c, b->cmds, b->leases, n, now_us(c));
+    if (n > 0) {
+        exchange(c, b->cmds, n, b->replies, b->codes, NULL);
+        free_replies(b->replies, b->codes, n);
+    }
+    free(b);
+}
+
+/* ------------------------------------------------------------ decisions */
+
+static fg_code redis_decide(fg_client *c, const char *key, const fg_limit *l,
+                            const fg_mem_limit *ml, int64_t cost, bool peek, int64_t now,
+                            fg_result *out, fg_error *err) {
+    if (!peek && cache_lookup(c, key, l, cost, now, out)) {
+        fg_count(&c->denials_cached, 1);
+        return FG_CODE_OK;
+    }
+    if (!peek && leased(c, l, cost)) return lease_decide(c, key, l, ml, cost, now, out, err);
+    return server_decide(c, key, l, ml, cost, peek, now, out, err);
 }
 
 static fg_code decide(fg_client *c, const char *key, const fg_limit *l, int64_t cost, bool peek,
@@ -523,6 +683,7 @@ fg_code fg_reset(fg_client *c, const char *key, bool *existed, fg_error *err) {
     if (c->kind != BACKEND_MEM) {
         redisReply *r;
         cache_forget(c, key);
+        if (c->leases != NULL) fg_lease_forget(c->leases, key);
         rc = key_command(c, "FG.RESET", key, &r, err);
         if (rc != FG_CODE_OK) return rc;
         if (r->type == REDIS_REPLY_INTEGER)
@@ -694,9 +855,12 @@ static fg_client *client_new(backend kind, const fg_options *opts) {
                                       &c->net};
     bool needs_store = kind == BACKEND_MEM || c->opts.on_failure == FG_ON_FAILURE_FALLBACK;
     bool needs_cache = kind != BACKEND_MEM && c->opts.cache_denials;
+    bool needs_leases = kind != BACKEND_MEM && c->opts.lease_units > 0 && c->opts.lease_ms > 0;
     if ((needs_store && (c->store = fg_mem_store_new(0)) == NULL) ||
-        (needs_cache && (c->denials = calloc(DENIAL_SLOTS, sizeof(denial))) == NULL)) {
+        (needs_cache && (c->denials = calloc(DENIAL_SLOTS, sizeof(denial))) == NULL) ||
+        (needs_leases && (c->leases = fg_lease_table_new()) == NULL)) {
         fg_mem_store_free(c->store);
+        free(c->denials);
         free(c);
         return NULL;
     }
@@ -744,6 +908,8 @@ fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
 
 void fg_close(fg_client *c) {
     if (c == NULL) return;
+    if (c->leases != NULL) give_back_leases(c);
+    fg_lease_table_free(c->leases);
     fg_conn_close(&c->conn);
     fg_cluster_free(c->cluster);
     fg_mem_store_free(c->store);
@@ -759,4 +925,5 @@ void fg_get_stats(fg_client *c, fg_stats *out) {
     out->denials_cached = atomic_load(&c->denials_cached);
     out->failures = atomic_load(&c->net.failures);
     out->reconnects = atomic_load(&c->net.reconnects);
+    out->lease_hits = atomic_load(&c->lease_hits);
 }

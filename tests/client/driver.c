@@ -2,6 +2,7 @@
  * driver.c - libfloodgate driven line by line, for tests/integration.
  *
  *   driver URL [policy=error|open|closed|fallback] [cache] [timeout_ms=N]
+ *              [lease=UNITS] [lease_ms=N]
  *
  * Reads commands on stdin and answers one line each on stdout (flushed):
  *
@@ -12,6 +13,7 @@
  *   reset KEY                           ok 0|1
  *   inspect KEY                         ok TEXT
  *   stats                               ok DECISIONS ROUND_TRIPS CACHED FAILURES RECONNECTS
+ *                                          LEASE_HITS
  *   sleep MS                            ok
  *
  * ALGO is fixed, sliding, slidelog (X = window_ms), token, leaky (X = rate)
@@ -25,7 +27,7 @@
 #include "floodgate.h"
 
 static const char *source_names[] = {"server", "memory", "denial_cache", "failed_open",
-                                     "failed_closed", "fallback"};
+                                     "failed_closed", "fallback", "lease"};
 
 /* Parses "ALGO LIMIT X [Y]" from strtok; returns the number of fields used
  * after ALGO LIMIT X (0 or 1 for Y), -1 on error. */
@@ -126,9 +128,10 @@ static void do_line(fg_client *c, char *line) {
     } else if (strcmp(cmd, "stats") == 0) {
         fg_stats s;
         fg_get_stats(c, &s);
-        printf("ok %llu %llu %llu %llu %llu\n", (unsigned long long)s.decisions,
+        printf("ok %llu %llu %llu %llu %llu %llu\n", (unsigned long long)s.decisions,
                (unsigned long long)s.round_trips, (unsigned long long)s.denials_cached,
-               (unsigned long long)s.failures, (unsigned long long)s.reconnects);
+               (unsigned long long)s.failures, (unsigned long long)s.reconnects,
+               (unsigned long long)s.lease_hits);
     } else if (strcmp(cmd, "sleep") == 0) {
         long ms = atol(strtok(NULL, " \n"));
         struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -141,7 +144,7 @@ static void do_line(fg_client *c, char *line) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s URL [policy=...] [cache] [timeout_ms=N]\n", argv[0]);
+        fprintf(stderr, "usage: %s URL [policy=...] [cache] [timeout_ms=N] [lease=N] [lease_ms=N]\n", argv[0]);
         return 2;
     }
     fg_options o;
@@ -153,6 +156,8 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "cache") == 0) o.cache_denials = true;
         else if (strncmp(argv[i], "timeout_ms=", 11) == 0)
             o.command_timeout_ms = o.connect_timeout_ms = atoi(argv[i] + 11);
+        else if (strncmp(argv[i], "lease=", 6) == 0) o.lease_units = atoll(argv[i] + 6);
+        else if (strncmp(argv[i], "lease_ms=", 9) == 0) o.lease_ms = atoi(argv[i] + 9);
     }
     fg_error err;
     fg_client *c = fg_open(argv[1], &o, &err);
