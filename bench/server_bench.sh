@@ -16,11 +16,22 @@ taskset -a -cp 0 "$(cat "$dir/redis.pid")" >/dev/null
 seconds=${SECONDS_PER_CASE:-3}
 echo "100 token buckets (10, 10/s), traffic far above the limits, ${seconds} s per case"
 echo
-echo "| denial cache | threads | decisions/s | round trips | decisions per round trip | admitted | admitted / ceiling |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| denial cache | leases | threads | decisions/s | round trips | decisions per round trip | admitted | admitted / ceiling |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for threads in 1 4; do
     for cache in 0 1; do
         redis-cli -p "$port" flushall >/dev/null
-        taskset -c 1 build/bench/server_bench "redis://127.0.0.1:$port" "$seconds" "$threads" "$cache"
+        taskset -c 1 build/bench/server_bench "redis://127.0.0.1:$port" "$seconds" "$threads" abuse "$cache" 0
+    done
+done
+echo
+echo "10 hot token buckets (10000, 100000/s), traffic within the limits, leases of 100 units (1 ms)"
+echo
+echo "| denial cache | leases | threads | decisions/s | round trips | decisions per round trip | admitted | admitted / ceiling |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
+for threads in 1 4; do
+    for lease in 0 100; do
+        redis-cli -p "$port" flushall >/dev/null
+        taskset -c 1 build/bench/server_bench "redis://127.0.0.1:$port" "$seconds" "$threads" within 0 "$lease"
     done
 done
