@@ -14,24 +14,25 @@ trap 'kill "$(cat "$dir/redis.pid")" 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 taskset -a -cp 0 "$(cat "$dir/redis.pid")" >/dev/null
 seconds=${SECONDS_PER_CASE:-3}
-echo "100 token buckets (10, 10/s), traffic far above the limits, ${seconds} s per case"
-echo
-echo "| denial cache | leases | threads | decisions/s | round trips | decisions per round trip | admitted | admitted / ceiling |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
+header() {
+    echo
+    echo "$1, ${seconds} s per case"
+    echo
+    echo "| denial cache | leases | threads | decisions/s | round trips | decisions per round trip | admitted | admitted / ceiling |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|"
+}
+
+# run_case THREADS WORKLOAD CACHE LEASE: one row, on a flushed server.
+run_case() {
+    redis-cli -p "$port" flushall >/dev/null
+    taskset -c 1 build/bench/server_bench "redis://127.0.0.1:$port" "$seconds" "$@"
+}
+
+header "100 token buckets (10, 10/s), traffic far above the limits"
 for threads in 1 4; do
-    for cache in 0 1; do
-        redis-cli -p "$port" flushall >/dev/null
-        taskset -c 1 build/bench/server_bench "redis://127.0.0.1:$port" "$seconds" "$threads" abuse "$cache" 0
-    done
+    for cache in 0 1; do run_case "$threads" abuse "$cache" 0; done
 done
-echo
-echo "10 hot token buckets (10000, 100000/s), traffic within the limits, leases of 100 units (1 ms)"
-echo
-echo "| denial cache | leases | threads | decisions/s | round trips | decisions per round trip | admitted | admitted / ceiling |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
+header "10 hot token buckets (10000, 100000/s), traffic within the limits, leases of 100 units (1 ms)"
 for threads in 1 4; do
-    for lease in 0 100; do
-        redis-cli -p "$port" flushall >/dev/null
-        taskset -c 1 build/bench/server_bench "redis://127.0.0.1:$port" "$seconds" "$threads" within 0 "$lease"
-    done
+    for lease in 0 100; do run_case "$threads" within 0 "$lease"; done
 done
