@@ -44,11 +44,12 @@
 #include "mem_store.h"
 #include "url.h"
 
-#define SWEEP_EVERY 64   /* mem: decisions between two expiry sweeps */
-#define SWEEP_ENTRIES 64 /* entries examined per sweep */
-#define DENIAL_SLOTS 256
-#define DENIAL_KEY_MAX 120
+#define SWEEP_EVERY      64 /* mem: decisions between two expiry sweeps */
+#define SWEEP_ENTRIES    64 /* entries examined per sweep */
+#define DENIAL_SLOTS     256
+#define DENIAL_KEY_MAX   120
 #define REFUND_MARGIN_US 1000
+#define MAX_REPLY_MS     (INT64_MAX / 1000000) /* the longest duration a reply can hold */
 
 /* A denial remembered until its retry time. until_us == 0: an empty slot. */
 typedef struct denial {
@@ -78,6 +79,9 @@ struct fg_client {
 
     pthread_mutex_t cache_lock;
     denial *denials; /* DENIAL_SLOTS, when opts.cache_denials on a server */
+    /* Under cache_lock: keys forgotten (reset) so far. A denial decided
+     * before a reset must not be cached after it. */
+    uint64_t cache_resets;
 
     fg_lease_table *leases; /* when opts.lease_units on a server */
 
@@ -182,7 +186,8 @@ static bool cache_lookup(fg_client *c, const char *key, const fg_limit *l, int64
                            .limit = d->units,
                            .remaining = d->remaining,
                            .retry_after_ms = fg_ns_to_ms_ceil((d->until_us - now) * FG_NS_PER_US),
-                           .reset_after_ms = fg_ns_to_ms_ceil(reset_left > 0 ? reset_left * FG_NS_PER_US : 0),
+                           .reset_after_ms =
+                               fg_ns_to_ms_ceil(reset_left > 0 ? reset_left * FG_NS_PER_US : 0),
                            .source = FG_SOURCE_DENIAL_CACHE};
         hit = true;
     }
@@ -192,11 +197,15 @@ static bool cache_lookup(fg_client *c, const char *key, const fg_limit *l, int64
 
 /* Only denials with a retry time are remembered: -1 (never fits) depends on
  * the cost, and a smaller cost might fit. */
-static void cache_store(fg_client *c, const char *key, const fg_limit *l, int64_t cost,
-                        int64_t now, const fg_result *r) {
+static void cache_store(fg_client *c, const char *key, const fg_limit *l, int64_t cost, int64_t now,
+                        const fg_result *r, uint64_t resets_before) {
     size_t len = strlen(key);
     if (c->denials == NULL || len > DENIAL_KEY_MAX || r->allowed || r->retry_after_ms < 0) return;
     pthread_mutex_lock(&c->cache_lock);
+    if (c->cache_resets != resets_before) {
+        pthread_mutex_unlock(&c->cache_lock);
+        return;
+    }
     denial *d = &c->denials[denial_slot(key, len)];
     d->until_us = now + r->retry_after_ms * 1000;
     d->reset_at_us = now + r->reset_after_ms * 1000;
@@ -209,10 +218,21 @@ static void cache_store(fg_client *c, const char *key, const fg_limit *l, int64_
     pthread_mutex_unlock(&c->cache_lock);
 }
 
+/* The cache's reset count, read before a round trip whose denial may be
+ * stored after it. */
+static uint64_t cache_resets(fg_client *c) {
+    if (c->denials == NULL) return 0;
+    pthread_mutex_lock(&c->cache_lock);
+    uint64_t n = c->cache_resets;
+    pthread_mutex_unlock(&c->cache_lock);
+    return n;
+}
+
 static void cache_forget(fg_client *c, const char *key) {
     size_t len = strlen(key);
     if (c->denials == NULL || len > DENIAL_KEY_MAX) return;
     pthread_mutex_lock(&c->cache_lock);
+    c->cache_resets++;
     denial *d = &c->denials[denial_slot(key, len)];
     if (d->keylen == len && memcmp(d->key, key, len) == 0) d->until_us = 0;
     pthread_mutex_unlock(&c->cache_lock);
@@ -262,7 +282,9 @@ static void add_arg(fg_command *cmd, const char *s, size_t len) {
     cmd->argc++;
 }
 
-static void add_str(fg_command *cmd, const char *s) { add_arg(cmd, s, strlen(s)); }
+static void add_str(fg_command *cmd, const char *s) {
+    add_arg(cmd, s, strlen(s));
+}
 
 static void add_num(fg_command *cmd, int slot, int64_t v) {
     int len = snprintf(cmd->nums[slot], FG_ARG_MAX, "%lld", (long long)v);
@@ -305,8 +327,7 @@ static void build_check(const fg_client *c, fg_command *cmd, const char *key, co
 }
 
 /* FG.REFUND FAMILY key args... COST units: gives back a lease's unused units. */
-static void build_refund(const fg_client *c, fg_command *cmd, const fg_lease *lease,
-                         int64_t now) {
+static void build_refund(const fg_client *c, fg_command *cmd, const fg_lease *lease, int64_t now) {
     cmd->argc = 0;
     add_str(cmd, "FG.REFUND");
     add_str(cmd, fg_limit_family_word(&lease->limit));
@@ -349,6 +370,11 @@ static fg_code parse_decision(const redisReply *r, fg_result *out, fg_error *err
         if (r->element[i]->type != REDIS_REPLY_INTEGER) return unexpected(err, "a check");
     long long allowed = r->element[0]->integer;
     if (allowed != 0 && allowed != 1) return unexpected(err, "a check");
+    /* The module's durations fit 64-bit nanoseconds: anything larger is not
+     * its reply, and would overflow the client's microsecond arithmetic. */
+    long long retry = r->element[3]->integer, reset = r->element[4]->integer;
+    if (retry < -1 || retry > MAX_REPLY_MS || reset < 0 || reset > MAX_REPLY_MS)
+        return unexpected(err, "a check");
     out->allowed = allowed == 1;
     out->limit = r->element[1]->integer;
     out->remaining = r->element[2]->integer;
@@ -361,15 +387,18 @@ static fg_code parse_decision(const redisReply *r, fg_result *out, fg_error *err
 /* ------------------------------------------------------- failure policy */
 
 /* The answer the failure policy gives instead of FG_CODE_IO. */
-static fg_code on_failure(fg_client *c, const char *key, const fg_limit *l,
-                          const fg_mem_limit *ml, int64_t cost, bool peek, int64_t now,
-                          fg_result *out, fg_error *err) {
+static fg_code on_failure(fg_client *c, const char *key, const fg_limit *l, const fg_mem_limit *ml,
+                          int64_t cost, bool peek, int64_t now, fg_result *out, fg_error *err) {
     switch (c->opts.on_failure) {
     case FG_ON_FAILURE_OPEN:
         *out = (fg_result){true, l->limit, l->limit, -1, 0, FG_SOURCE_FAILED_OPEN};
         return FG_CODE_OK;
     case FG_ON_FAILURE_CLOSED:
-        *out = (fg_result){false, l->limit, 0, FG_FAILED_CLOSED_RETRY_MS, FG_FAILED_CLOSED_RETRY_MS,
+        *out = (fg_result){false,
+                           l->limit,
+                           0,
+                           FG_FAILED_CLOSED_RETRY_MS,
+                           FG_FAILED_CLOSED_RETRY_MS,
                            FG_SOURCE_FAILED_CLOSED};
         return FG_CODE_OK;
     case FG_ON_FAILURE_FALLBACK:
@@ -388,12 +417,13 @@ static fg_code server_decide(fg_client *c, const char *key, const fg_limit *l,
     redisReply *reply;
     fg_code rc;
     build_check(c, &cmd, key, l, cost, peek, now);
+    uint64_t resets = cache_resets(c);
     exchange(c, &cmd, 1, &reply, &rc, err);
     if (rc == FG_CODE_IO) return on_failure(c, key, l, ml, cost, peek, now, out, err);
     if (rc != FG_CODE_OK) return rc;
     rc = parse_decision(reply, out, err);
     freeReplyObject(reply);
-    if (rc == FG_CODE_OK && !peek) cache_store(c, key, l, cost, now, out);
+    if (rc == FG_CODE_OK && !peek) cache_store(c, key, l, cost, now, out, resets);
     return rc;
 }
 
@@ -415,8 +445,7 @@ static bool leased(const fg_client *c, const fg_limit *l, int64_t cost) {
 /* A new lease serves until lease_ms from now, and a fixed window's until
  * its window ends: reset_after_ms is that end rounded up to the ms (and the
  * server read its clock after `now`), so one ms less is still inside it. */
-static int64_t lease_expiry(const fg_client *c, const fg_limit *l, int64_t now,
-                            int64_t reset_ms) {
+static int64_t lease_expiry(const fg_client *c, const fg_limit *l, int64_t now, int64_t reset_ms) {
     int64_t end = now + (int64_t)c->opts.lease_ms * 1000;
     int64_t window_end = now + (reset_ms - 1) * 1000;
     return l->algorithm == FG_FIXED_WINDOW && window_end < end ? window_end : end;
@@ -432,8 +461,7 @@ static int64_t lease_expiry(const fg_client *c, const fg_limit *l, int64_t now,
 static int64_t refundable(const fg_lease *ls, int64_t now) {
     int64_t elapsed = now - ls->taken_us + REFUND_MARGIN_US;
     const fg_limit *l = &ls->limit;
-    if (l->algorithm == FG_FIXED_WINDOW)
-        return elapsed < (ls->reset_ms - 1) * 1000 ? ls->units : 0;
+    if (l->algorithm == FG_FIXED_WINDOW) return elapsed < (ls->reset_ms - 1) * 1000 ? ls->units : 0;
     double interval_us = l->algorithm == FG_GCRA ? l->window_ms * 1000 / l->rate : 1e6 / l->rate;
     int64_t owed = ls->size - 1 - (int64_t)(elapsed / interval_us);
     return owed < 0 ? 0 : owed < ls->units ? owed : ls->units;
@@ -552,13 +580,13 @@ static fg_code decide(fg_client *c, const char *key, const fg_limit *l, int64_t 
     return rc;
 }
 
-fg_code fg_check(fg_client *c, const char *key, const fg_limit *limit, int64_t cost,
-                 fg_result *out, fg_error *err) {
+fg_code fg_check(fg_client *c, const char *key, const fg_limit *limit, int64_t cost, fg_result *out,
+                 fg_error *err) {
     return decide(c, key, limit, cost, false, out, err);
 }
 
-fg_code fg_peek(fg_client *c, const char *key, const fg_limit *limit, int64_t cost,
-                fg_result *out, fg_error *err) {
+fg_code fg_peek(fg_client *c, const char *key, const fg_limit *limit, int64_t cost, fg_result *out,
+                fg_error *err) {
     return decide(c, key, limit, cost, true, out, err);
 }
 
@@ -569,8 +597,8 @@ static size_t batch_validate(fg_request *reqs, size_t n, fg_mem_limit *mls) {
     size_t valid = 0;
     for (size_t i = 0; i < n; i++) {
         fg_request *r = &reqs[i];
-        r->code = r->key == NULL ? FG_CODE_INVALID
-                                 : fg_limit_convert(r->limit, r->cost, &mls[i], NULL);
+        r->code =
+            r->key == NULL ? FG_CODE_INVALID : fg_limit_convert(r->limit, r->cost, &mls[i], NULL);
         valid += r->code == FG_CODE_OK;
     }
     return valid;
@@ -682,9 +710,11 @@ fg_code fg_reset(fg_client *c, const char *key, bool *existed, fg_error *err) {
     if (c->store != NULL) deleted = fg_mem_reset(c->store, key, strlen(key), now_us(c));
     if (c->kind != BACKEND_MEM) {
         redisReply *r;
+        rc = key_command(c, "FG.RESET", key, &r, err);
+        /* After the server's reset: whatever a check in flight meanwhile
+         * decided on the old state is not kept (see the reset counts). */
         cache_forget(c, key);
         if (c->leases != NULL) fg_lease_forget(c->leases, key);
-        rc = key_command(c, "FG.RESET", key, &r, err);
         if (rc != FG_CODE_OK) return rc;
         if (r->type == REDIS_REPLY_INTEGER)
             deleted = r->integer == 1;
@@ -772,7 +802,8 @@ static void add_log_entry(int64_t ts, void *arg) {
         r->count++;
         return;
     }
-    if (r->count == 0) append(r->t, "slidelog entries=", 17);
+    if (r->count == 0)
+        append(r->t, "slidelog entries=", 17);
     else {
         flush_run(r);
         append(r->t, ",", 1);
@@ -797,6 +828,7 @@ static void inspect_memory(fg_client *c, const char *key, text *t) {
     if (!fg_mem_inspect(c->store, key, strlen(key), now, &v, add_log_entry, &runs)) {
         t->len = 0;
         t->buf[0] = '\0';
+        t->truncated = false; /* no state is "", whatever the buffer's size */
         return;
     }
     if (v.family == FG_MEM_BUCKET) {
@@ -851,8 +883,8 @@ static fg_client *client_new(backend kind, const fg_options *opts) {
         c->opts = *opts;
     else
         fg_options_init(&c->opts);
-    c->conn_config = (fg_conn_config){c->opts.connect_timeout_ms, c->opts.command_timeout_ms,
-                                      &c->net};
+    c->conn_config =
+        (fg_conn_config){c->opts.connect_timeout_ms, c->opts.command_timeout_ms, &c->net};
     bool needs_store = kind == BACKEND_MEM || c->opts.on_failure == FG_ON_FAILURE_FALLBACK;
     bool needs_cache = kind != BACKEND_MEM && c->opts.cache_denials;
     bool needs_leases = kind != BACKEND_MEM && c->opts.lease_units > 0 && c->opts.lease_ms > 0;
@@ -896,8 +928,9 @@ fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
      * next call. A server that refuses AUTH or SELECT, or a cluster node
      * without cluster support, is a configuration error, reported now. */
     pthread_mutex_lock(&c->conn_lock);
-    fg_code rc = c->kind == BACKEND_CLUSTER ? fg_cluster_refresh(c->cluster, err)
-                                            : fg_conn_ensure(&c->conn, &c->url, &c->conn_config, err);
+    fg_code rc = c->kind == BACKEND_CLUSTER
+                     ? fg_cluster_refresh(c->cluster, err)
+                     : fg_conn_ensure(&c->conn, &c->url, &c->conn_config, err);
     pthread_mutex_unlock(&c->conn_lock);
     if (rc != FG_CODE_OK && rc != FG_CODE_IO) {
         fg_close(c);

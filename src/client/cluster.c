@@ -22,14 +22,18 @@
  *   TRYAGAIN, CLUSTERDOWN
  *                sent again after a short pause (CLUSTERDOWN also rereads
  *                the map).
- *   I/O failure  the map is read again from any node, and the command is
- *                sent again only when its slot has another owner now (a
- *                failover): the lost reply may have been a decision taken,
- *                which sending to the same node again would count twice.
+ *   I/O failure  the lost reply may have been a decision taken, which sending
+ *                the command again would count twice. The map is read again
+ *                from any node, and the command is sent again only when it
+ *                went where the map sent it (no redirect in this call) and
+ *                its slot has another owner now (a failover). A command that
+ *                followed an ASK or a MOVED may have run on that node while
+ *                the map still names another: it is never sent again.
  *
  * After MAX_ROUNDS rounds a redirect is the answer (an error reply, so
- * FG_CODE_SERVER), except CLUSTERDOWN, which is FG_CODE_IO so that the
- * failure policy decides as it does for an unreachable server.
+ * FG_CODE_SERVER), except CLUSTERDOWN and a command that was lost once,
+ * which are FG_CODE_IO so that the failure policy decides as it does for an
+ * unreachable server.
  */
 #include "cluster.h"
 
@@ -38,10 +42,10 @@
 #include <string.h>
 #include <strings.h>
 
-#define SCHEME "redis+cluster://"
-#define NO_NODE UINT32_MAX
+#define SCHEME     "redis+cluster://"
+#define NO_NODE    UINT32_MAX
 #define MAX_ROUNDS 5
-#define PAUSE_MS 20   /* before round k+1 after TRYAGAIN or CLUSTERDOWN: k * PAUSE_MS */
+#define PAUSE_MS   20 /* before round k+1 after TRYAGAIN or CLUSTERDOWN: k * PAUSE_MS */
 #define SMALL_CALL 16 /* calls of up to this many commands keep their routes on the stack */
 
 typedef struct node {
@@ -61,11 +65,13 @@ struct fg_cluster {
 /* Where one command of a call stands. */
 typedef struct route {
     unsigned slot;
-    uint32_t node; /* where this round sends it */
-    uint32_t ask;  /* NO_NODE, or where an ASK sends the next round */
-    bool asking;   /* this round sends ASKING first */
-    bool sent;     /* this round sent it, a reply is due */
-    bool lost;     /* this round lost it to an I/O failure */
+    uint32_t node;   /* where this round sends it */
+    uint32_t ask;    /* NO_NODE, or where an ASK sends the next round */
+    bool asking;     /* this round sends ASKING first */
+    bool sent;       /* this round sent it, a reply is due */
+    bool lost;       /* this round lost it to an I/O failure */
+    bool was_lost;   /* some round of this call lost it */
+    bool redirected; /* an ASK or MOVED sent it elsewhere in this call */
     bool done;
 } route;
 
@@ -77,9 +83,9 @@ typedef struct call {
     redisReply **replies;
     fg_code *codes;
     fg_error *err;
-    bool last;    /* the last round: every reply is final */
-    bool pause;   /* TRYAGAIN or CLUSTERDOWN this round */
-    bool reread;  /* read the map before the next round */
+    bool last;   /* the last round: every reply is final */
+    bool pause;  /* TRYAGAIN or CLUSTERDOWN this round */
+    bool reread; /* read the map before the next round */
 } call;
 
 /* ------------------------------------------------------------- slots */
@@ -206,9 +212,10 @@ static bool slot_range(const redisReply *e, long long *start, long long *end, co
     if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER || a->integer < 0 ||
         a->integer > b->integer || b->integer >= FG_CLUSTER_SLOTS)
         return false;
-    if (m->type != REDIS_REPLY_ARRAY || m->elements < 2 || m->element[0]->type != REDIS_REPLY_STRING ||
-        m->element[1]->type != REDIS_REPLY_INTEGER || m->element[1]->integer < 1 ||
-        m->element[1]->integer > 65535 || strcmp(m->element[0]->str, "?") == 0)
+    if (m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
+        m->element[0]->type != REDIS_REPLY_STRING || m->element[1]->type != REDIS_REPLY_INTEGER ||
+        m->element[1]->integer < 1 || m->element[1]->integer > 65535 ||
+        strcmp(m->element[0]->str, "?") == 0)
         return false;
     *start = a->integer;
     *end = b->integer;
@@ -296,7 +303,7 @@ static void send_to_node(fg_cluster *cl, uint32_t j, call *k) {
         if (rc == FG_CODE_OK)
             rt->sent = true;
         else if (rc == FG_CODE_IO)
-            rt->lost = k->reread = true;
+            rt->lost = rt->was_lost = k->reread = true;
         else
             finish(k, i, rc, NULL);
     }
@@ -335,7 +342,8 @@ static bool parse_redirect(fg_cluster *cl, const char *s, uint32_t from, unsigne
     size_t hlen = (size_t)(colon - addr);
     char host[sizeof(cl->nodes[0].addr.host)];
     if (*end != '\0' || port < 1 || port > 65535 || hlen >= sizeof(host)) return false;
-    if (hlen == 0) strcpy(host, cl->nodes[from].addr.host);
+    if (hlen == 0)
+        strcpy(host, cl->nodes[from].addr.host);
     else {
         memcpy(host, addr, hlen);
         host[hlen] = '\0';
@@ -352,7 +360,7 @@ static void handle_reply(fg_cluster *cl, call *k, size_t i, redisReply *r) {
     bool busy = is_error(r, "TRYAGAIN"), down = is_error(r, "CLUSTERDOWN");
     unsigned slot;
     uint32_t to;
-    if (k->last && down) {
+    if (k->last && (down || (rt->was_lost && (moved || ask || busy)))) {
         fg_set_error(k->err, FG_CODE_IO, "%s", r->str);
         freeReplyObject(r);
         finish(k, i, FG_CODE_IO, NULL);
@@ -363,8 +371,10 @@ static void handle_reply(fg_cluster *cl, call *k, size_t i, redisReply *r) {
         if (moved) {
             cl->owner[slot] = to;
             cl->stale = true;
+            rt->redirected = true;
         } else if (ask) {
             rt->ask = to;
+            rt->redirected = true;
         } else {
             k->pause = true;
             k->reread |= down;
@@ -386,7 +396,7 @@ static void receive_round(fg_cluster *cl, call *k) {
             broken = true;
         }
         if (broken) {
-            rt->lost = k->reread = true;
+            rt->lost = rt->was_lost = k->reread = true;
             continue;
         }
         if (want == 2) freeReplyObject(r[0]); /* ASKING's OK */
@@ -394,12 +404,14 @@ static void receive_round(fg_cluster *cl, call *k) {
     }
 }
 
-/* After the map was read again: a lost command goes again only to a new
- * owner of its slot (see the top comment). */
+/* After the map was read again: a lost command goes again only when it
+ * went where the map sent it and its slot has a new owner (see the top
+ * comment). */
 static void settle_lost(fg_cluster *cl, call *k) {
     for (size_t i = 0; i < k->n; i++) {
         route *rt = &k->rt[i];
-        if (!rt->done && rt->lost && (k->last || owner_of(cl, rt->slot) == rt->node))
+        if (!rt->done && rt->lost &&
+            (k->last || rt->redirected || owner_of(cl, rt->slot) == rt->node))
             finish(k, i, FG_CODE_IO, NULL);
     }
 }

@@ -25,7 +25,8 @@
 
 typedef struct slot {
     bool claimed;
-    int64_t expires_us; /* the lease serves while now < expires_us */
+    uint64_t claim_resets;  /* the table's resets when the claim began */
+    int64_t expires_us;     /* the lease serves while now < expires_us */
     int64_t plain_until_us; /* after a denied lease: no lease request before */
     fg_lease lease;         /* key and limit of the last claim; units 0: empty */
 } slot;
@@ -33,6 +34,11 @@ typedef struct slot {
 struct fg_lease_table {
     pthread_mutex_t lock;
     pthread_cond_t done; /* a claim ended */
+    /* Keys forgotten (reset) so far. A lease asked for before a reset may
+     * have been charged before the server reset the key: installed, it would
+     * serve units on top of a full bucket, so a claim that saw a reset
+     * installs nothing. */
+    uint64_t resets;
     slot slots[FG_LEASE_SLOTS];
 };
 
@@ -90,9 +96,9 @@ static size_t collect(fg_lease_table *t, size_t i, int64_t now, fg_lease *old) {
     return n;
 }
 
-fg_lease_outcome fg_lease_take(fg_lease_table *t, const char *key, const fg_limit *l,
-                               int64_t cost, int64_t now, fg_result *out, fg_lease *old,
-                               size_t *nold, size_t *slot_index) {
+fg_lease_outcome fg_lease_take(fg_lease_table *t, const char *key, const fg_limit *l, int64_t cost,
+                               int64_t now, fg_result *out, fg_lease *old, size_t *nold,
+                               size_t *slot_index) {
     size_t len = strlen(key);
     if (len > FG_LEASE_KEY_MAX) return FG_LEASE_NONE;
     size_t i = (size_t)(fg_key_hash(key, len) % FG_LEASE_SLOTS);
@@ -109,6 +115,7 @@ fg_lease_outcome fg_lease_take(fg_lease_table *t, const char *key, const fg_limi
     } else {
         *nold = collect(t, i, now, old);
         s->claimed = true;
+        s->claim_resets = t->resets;
         *slot_index = i;
         outcome = FG_LEASE_CLAIMED;
     }
@@ -131,9 +138,11 @@ void fg_lease_install(fg_lease_table *t, size_t i, const char *key, const fg_lea
                       int64_t expires_us) {
     slot *s = &t->slots[i];
     pthread_mutex_lock(&t->lock);
-    s->expires_us = expires_us;
+    fg_lease none = {.limit = lease->limit};
+    bool stale = s->claim_resets != t->resets;
+    s->expires_us = stale ? 0 : expires_us;
     s->plain_until_us = 0;
-    release(t, s, key, lease);
+    release(t, s, key, stale ? &none : lease);
     pthread_mutex_unlock(&t->lock);
 }
 
@@ -152,6 +161,7 @@ void fg_lease_forget(fg_lease_table *t, const char *key) {
     if (len > FG_LEASE_KEY_MAX) return;
     slot *s = &t->slots[fg_key_hash(key, len) % FG_LEASE_SLOTS];
     pthread_mutex_lock(&t->lock);
+    t->resets++;
     if (s->lease.keylen == len && memcmp(s->lease.key, key, len) == 0) {
         s->lease.units = 0;
         s->plain_until_us = 0;

@@ -68,7 +68,8 @@ void fg_lease_install(fg_lease_table *t, size_t slot, const char *key, const fg_
 void fg_lease_deny(fg_lease_table *t, size_t slot, const char *key, const fg_limit *l,
                    int64_t plain_until_us);
 
-/* Drops the key's lease without giving it back (the key was reset). */
+/* Drops the key's lease without giving it back (the key was reset), and
+ * makes every claim in flight install nothing (see resets in lease.c). */
 void fg_lease_forget(fg_lease_table *t, const char *key);
 
 /* Moves every lease with units into out[] (FG_LEASE_SLOTS entries) and

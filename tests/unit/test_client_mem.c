@@ -486,6 +486,9 @@ static void test_inspect_matches_the_server_format(void **state) {
                              "pttl=1000");
     assert_int_equal(fg_inspect(c, "none", buf, sizeof(buf), &err), FG_CODE_OK);
     assert_string_equal(buf, "");
+    /* Regression: no state is "" even in a buffer too small for any state. */
+    assert_int_equal(fg_inspect(c, "none", buf, 3, &err), FG_CODE_OK);
+    assert_string_equal(buf, "");
     assert_int_equal(fg_inspect(c, "b", buf, 10, &err), FG_CODE_INVALID);
     assert_string_equal(buf, "");
     fake_now += 2000000; /* everything has expired */
