@@ -17,6 +17,24 @@ def server(request):
     return s
 
 
+@pytest.fixture(scope="session")
+def timed(request):
+    """A server that allows `AT unix_us` (floodgate.explicit-time yes)."""
+    s = harness.Server(["--floodgate.explicit-time", "yes"])
+    request.addfinalizer(s.cleanup)
+    s.start()
+    return s
+
+
+@pytest.fixture
+def t(timed):
+    """A client on the explicit-time server, on a flushed dataset."""
+    c = timed.client()
+    c.flushall()
+    yield c
+    c.close()
+
+
 @pytest.fixture
 def r(server):
     """A client on the session server; the dataset is flushed before each test."""

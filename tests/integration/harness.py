@@ -447,3 +447,13 @@ class RawClient:
         except RespError as e:
             return str(e)
         raise AssertionError("expected an error from %r, got %r" % (args, rep))
+
+
+# A whole second (2023-11-14) in microseconds: a time for `AT` in tests.
+T0 = 1_700_000_000_000_000
+
+
+def call(c, *args):
+    """A command's integer reply, or its array of integers."""
+    reply = c.execute_command(*args)
+    return [int(x) for x in reply] if isinstance(reply, list) else int(reply)

@@ -7,27 +7,7 @@ against values worked out by hand.
 import pytest
 import redis
 
-from harness import Server, wait_for, wait_replica_synced
-
-T0 = 1_700_000_000_000_000  # 2023-11-14, a whole second, in microseconds
-MS = 1000
-
-
-@pytest.fixture(scope="module")
-def timed():
-    with Server(["--floodgate.explicit-time", "yes"]) as s:
-        yield s
-
-
-@pytest.fixture
-def t(timed):
-    c = timed.client()
-    c.flushall()
-    return c
-
-
-def call(c, *args):
-    return [int(x) for x in c.execute_command(*args)]
+from harness import T0, Server, call, wait_for, wait_replica_synced
 
 
 def test_off_by_default_and_refused_without_a_change(r):

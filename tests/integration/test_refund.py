@@ -2,27 +2,7 @@
 import pytest
 import redis
 
-from harness import Server, wait_for, wait_replica_synced
-
-T0 = 1_700_000_000_000_000  # a whole second, in microseconds
-
-
-@pytest.fixture(scope="module")
-def timed():
-    with Server(["--floodgate.explicit-time", "yes"]) as s:
-        yield s
-
-
-@pytest.fixture
-def t(timed):
-    c = timed.client()
-    c.flushall()
-    return c
-
-
-def call(c, *args):
-    reply = c.execute_command(*args)
-    return [int(x) for x in reply] if isinstance(reply, list) else int(reply)
+from harness import T0, Server, call, wait_for, wait_replica_synced
 
 
 def test_token_bucket_refund(t):
