@@ -3,7 +3,8 @@
 #   make            build build/floodgate.so
 #   make run        install what is missing, build, start redis-server with the module
 #   make test       unit tests (plain and sanitized) and integration tests
-#   make fuzz       property fuzzing of the core algorithms (FUZZ_SECONDS=600)
+#   make fuzz       property fuzzing of the rate limiters, then of the locks
+#                   (FUZZ_SECONDS=600 each)
 #   make fuzz-server, make soak   corrupted payloads, replication under load (FUZZ_SCALE=20)
 #   make bench      throughput and memory benchmarks (bench/README.md)
 
@@ -97,14 +98,25 @@ $(BUILD)/fuzz/fuzz_limiters: tests/fuzz/fuzz_limiters.c $(CORE_SRC) $(HEADERS)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-Isrc/core -o $@ $< $(CORE_SRC)
 
-# Property fuzzing of the core: a long run, and a short one inside make test.
-fuzz: $(BUILD)/fuzz/fuzz_limiters
-	@mkdir -p $(BUILD)/fuzz/corpus
-	$< -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus
+$(BUILD)/fuzz/fuzz_locks: tests/fuzz/fuzz_locks.c $(CORE_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		-Isrc/core -o $@ $< $(CORE_SRC)
 
-fuzz-smoke: $(BUILD)/fuzz/fuzz_limiters
-	@mkdir -p $(BUILD)/fuzz/corpus
-	$< -max_total_time=20 -print_final_stats=0 $(BUILD)/fuzz/corpus 2>&1 | tail -1
+# Property fuzzing of the core: a long run, and a short one inside make test.
+fuzz: $(BUILD)/fuzz/fuzz_limiters $(BUILD)/fuzz/fuzz_locks
+	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-locks
+	$< -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus
+	$(BUILD)/fuzz/fuzz_locks -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus-locks
+
+fuzz-smoke: $(BUILD)/fuzz/fuzz_limiters $(BUILD)/fuzz/fuzz_locks
+	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-locks
+	@$< -max_total_time=20 -print_final_stats=0 $(BUILD)/fuzz/corpus \
+		> $(BUILD)/fuzz/fuzz_limiters.log 2>&1 || { tail -30 $(BUILD)/fuzz/fuzz_limiters.log; exit 1; }
+	@tail -1 $(BUILD)/fuzz/fuzz_limiters.log
+	@$(BUILD)/fuzz/fuzz_locks -max_total_time=10 -print_final_stats=0 $(BUILD)/fuzz/corpus-locks \
+		> $(BUILD)/fuzz/fuzz_locks.log 2>&1 || { tail -30 $(BUILD)/fuzz/fuzz_locks.log; exit 1; }
+	@tail -1 $(BUILD)/fuzz/fuzz_locks.log
 
 # Corrupted RESTORE payloads and RDB files, and replication under random
 # traffic, at FUZZ_SCALE times the size make test runs.
@@ -116,6 +128,16 @@ fuzz-server: module
 
 soak: module
 	FLOODGATE_FUZZ_SCALE=$(FUZZ_SCALE) $(PYTHON) -m pytest -q tests/integration/test_replication.py
+
+# The lock torture test (tests/integration/test_lock_torture.py) for
+# TORTURE_SECONDS instead of make test's few; the counts land in
+# build/torture-report.txt.
+TORTURE_SECONDS ?= 300
+
+.PHONY: torture
+torture: module $(BUILD)/client/lock_torture
+	FLOODGATE_TORTURE_SECONDS=$(TORTURE_SECONDS) $(PYTHON) -m pytest -q -s \
+		tests/integration/test_lock_torture.py
 
 deps:
 	@scripts/install-deps.sh
@@ -206,6 +228,16 @@ bench-server: deps module $(BUILD)/bench/server_bench
 $(BUILD)/bench/server_bench: bench/server_bench.c $(LIB_A) include/floodgate.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O2 -Iinclude -o $@ $< $(LIB_A) -lhiredis -lpthread -lm
+
+# Locks: uncontended throughput against INCR, contended hand-off latency,
+# floodgate against SET NX PX polling and a Lua + pub/sub lock.
+.PHONY: bench-locks
+bench-locks: deps module $(BUILD)/bench/lock_bench
+	bash bench/lock_bench.sh
+
+$(BUILD)/bench/lock_bench: bench/lock_bench.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O2 -o $@ $< -lhiredis -lpthread
 
 $(BUILD)/bench/mem_store_bench: bench/mem_store_bench.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
