@@ -124,7 +124,8 @@ FUZZ_SCALE ?= 20
 
 fuzz-server: module
 	FLOODGATE_FUZZ_SCALE=$(FUZZ_SCALE) $(PYTHON) -m pytest -q \
-		tests/integration/test_rdb_file.py tests/integration/test_persistence.py -k "corrupt or damaged"
+		tests/integration/test_rdb_file.py tests/integration/test_persistence.py \
+		tests/integration/test_lock_persistence.py -k "corrupt or damaged"
 
 soak: module
 	FLOODGATE_FUZZ_SCALE=$(FUZZ_SCALE) $(PYTHON) -m pytest -q tests/integration/test_replication.py

@@ -15,6 +15,17 @@
 #include <string.h>
 #include <strings.h>
 
+void format_number(number_arg *a, int64_t v) {
+    char *end = a->buf + sizeof(a->buf), *p = end;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--p = '-';
+    a->str = p;
+    a->len = (size_t)(end - p);
+}
 
 int reply_error_fmt(RedisModuleCtx *ctx, const char *fmt, ...) {
     char msg[256];

@@ -35,6 +35,16 @@ int parse_options(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int64
 /* Case-insensitive comparison of an argument with a keyword. */
 bool arg_is(RedisModuleString *arg, const char *keyword);
 
+/* A number as a replication argument (RedisModule_Replicate's "b" format):
+ * digits written backwards into the end of `buf`, so no copy is needed. */
+typedef struct number_arg {
+    char buf[24];
+    const char *str;
+    size_t len;
+} number_arg;
+
+void format_number(number_arg *a, int64_t v);
+
 int reply_error_fmt(RedisModuleCtx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -32,6 +32,14 @@ static RedisModuleCommandKeySpec reads_key2[] = {KEY_AT(2, READS), {0}};
 static RedisModuleCommandKeySpec updates_key2[] = {KEY_AT(2, UPDATES), {0}};
 static RedisModuleCommandKeySpec overwrites_key1[] = {KEY_AT(1, OVERWRITES), {0}};
 static RedisModuleCommandKeySpec deletes_key1[] = {KEY_AT(1, DELETES), {0}};
+/* FG.MLOCK / FG.MUNLOCK numkeys key [key ...]: the count is argument 1. */
+static RedisModuleCommandKeySpec updates_numkeys[] = {
+    {.flags = UPDATES,
+     .begin_search_type = REDISMODULE_KSPEC_BS_INDEX,
+     .bs.index.pos = 1,
+     .find_keys_type = REDISMODULE_KSPEC_FK_KEYNUM,
+     .fk.keynum = {0, 1, 1}},
+    {0}};
 
 #define KEY_ARG                                                                                    \
     { .name = "key", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 0 }
@@ -109,6 +117,57 @@ static RedisModuleCommandArg setstate_args[] = {
 static RedisModuleCommandArg logappend_args[] = {
     KEY_ARG, INT_ARG("drop_through_us"), INT_ARG("at_us"), INT_ARG("count"), PXAT_ARG, {0}};
 
+#define STR_ARG(n)                                                                                 \
+    { .name = (n), .type = REDISMODULE_ARG_TYPE_STRING }
+#define FLAG_ARG(n, t)                                                                             \
+    {                                                                                              \
+        .name = (n), .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = (t),                        \
+        .flags = REDISMODULE_CMD_ARG_OPTIONAL                                                      \
+    }
+#define WAIT_ARG                                                                                   \
+    {                                                                                              \
+        .name = "timeout_ms", .type = REDISMODULE_ARG_TYPE_INTEGER, .token = "WAIT",               \
+        .flags = REDISMODULE_CMD_ARG_OPTIONAL                                                      \
+    }
+#define KEYS_ARG                                                                                   \
+    {                                                                                              \
+        .name = "key", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 0,                      \
+        .flags = REDISMODULE_CMD_ARG_MULTIPLE                                                      \
+    }
+
+static RedisModuleCommandArg lock_args[] = {KEY_ARG,
+                                            STR_ARG("owner"),
+                                            INT_ARG("lease_ms"),
+                                            FLAG_ARG("shared", "SHARED"),
+                                            FLAG_ARG("reentrant", "REENTRANT"),
+                                            WAIT_ARG,
+                                            {0}};
+static RedisModuleCommandArg key_owner_args[] = {KEY_ARG, STR_ARG("owner"), {0}};
+static RedisModuleCommandArg acquire_args[] = {KEY_ARG,           INT_ARG("capacity"),
+                                               STR_ARG("owner"),  INT_ARG("permits"),
+                                               INT_ARG("lease_ms"), WAIT_ARG,
+                                               {0}};
+static RedisModuleCommandArg release_args[] = {
+    KEY_ARG,
+    STR_ARG("owner"),
+    {.name = "permits", .type = REDISMODULE_ARG_TYPE_INTEGER, .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+    {0}};
+static RedisModuleCommandArg mlock_args[] = {
+    INT_ARG("numkeys"), KEYS_ARG, STR_ARG("owner"), INT_ARG("lease_ms"), WAIT_ARG, {0}};
+static RedisModuleCommandArg munlock_args[] = {INT_ARG("numkeys"), KEYS_ARG, STR_ARG("owner"), {0}};
+static RedisModuleCommandArg extend_args[] = {KEY_ARG, STR_ARG("owner"), INT_ARG("lease_ms"), {0}};
+static RedisModuleCommandArg fence_args[] = {KEY_ARG, INT_ARG("token"), {0}};
+static RedisModuleCommandArg fset_args[] = {KEY_ARG, INT_ARG("token"), STR_ARG("value"), {0}};
+static RedisModuleCommandArg fget_args[] = {
+    KEY_ARG,
+    {.name = "token", .type = REDISMODULE_ARG_TYPE_INTEGER, .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+    {0}};
+static RedisModuleCommandArg hold_args[] = {KEY_ARG,           STR_ARG("kind"),
+                                            INT_ARG("capacity"), STR_ARG("owner"),
+                                            STR_ARG("mode"),     INT_ARG("count"),
+                                            INT_ARG("expires_us"), INT_ARG("token"),
+                                            {0}};
+
 typedef struct command_doc {
     const char *name;
     const char *summary;
@@ -148,6 +207,34 @@ static const command_doc docs[] = {
      "O(N) in the fields", -4, overwrites_key1, setstate_args},
     {"FG.LOGAPPEND", "Applies one admitted request to a sliding log (replication)",
      "O(1) amortized", -5, updates_key1, logappend_args},
+    {"FG.LOCK", "Takes a lock (exclusive or shared) with a lease; may wait in FIFO order",
+     "O(N) in the holders", -4, updates_key1, lock_args},
+    {"FG.UNLOCK", "Releases one hold of a lock; the next waiters get it at once",
+     "O(N) in the holders and the waiters granted", 3, updates_key1, key_owner_args},
+    {"FG.ACQUIRE", "Takes permits of a semaphore with a lease; may wait in FIFO order",
+     "O(N) in the holders", -6, updates_key1, acquire_args},
+    {"FG.RELEASE", "Gives back permits of a semaphore; the next waiters get them at once",
+     "O(N) in the holders and the waiters granted", -3, updates_key1, release_args},
+    {"FG.MLOCK", "Takes exclusive locks on several keys of one slot, all or nothing",
+     "O(K) in the keys", -5, updates_numkeys, mlock_args},
+    {"FG.MUNLOCK", "Releases locks taken by FG.MLOCK", "O(K) in the keys", -4, updates_numkeys,
+     munlock_args},
+    {"FG.EXTEND", "Sets the remaining lease of an owner's hold", "O(N) in the holders", 4,
+     updates_key1, extend_args},
+    {"FG.FORCEUNLOCK", "Removes every holder of a lock or semaphore (administrators)", "O(N)", 2,
+     updates_key1, key_only_args},
+    {"FG.LOCKINFO", "Shows the holders and the waiters of a lock or semaphore", "O(N)", 2,
+     reads_key1, key_only_args},
+    {"FG.FENCE", "Records a fencing token for a resource, refusing stale ones", "O(1)", 3,
+     updates_key1, fence_args},
+    {"FG.FSET", "Stores a value under a fencing token, refusing stale tokens", "O(1)", 4,
+     updates_key1, fset_args},
+    {"FG.FGET", "Reads a fenced value; with a token, records it first", "O(1)", -2, updates_key1,
+     fget_args},
+    {"FG.HOLD", "Puts one holder of a lock or semaphore (replication and AOF)",
+     "O(N) in the holders", 9, updates_key1, hold_args},
+    {"FG.UNHOLD", "Removes one holder of a lock or semaphore (replication)", "O(N) in the holders",
+     3, updates_key1, key_owner_args},
 };
 
 int register_command_docs(RedisModuleCtx *ctx) {

@@ -1,10 +1,12 @@
 /*
  * floodgate.c - the module's entry point: API handshake, data types,
- * commands, their metadata, and the INFO section.
+ * commands, their metadata, and the INFO sections.
  */
 #include "command_docs.h"
 #include "limiter_types.h"
+#include "lock_types.h"
 #include "redismodule_api.h"
+#include "t_lock.h"
 #include "t_ratelimit.h"
 
 #define FLOODGATE_MODULE_VERSION 100 /* 0.1.0 */
@@ -14,6 +16,7 @@ _Static_assert(sizeof(void *) == 8, "the bucket state lives in a 64-bit value sl
 static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     (void)for_crash_report;
     ratelimit_info(ctx);
+    lock_info(ctx);
 }
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
@@ -25,11 +28,12 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
      * are signalled as modified only when a command really changes them. */
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS |
                                           REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
-    if (limiter_types_create(ctx) != REDISMODULE_OK) {
+    if (limiter_types_create(ctx) != REDISMODULE_OK || lock_types_create(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "floodgate: could not create the data types");
         return REDISMODULE_ERR;
     }
     if (ratelimit_register_commands(ctx) != REDISMODULE_OK ||
+        lock_register_commands(ctx) != REDISMODULE_OK ||
         register_command_docs(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "floodgate: could not register the commands");
         return REDISMODULE_ERR;

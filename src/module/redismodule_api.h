@@ -32,16 +32,28 @@
 #define REDISMODULE_POSTPONED_LEN -1
 #define REDISMODULE_NO_EXPIRE     -1
 
-#define REDISMODULE_CTX_FLAGS_MULTI   (1 << 1)
-#define REDISMODULE_CTX_FLAGS_MASTER  (1 << 2)
-#define REDISMODULE_CTX_FLAGS_LOADING (1 << 13)
+#define REDISMODULE_CTX_FLAGS_LUA           (1 << 0)
+#define REDISMODULE_CTX_FLAGS_MULTI         (1 << 1)
+#define REDISMODULE_CTX_FLAGS_MASTER        (1 << 2)
+#define REDISMODULE_CTX_FLAGS_REPLICATED    (1 << 12)
+#define REDISMODULE_CTX_FLAGS_LOADING       (1 << 13)
+#define REDISMODULE_CTX_FLAGS_DENY_BLOCKING (1 << 21)
 
-#define REDISMODULE_NOTIFY_MODULE (1 << 13)
+#define REDISMODULE_NOTIFY_GENERIC (1 << 2)
+#define REDISMODULE_NOTIFY_EXPIRED (1 << 8)
+#define REDISMODULE_NOTIFY_EVICTED (1 << 9)
+#define REDISMODULE_NOTIFY_MODULE  (1 << 13)
+
+/* Server events (SubscribeToServerEvent); every one has data version 1. */
+#define REDISMODULE_EVENT_FLUSHDB     2
+#define REDISMODULE_EVENT_SWAPDB      11
+#define REDISMODULE_SUBEVENT_FLUSHDB_END 1
 
 #define REDISMODULE_OPTIONS_HANDLE_IO_ERRORS           (1 << 0)
 #define REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (1 << 1)
 
 #define REDISMODULE_TYPE_METHOD_VERSION 3
+#define REDISMODULE_AUX_BEFORE_RDB      (1 << 0)
 
 #define REDISMODULE_CONFIG_DEFAULT 0
 
@@ -85,6 +97,7 @@ enum {
 #define REDISMODULE_CMD_ARG_MULTIPLE (1 << 1)
 
 typedef long long mstime_t;
+typedef uint64_t RedisModuleTimerID;
 
 typedef struct RedisModuleCtx RedisModuleCtx;
 typedef struct RedisModuleCommand RedisModuleCommand;
@@ -95,6 +108,21 @@ typedef struct RedisModuleType RedisModuleType;
 typedef struct RedisModuleDigest RedisModuleDigest;
 typedef struct RedisModuleInfoCtx RedisModuleInfoCtx;
 typedef struct RedisModuleDefragCtx RedisModuleDefragCtx;
+typedef struct RedisModuleBlockedClient RedisModuleBlockedClient;
+typedef struct RedisModuleDict RedisModuleDict;
+typedef struct RedisModuleDictIter RedisModuleDictIter;
+
+typedef struct RedisModuleEvent {
+    uint64_t id;
+    uint64_t dataver;
+} RedisModuleEvent;
+
+/* Data of REDISMODULE_EVENT_FLUSHDB. */
+typedef struct RedisModuleFlushInfo {
+    uint64_t version;
+    int32_t sync;
+    int32_t dbnum; /* -1: every database */
+} RedisModuleFlushInfo;
 
 typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 typedef int (*RedisModuleConfigGetBoolFunc)(const char *name, void *privdata);
@@ -103,6 +131,13 @@ typedef int (*RedisModuleConfigSetBoolFunc)(const char *name, int val, void *pri
 typedef int (*RedisModuleConfigApplyFunc)(RedisModuleCtx *ctx, void *privdata,
                                           RedisModuleString **err);
 typedef void (*RedisModuleInfoFunc)(RedisModuleInfoCtx *ctx, int for_crash_report);
+typedef void (*RedisModuleTimerProc)(RedisModuleCtx *ctx, void *data);
+typedef int (*RedisModuleNotificationFunc)(RedisModuleCtx *ctx, int type, const char *event,
+                                           RedisModuleString *key);
+typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx, RedisModuleEvent eid,
+                                         uint64_t subevent, void *data);
+typedef void (*RedisModuleBlockedFreeFunc)(RedisModuleCtx *ctx, void *privdata);
+typedef void (*RedisModuleDisconnectFunc)(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc);
 
 typedef void *(*RedisModuleTypeLoadFunc)(RedisModuleIO *rdb, int encver);
 typedef void (*RedisModuleTypeSaveFunc)(RedisModuleIO *rdb, void *value);
@@ -248,9 +283,12 @@ typedef struct RedisModuleCommandInfo {
     X(int64_t, LoadSigned, (RedisModuleIO * io))                                                   \
     X(void, SaveUnsigned, (RedisModuleIO * io, uint64_t value))                                    \
     X(uint64_t, LoadUnsigned, (RedisModuleIO * io))                                                \
+    X(void, SaveStringBuffer, (RedisModuleIO * io, const char *str, size_t len))                   \
+    X(char *, LoadStringBuffer, (RedisModuleIO * io, size_t *lenptr))                              \
     X(int, IsIOError, (RedisModuleIO * io))                                                        \
     X(void, EmitAOF, (RedisModuleIO * io, const char *cmdname, const char *fmt, ...))              \
     X(void, DigestAddLongLong, (RedisModuleDigest * md, long long ele))                            \
+    X(void, DigestAddStringBuffer, (RedisModuleDigest * md, const char *ele, size_t len))          \
     X(void, DigestEndSequence, (RedisModuleDigest * md))                                           \
     X(int, Replicate, (RedisModuleCtx * ctx, const char *cmdname, const char *fmt, ...))           \
     X(int, ReplicateVerbatim, (RedisModuleCtx * ctx))                                              \
@@ -267,7 +305,38 @@ typedef struct RedisModuleCommandInfo {
        RedisModuleConfigApplyFunc applyfn, void *privdata))                                        \
     X(int, LoadConfigs, (RedisModuleCtx * ctx))                                                    \
     X(void, Log, (RedisModuleCtx * ctx, const char *level, const char *fmt, ...))                  \
-    X(void, LogIOError, (RedisModuleIO * io, const char *levelstr, const char *fmt, ...))
+    X(void, LogIOError, (RedisModuleIO * io, const char *levelstr, const char *fmt, ...))       \
+    X(int, ReplyWithSimpleString, (RedisModuleCtx * ctx, const char *msg))                         \
+    X(int, ReplyWithStringBuffer, (RedisModuleCtx * ctx, const char *buf, size_t len))             \
+    X(int, SelectDb, (RedisModuleCtx * ctx, int newid))                                            \
+    X(int, GetSelectedDb, (RedisModuleCtx * ctx))                                                  \
+    X(RedisModuleBlockedClient *, BlockClient,                                                     \
+      (RedisModuleCtx * ctx, RedisModuleCmdFunc reply_callback, RedisModuleCmdFunc timeout_callback, \
+       RedisModuleBlockedFreeFunc free_privdata, long long timeout_ms))                            \
+    X(int, UnblockClient, (RedisModuleBlockedClient * bc, void *privdata))                         \
+    X(int, AbortBlock, (RedisModuleBlockedClient * bc))                                            \
+    X(void *, GetBlockedClientPrivateData, (RedisModuleCtx * ctx))                                 \
+    X(RedisModuleBlockedClient *, GetBlockedClientHandle, (RedisModuleCtx * ctx))                  \
+    X(void, SetDisconnectCallback, (RedisModuleBlockedClient * bc, RedisModuleDisconnectFunc cb))  \
+    X(RedisModuleTimerID, CreateTimer,                                                             \
+      (RedisModuleCtx * ctx, mstime_t period, RedisModuleTimerProc callback, void *data))          \
+    X(int, StopTimer, (RedisModuleCtx * ctx, RedisModuleTimerID id, void **data))                  \
+    X(int, SubscribeToKeyspaceEvents,                                                              \
+      (RedisModuleCtx * ctx, int types, RedisModuleNotificationFunc callback))                     \
+    X(int, SubscribeToServerEvent,                                                                 \
+      (RedisModuleCtx * ctx, RedisModuleEvent event, RedisModuleEventCallback callback))           \
+    X(RedisModuleDict *, CreateDict, (RedisModuleCtx * ctx))                                       \
+    X(void, FreeDict, (RedisModuleCtx * ctx, RedisModuleDict * d))                                 \
+    X(uint64_t, DictSize, (RedisModuleDict * d))                                                   \
+    X(int, DictSetC, (RedisModuleDict * d, void *key, size_t keylen, void *ptr))                   \
+    X(void *, DictGetC, (RedisModuleDict * d, void *key, size_t keylen, int *nokey))               \
+    X(int, DictDelC, (RedisModuleDict * d, void *key, size_t keylen, void *oldval))                \
+    X(RedisModuleDictIter *, DictIteratorStartC,                                                   \
+      (RedisModuleDict * d, const char *op, void *key, size_t keylen))                             \
+    X(void *, DictNextC, (RedisModuleDictIter * di, size_t * keylen, void **dataptr))              \
+    X(void, DictIteratorStop, (RedisModuleDictIter * di))                                      \
+    X(int, IsKeysPositionRequest, (RedisModuleCtx * ctx))                                          \
+    X(void, KeyAtPos, (RedisModuleCtx * ctx, int pos))
 
 #define FG_OPTIONAL_APIS(X) X(uint64_t, CachedMicroseconds, (void))
 

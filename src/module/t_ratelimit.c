@@ -18,7 +18,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "../core/fixed_window.h"
 #include "../core/gcra.h"
@@ -26,6 +25,7 @@
 #include "../core/sliding_log.h"
 #include "../core/sliding_window.h"
 #include "args.h"
+#include "clock.h"
 #include "limiter_types.h"
 
 typedef union limiter_params {
@@ -169,15 +169,6 @@ int ratelimit_register_configs(RedisModuleCtx *ctx) {
                                           get_explicit_time, set_explicit_time, NULL, NULL);
 }
 
-/* The server's wall clock in microseconds, read once per command: the cached
- * command time where the server offers it (Redis >= 7.2), else the clock. */
-static int64_t clock_now_us(void) {
-    if (RedisModule_CachedMicroseconds) return (int64_t)RedisModule_CachedMicroseconds();
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* ---------------------------------------------------------------- replies */
 
 static long long ns_to_ms_ceil(int64_t ns) {
@@ -220,26 +211,6 @@ static int reply_status_error(RedisModuleCtx *ctx, fg_status st) {
  * cheaply: the constant words once at load, the numbers formatted here. */
 static RedisModuleString *word_pxat;
 static RedisModuleString *word_family[FAMILY_COUNT];
-
-/* A number as replication argument: digits written backwards into the end
- * of `buf`, so no copy is needed. */
-typedef struct number_arg {
-    char buf[24];
-    const char *str;
-    size_t len;
-} number_arg;
-
-static void format_number(number_arg *a, int64_t v) {
-    char *end = a->buf + sizeof(a->buf), *p = end;
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) *--p = '-';
-    a->str = p;
-    a->len = (size_t)(end - p);
-}
 
 /* FG.SETSTATE key <family> <fields...> PXAT <expire_ms> */
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *key, limiter_family family,
@@ -414,7 +385,7 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
     }
     if (found != LOOKUP_FOUND) c.value = NULL;
     c.replaces_string = found == LOOKUP_WRONGTYPE;
-    int64_t server_now_us = clock_now_us();
+    int64_t server_now_us = server_clock_us();
     c.now_us = at_us >= 0 ? at_us : server_now_us;
     c.clock_skew_us = server_now_us - c.now_us;
 
@@ -532,7 +503,7 @@ static int refund_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         RedisModule_CloseKey(c.key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
-    int64_t server_now_us = clock_now_us(), refunded = 0;
+    int64_t server_now_us = server_clock_us(), refunded = 0;
     c.now_us = at_us >= 0 ? at_us : server_now_us;
     c.clock_skew_us = server_now_us - c.now_us;
     fg_status st = found == LOOKUP_FOUND ? refund_state(&c, lim->family, units, &refunded) : FG_OK;

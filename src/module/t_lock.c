@@ -1,0 +1,1324 @@
+/*
+ * t_lock.c - locks, read/write locks, semaphores, multi-key locks and fenced
+ * values (docs/locks.md).
+ *
+ * The state of a lock is the list of its holders (core/lock.c) in an
+ * fg-lockst key whose TTL is the latest lease end, so an abandoned lock goes
+ * by itself. What this file adds is time and waiting:
+ *
+ * - Leases end by the master's clock. Before deciding, a command removes the
+ *   holders whose lease has ended ("pruning") and replicates each removal as
+ *   FG.UNHOLD; a grant replicates the holder it creates as FG.HOLD, with the
+ *   absolute lease end and the token. Replicas and AOF replay never read a
+ *   clock, and the fencing counter travels inside every FG.HOLD.
+ *
+ * - Waiting. A request that cannot be granted and may WAIT becomes a blocked
+ *   client in the FIFO queue of its key (of each key, for FG.MLOCK). Queues
+ *   are kept only in the master's memory, in a dict from db + key name: a
+ *   waiter is a connection, and connections do not survive a restart or a
+ *   failover, so queues are not state to persist or replicate.
+ *
+ * - Hand-off. Whatever frees a lock serves its queue at once, inside the
+ *   command that freed it: the head waiters that now fit are granted there
+ *   (their holders written and replicated by that command), and their blocked
+ *   clients are only told the result. FIFO is strict: serving stops at the
+ *   first waiter that does not fit, and a newcomer is not granted while
+ *   anyone waits ahead, so readers cannot starve a waiting writer and small
+ *   semaphore requests cannot overtake a large one. A multi-key waiter is
+ *   granted when it is at the head of every one of its queues; since every
+ *   queue is in arrival order, the oldest waiter is always at the head of
+ *   all of its queues, so multi-key waiters never deadlock.
+ *
+ * - What frees a lock without a command on it -- a lease running out, DEL,
+ *   FLUSHDB, expiry, eviction, a waiter ahead timing out or disconnecting --
+ *   is caught by one timer per queue, armed at the key's next lease end, or
+ *   armed to fire at once by the keyspace and server events. No key is
+ *   written inside an event callback (Redis 7.0 forbids it); the timer does
+ *   the writing, on the master only.
+ *
+ * - A client that cannot block (inside MULTI, a script, RedisModule_Call)
+ *   gets the immediate answer instead of waiting.
+ *
+ * Costs: a command opens its key once; the dict of queues is consulted only
+ * when some queue exists. Deciding is O(holders) (core/lock.c).
+ */
+#include "t_lock.h"
+
+#include <string.h>
+
+#include "../core/lock.h"
+#include "args.h"
+#include "clock.h"
+#include "lock_types.h"
+
+#define MAX_MLOCK_KEYS 64
+
+static long long stat_grants, stat_waited_grants, stat_timeouts, stat_waiters, stat_expired;
+
+/* Microseconds to milliseconds, rounded up: a lease never looks shorter
+ * than it is, and a timer never fires before the lease ends. */
+static long long ceil_ms(int64_t us) {
+    return us / 1000 + (us % 1000 > 0);
+}
+
+/* ================================================================ queues */
+
+typedef struct waiter waiter;
+typedef struct wait_queue wait_queue;
+
+/* A waiter sits in the queue of each of its keys through one link. */
+typedef struct waiter_link {
+    waiter *w;
+    wait_queue *q;
+    struct waiter_link *prev, *next;
+} waiter_link;
+
+struct wait_queue {
+    int dbid;
+    RedisModuleString *key;
+    waiter_link *head, *tail;
+    RedisModuleTimerID timer;
+    bool timer_armed;
+    int64_t timer_at_us; /* when the armed timer fires */
+    bool pending;        /* in the serving stack (serve) */
+    bool touched;        /* served in this round, to settle afterwards */
+};
+
+/* A waiter's timeout is a module timer, not the blocked client's own: on
+ * Redis 7.0 a client granted in the same event-loop turn as its blocking
+ * timeout would never be answered. */
+struct waiter {
+    RedisModuleBlockedClient *bc;
+    fg_lock_request req; /* req.owner points to owner */
+    char *owner;
+    int64_t since_us;
+    RedisModuleTimerID deadline;
+    bool has_deadline;
+    int nkeys;
+    waiter_link links[];
+};
+
+/* What a waiter is told (its blocked client's privdata). */
+typedef struct waiter_answer {
+    const char *error; /* NULL for a grant or a timeout */
+    long long acquired, token, ttl_ms, holds;
+} waiter_answer;
+
+static RedisModuleDict *queues;      /* db + key name -> wait_queue */
+static RedisModuleDict *waiters;     /* blocked client handle -> waiter */
+
+/* The dict key of a queue: the db number, then the key name. */
+typedef struct queue_name {
+    char stack[256];
+    char *buf;
+    size_t len;
+} queue_name;
+
+static void queue_name_make(queue_name *n, int dbid, RedisModuleString *key) {
+    size_t klen;
+    const char *k = RedisModule_StringPtrLen(key, &klen);
+    n->len = sizeof(dbid) + klen;
+    n->buf = n->len <= sizeof(n->stack) ? n->stack : RedisModule_Alloc(n->len);
+    memcpy(n->buf, &dbid, sizeof(dbid));
+    memcpy(n->buf + sizeof(dbid), k, klen);
+}
+
+static void queue_name_done(queue_name *n) {
+    if (n->buf != n->stack) RedisModule_Free(n->buf);
+}
+
+static wait_queue *queue_find(int dbid, RedisModuleString *key) {
+    if (RedisModule_DictSize(queues) == 0) return NULL;
+    queue_name n;
+    queue_name_make(&n, dbid, key);
+    wait_queue *q = RedisModule_DictGetC(queues, n.buf, n.len, NULL);
+    queue_name_done(&n);
+    return q;
+}
+
+static wait_queue *queue_get(int dbid, RedisModuleString *key) {
+    wait_queue *q = queue_find(dbid, key);
+    if (q) return q;
+    q = RedisModule_Alloc(sizeof(*q));
+    memset(q, 0, sizeof(*q));
+    q->dbid = dbid;
+    size_t klen;
+    const char *k = RedisModule_StringPtrLen(key, &klen);
+    q->key = RedisModule_CreateString(NULL, k, klen);
+    queue_name n;
+    queue_name_make(&n, dbid, key);
+    RedisModule_DictSetC(queues, n.buf, n.len, q);
+    queue_name_done(&n);
+    return q;
+}
+
+static void queue_disarm(RedisModuleCtx *ctx, wait_queue *q) {
+    if (q->timer_armed) RedisModule_StopTimer(ctx, q->timer, NULL);
+    q->timer_armed = false;
+}
+
+/* An empty queue goes (its timer with it). */
+static void queue_drop_if_empty(RedisModuleCtx *ctx, wait_queue *q) {
+    if (q->head) return;
+    queue_disarm(ctx, q);
+    queue_name n;
+    queue_name_make(&n, q->dbid, q->key);
+    RedisModule_DictDelC(queues, n.buf, n.len, NULL);
+    queue_name_done(&n);
+    RedisModule_FreeString(NULL, q->key);
+    RedisModule_Free(q);
+}
+
+static void timer_fired(RedisModuleCtx *ctx, void *data);
+
+/* Makes the queue's timer fire at at_us (or at once when at_us <= now). An
+ * armed timer that fires sooner is kept: serving re-arms it. */
+static void queue_arm(RedisModuleCtx *ctx, wait_queue *q, int64_t at_us, int64_t now_us) {
+    if (q->timer_armed && q->timer_at_us <= at_us) return;
+    queue_disarm(ctx, q);
+    int64_t wait_us = at_us > now_us ? at_us - now_us : 0;
+    q->timer = RedisModule_CreateTimer(ctx, (mstime_t)ceil_ms(wait_us), timer_fired, q);
+    q->timer_armed = true;
+    q->timer_at_us = at_us;
+}
+
+static void link_append(wait_queue *q, waiter_link *l) {
+    l->q = q;
+    l->next = NULL;
+    l->prev = q->tail;
+    if (q->tail)
+        q->tail->next = l;
+    else
+        q->head = l;
+    q->tail = l;
+}
+
+static void link_remove(waiter_link *l) {
+    wait_queue *q = l->q;
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        q->head = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    else
+        q->tail = l->prev;
+    l->prev = l->next = NULL;
+}
+
+/* Takes a waiter out of its queues and the handle dict, and frees it. Its
+ * queues stay (possibly empty): the caller settles them. */
+static void waiter_remove(RedisModuleCtx *ctx, waiter *w) {
+    if (w->has_deadline) RedisModule_StopTimer(ctx, w->deadline, NULL);
+    for (int i = 0; i < w->nkeys; i++)
+        link_remove(&w->links[i]);
+    RedisModule_DictDelC(waiters, &w->bc, sizeof(w->bc), NULL);
+    RedisModule_Free(w->owner);
+    RedisModule_Free(w);
+    stat_waiters--;
+}
+
+static waiter *waiter_of(RedisModuleBlockedClient *bc) {
+    return RedisModule_DictGetC(waiters, &bc, sizeof(bc), NULL);
+}
+
+/* Tells a waiter its answer (the reply is written by waiter_reply). The
+ * waiter is gone afterwards. */
+static void waiter_answer_with(RedisModuleCtx *ctx, waiter *w, const char *error,
+                               long long acquired, long long token, long long ttl_ms,
+                               long long holds) {
+    waiter_answer *a = RedisModule_Alloc(sizeof(*a));
+    a->error = error;
+    a->acquired = acquired;
+    a->token = token;
+    a->ttl_ms = ttl_ms;
+    a->holds = holds;
+    RedisModule_UnblockClient(w->bc, a);
+    waiter_remove(ctx, w);
+}
+
+static void waiter_fail(RedisModuleCtx *ctx, waiter *w, const char *error) {
+    waiter_answer_with(ctx, w, error, 0, 0, 0, 0);
+}
+
+static void waiter_grant(RedisModuleCtx *ctx, waiter *w, uint64_t token, long long ttl_ms,
+                         long long holds) {
+    stat_waited_grants++;
+    waiter_answer_with(ctx, w, NULL, 1, (long long)token, ttl_ms, holds);
+}
+
+/* ========================================================== replication */
+
+/* A key changed: WATCH sees it, and keyspace subscribers get `event`. */
+static void key_changed(RedisModuleCtx *ctx, RedisModuleString *keyname, const char *event) {
+    RedisModule_SignalModifiedKey(ctx, keyname);
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, event, keyname);
+}
+
+static long long ttl_ms_until(int64_t at_us, int64_t now_us) {
+    return at_us > now_us ? ceil_ms(at_us - now_us) : 0;
+}
+
+/* FG.HOLD key kind capacity owner mode count expires_us token */
+static void replicate_hold(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_lock_state *s,
+                           const fg_lock_holder *h) {
+    number_arg capacity, count, expires, token;
+    format_number(&capacity, s->capacity);
+    format_number(&count, h->count);
+    format_number(&expires, h->expires_us);
+    format_number(&token, (int64_t)h->token);
+    RedisModule_Replicate(ctx, "FG.HOLD", "scbbcbbb", keyname, lock_kind_name(s->kind),
+                          capacity.str, capacity.len, h->owner, (size_t)h->owner_len,
+                          lock_mode_name(h->mode), count.str, count.len, expires.str, expires.len,
+                          token.str, token.len);
+}
+
+typedef struct prune_ctx {
+    RedisModuleCtx *ctx;
+    RedisModuleString *keyname;
+} prune_ctx;
+
+static void replicate_unhold(const fg_lock_holder *h, void *arg) {
+    prune_ctx *p = arg;
+    RedisModule_Replicate(p->ctx, "FG.UNHOLD", "sb", p->keyname, h->owner, (size_t)h->owner_len);
+    stat_expired++;
+}
+
+/* Removes the holders whose lease has ended, replicating each removal. *s
+ * becomes NULL when the key went with its last holder. */
+static uint32_t prune(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname,
+                      fg_lock_state **s, int64_t now_us) {
+    if (!*s || fg_lock_next_expiry_us(*s) > now_us) return 0;
+    prune_ctx p = {ctx, keyname};
+    uint32_t n = fg_lock_prune(*s, now_us, replicate_unhold, &p, &module_allocator);
+    bool emptied = (*s)->len == 0;
+    lockstate_settle(key, *s);
+    if (emptied) *s = NULL;
+    key_changed(ctx, keyname, "fg.leaseend");
+    return n;
+}
+
+static uint64_t take_token(int64_t now_us) {
+    uint64_t token = fg_lock_next_token(fence_last(), now_us);
+    fence_raise(token);
+    return token;
+}
+
+/* Puts a decided holder into the key (creating the state when the key is
+ * empty), gives the key its expiry and replicates the holder. *s is updated
+ * to the stored state. */
+static fg_status store_holder(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname,
+                              fg_lock_state **s, const fg_lock_request *r,
+                              const fg_lock_holder *h) {
+    if (!*s) {
+        *s = lockstate_create();
+        RedisModule_ModuleTypeSetValue(key, LockStateType, *s);
+    }
+    fg_status st = fg_lock_put(*s, r->kind, r->capacity, h, &module_allocator);
+    if (st == FG_OK) {
+        int64_t i = fg_lock_find(*s, h->owner, h->owner_len);
+        replicate_hold(ctx, keyname, *s, &(*s)->holders[i]);
+        key_changed(ctx, keyname, "fg.lock");
+    }
+    bool emptied = (*s)->len == 0; /* the key goes with its last holder */
+    lockstate_settle(key, *s);
+    if (emptied) *s = NULL;
+    return st;
+}
+
+/* ============================================================ deciding */
+
+static const fg_lock_state empty_state = {0, 0, 0, 0, 0, NULL};
+
+/* Decides and, when granted, stores. *token is the grant's token. */
+static fg_lock_outcome decide_and_grant(RedisModuleCtx *ctx, RedisModuleKey *key,
+                                        RedisModuleString *keyname, fg_lock_state **s,
+                                        const fg_lock_request *r, int64_t now_us,
+                                        fg_lock_decision *d, uint64_t token) {
+    fg_lock_decide(*s ? *s : &empty_state, r, now_us, d);
+    if (d->outcome != FG_LOCK_GRANTED && d->outcome != FG_LOCK_REENTERED) return d->outcome;
+    if (d->outcome == FG_LOCK_GRANTED) d->holder.token = token ? token : take_token(now_us);
+    if (store_holder(ctx, key, keyname, s, r, &d->holder) != FG_OK) {
+        d->outcome = FG_LOCK_NEVER;
+        d->why = "ERR out of memory or too many holders";
+        return d->outcome;
+    }
+    stat_grants++;
+    return d->outcome;
+}
+
+typedef enum key_status { KEY_OK, KEY_WRONGTYPE } key_status;
+
+/* Opens a lock key for writing and checks that it holds nothing or a state
+ * of `kind` (0: any kind). */
+static key_status open_lock_key(RedisModuleCtx *ctx, RedisModuleString *keyname, uint8_t kind,
+                                RedisModuleKey **key, fg_lock_state **s) {
+    *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    *s = NULL;
+    lock_lookup found = lockstate_lookup(*key, s);
+    if (found == LOCK_WRONGTYPE || (found == LOCK_FOUND && kind && (*s)->kind != kind)) {
+        RedisModule_CloseKey(*key);
+        *key = NULL;
+        return KEY_WRONGTYPE;
+    }
+    return KEY_OK;
+}
+
+/* ============================================================= serving */
+
+typedef struct serve_round {
+    RedisModuleCtx *ctx;
+    int64_t now_us;
+    wait_queue **stack;
+    size_t stack_len, stack_cap;
+    wait_queue **touched;
+    size_t touched_len, touched_cap;
+} serve_round;
+
+static void push(wait_queue ***arr, size_t *len, size_t *cap, wait_queue *q) {
+    if (*len == *cap) {
+        *cap = *cap ? *cap * 2 : 8;
+        *arr = RedisModule_Realloc(*arr, *cap * sizeof(**arr));
+    }
+    (*arr)[(*len)++] = q;
+}
+
+static void round_add(serve_round *r, wait_queue *q) {
+    if (!q->pending) {
+        q->pending = true;
+        push(&r->stack, &r->stack_len, &r->stack_cap, q);
+    }
+    if (!q->touched) {
+        q->touched = true;
+        push(&r->touched, &r->touched_len, &r->touched_cap, q);
+    }
+}
+
+/* Tries the single-key waiter at the head of q. False when it must wait. */
+static bool serve_single(serve_round *r, wait_queue *q, waiter *w) {
+    RedisModuleKey *key;
+    fg_lock_state *s;
+    if (open_lock_key(r->ctx, q->key, w->req.kind, &key, &s) == KEY_WRONGTYPE) {
+        waiter_fail(r->ctx, w, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return true;
+    }
+    prune(r->ctx, key, q->key, &s, r->now_us);
+    fg_lock_request req = w->req;
+    req.queued_ahead = false;
+    fg_lock_decision d;
+    fg_lock_outcome o = decide_and_grant(r->ctx, key, q->key, &s, &req, r->now_us, &d, 0);
+    RedisModule_CloseKey(key);
+    if (o == FG_LOCK_BUSY) return false;
+    if (o == FG_LOCK_NEVER)
+        waiter_fail(r->ctx, w, d.why);
+    else
+        waiter_grant(r->ctx, w, d.holder.token, ttl_ms_until(d.holder.expires_us, r->now_us),
+                     d.holder.count);
+    return true;
+}
+
+static bool serve_multi(serve_round *r, waiter *w);
+
+/* Grants the head of q while it fits. */
+static void serve_queue(serve_round *r, wait_queue *q) {
+    while (q->head) {
+        waiter *w = q->head->w;
+        bool served = w->nkeys > 1 ? serve_multi(r, w) : serve_single(r, q, w);
+        if (!served) break;
+    }
+}
+
+/* After a round: empty queues go; the others wait for their key's next
+ * lease end. */
+static void settle_queue(RedisModuleCtx *ctx, wait_queue *q, int64_t now_us) {
+    q->touched = false;
+    if (!q->head) {
+        queue_drop_if_empty(ctx, q);
+        return;
+    }
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, q->key, REDISMODULE_READ);
+    fg_lock_state *s = NULL;
+    if (lockstate_lookup(key, &s) == LOCK_FOUND && s->len)
+        queue_arm(ctx, q, fg_lock_next_expiry_us(s), now_us);
+    RedisModule_CloseKey(key);
+}
+
+/* Serves q, and every queue a granted multi-key waiter leaves. ctx must have
+ * q's database selected. */
+static void serve(RedisModuleCtx *ctx, wait_queue *q, int64_t now_us) {
+    serve_round r = {ctx, now_us, NULL, 0, 0, NULL, 0, 0};
+    round_add(&r, q);
+    while (r.stack_len) {
+        wait_queue *next = r.stack[--r.stack_len];
+        next->pending = false;
+        serve_queue(&r, next);
+    }
+    for (size_t i = 0; i < r.touched_len; i++)
+        settle_queue(ctx, r.touched[i], now_us);
+    RedisModule_Free(r.stack);
+    RedisModule_Free(r.touched);
+}
+
+/* Serves the queue of a key whose holders changed, if it has one. */
+static void serve_key(RedisModuleCtx *ctx, RedisModuleString *keyname, int64_t now_us) {
+    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), keyname);
+    if (q) serve(ctx, q, now_us);
+}
+
+/* A multi-key waiter is served when it heads every one of its queues and
+ * every key is free; then all keys are taken with one token. */
+static bool serve_multi(serve_round *r, waiter *w) {
+    for (int i = 0; i < w->nkeys; i++)
+        if (w->links[i].q->head != &w->links[i]) return false;
+    RedisModuleKey *keys[MAX_MLOCK_KEYS];
+    fg_lock_state *states[MAX_MLOCK_KEYS];
+    fg_lock_request req = w->req;
+    req.queued_ahead = false;
+    bool free_everywhere = true, wrongtype = false;
+    int opened = 0;
+    for (; opened < w->nkeys; opened++) {
+        RedisModuleString *name = w->links[opened].q->key;
+        if (open_lock_key(r->ctx, name, FG_LOCK_KIND_LOCK, &keys[opened], &states[opened]) ==
+            KEY_WRONGTYPE) {
+            wrongtype = true;
+            break;
+        }
+        prune(r->ctx, keys[opened], name, &states[opened], r->now_us);
+        fg_lock_decision d;
+        fg_lock_decide(states[opened] ? states[opened] : &empty_state, &req, r->now_us, &d);
+        if (d.outcome != FG_LOCK_GRANTED) free_everywhere = false;
+    }
+    bool served = false;
+    if (wrongtype) {
+        waiter_fail(r->ctx, w, REDISMODULE_ERRORMSG_WRONGTYPE);
+        served = true;
+    } else if (free_everywhere) {
+        uint64_t token = take_token(r->now_us);
+        fg_lock_decision d;
+        wait_queue *left[MAX_MLOCK_KEYS];
+        for (int i = 0; i < w->nkeys; i++) {
+            decide_and_grant(r->ctx, keys[i], w->links[i].q->key, &states[i], &req, r->now_us, &d,
+                             token);
+            left[i] = w->links[i].q;
+        }
+        int n = w->nkeys;
+        waiter_grant(r->ctx, w, token, ttl_ms_until(r->now_us + req.lease_us, r->now_us), n);
+        for (int i = 0; i < n; i++)
+            round_add(r, left[i]);
+        served = true;
+    }
+    for (int i = 0; i < opened; i++)
+        RedisModule_CloseKey(keys[i]);
+    return served;
+}
+
+static void fail_all_waiters(RedisModuleCtx *ctx, wait_queue *q, const char *error) {
+    while (q->head)
+        waiter_fail(ctx, q->head->w, error);
+}
+
+static void timer_fired(RedisModuleCtx *ctx, void *data) {
+    wait_queue *q = data;
+    q->timer_armed = false;
+    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER)) {
+        fail_all_waiters(ctx, q, "UNBLOCKED the server is no longer a master");
+        queue_drop_if_empty(ctx, q);
+        return;
+    }
+    RedisModule_SelectDb(ctx, q->dbid);
+    serve(ctx, q, server_clock_us());
+}
+
+/* Events that may free a lock without a lock command: serve soon. */
+static int on_keyspace_event(RedisModuleCtx *ctx, int type, const char *event,
+                             RedisModuleString *key) {
+    (void)type, (void)event;
+    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), key);
+    if (q) queue_arm(ctx, q, 0, 0);
+    return REDISMODULE_OK;
+}
+
+static void arm_every_queue(RedisModuleCtx *ctx) {
+    if (RedisModule_DictSize(queues) == 0) return;
+    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(queues, "^", NULL, 0);
+    wait_queue *q;
+    while (RedisModule_DictNextC(it, NULL, (void **)&q))
+        queue_arm(ctx, q, 0, 0);
+    RedisModule_DictIteratorStop(it);
+}
+
+static void on_flush_or_swap(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent,
+                             void *data) {
+    (void)data;
+    if (eid.id == REDISMODULE_EVENT_FLUSHDB && subevent != REDISMODULE_SUBEVENT_FLUSHDB_END) return;
+    arm_every_queue(ctx);
+}
+
+/* ===================================================== blocked clients */
+
+static int waiter_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+static int waiter_timeout(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+static void free_answer(RedisModuleCtx *ctx, void *privdata) {
+    (void)ctx;
+    if (privdata) RedisModule_Free(privdata);
+}
+
+/* The waiter leaves its queues; those behind it may now fit. */
+static void waiter_abandon(RedisModuleCtx *ctx, waiter *w) {
+    wait_queue *qs[MAX_MLOCK_KEYS];
+    int n = w->nkeys;
+    for (int i = 0; i < n; i++)
+        qs[i] = w->links[i].q;
+    waiter_remove(ctx, w);
+    for (int i = 0; i < n; i++) {
+        if (qs[i]->head)
+            queue_arm(ctx, qs[i], 0, 0);
+        else
+            queue_drop_if_empty(ctx, qs[i]);
+    }
+}
+
+static void waiter_disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
+    waiter *w = waiter_of(bc);
+    if (w) waiter_abandon(ctx, w);
+}
+
+static void reply_grant(RedisModuleCtx *ctx, long long acquired, long long token, long long ttl_ms,
+                        long long holds) {
+    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithLongLong(ctx, acquired);
+    RedisModule_ReplyWithLongLong(ctx, token);
+    RedisModule_ReplyWithLongLong(ctx, ttl_ms);
+    RedisModule_ReplyWithLongLong(ctx, holds);
+}
+
+static int waiter_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv, (void)argc;
+    waiter_answer *a = RedisModule_GetBlockedClientPrivateData(ctx);
+    if (!a) {
+        reply_grant(ctx, 0, 0, 0, 0);
+        return REDISMODULE_OK;
+    }
+    if (a->error) return RedisModule_ReplyWithError(ctx, a->error);
+    reply_grant(ctx, a->acquired, a->token, a->ttl_ms, a->holds);
+    return REDISMODULE_OK;
+}
+
+/* The soonest a waiter's request could be granted, as FG.LOCK answers it. */
+static long long waiter_retry_ms(RedisModuleCtx *ctx, waiter *w, int64_t now_us) {
+    int64_t until = 0;
+    for (int i = 0; i < w->nkeys; i++) {
+        RedisModuleKey *key = RedisModule_OpenKey(ctx, w->links[i].q->key, REDISMODULE_READ);
+        fg_lock_state *s = NULL;
+        if (lockstate_lookup(key, &s) == LOCK_FOUND && s->kind == w->req.kind) {
+            fg_lock_request req = w->req;
+            req.queued_ahead = false;
+            fg_lock_decision d;
+            fg_lock_decide(s, &req, now_us, &d);
+            if (d.outcome == FG_LOCK_BUSY && d.busy_until_us > until) until = d.busy_until_us;
+        }
+        RedisModule_CloseKey(key);
+    }
+    return ttl_ms_until(until, now_us);
+}
+
+/* The waiter's deadline passed: it is told it was not granted, and those
+ * behind it may now fit. */
+static void deadline_passed(RedisModuleCtx *ctx, void *data) {
+    waiter *w = data;
+    w->has_deadline = false;
+    RedisModule_SelectDb(ctx, w->links[0].q->dbid);
+    long long retry_ms = waiter_retry_ms(ctx, w, server_clock_us());
+    waiter_answer *a = RedisModule_Alloc(sizeof(*a));
+    *a = (waiter_answer){NULL, 0, 0, retry_ms, 0};
+    RedisModule_UnblockClient(w->bc, a);
+    stat_timeouts++;
+    waiter_abandon(ctx, w);
+}
+
+/* CLIENT UNBLOCK: the same answer as a timeout. */
+static int waiter_timeout(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv, (void)argc;
+    waiter *w = waiter_of(RedisModule_GetBlockedClientHandle(ctx));
+    long long retry_ms = 0;
+    if (w) {
+        retry_ms = waiter_retry_ms(ctx, w, server_clock_us());
+        waiter_abandon(ctx, w);
+    }
+    stat_timeouts++;
+    reply_grant(ctx, 0, 0, retry_ms, 0);
+    return REDISMODULE_OK;
+}
+
+/* Whether this client may wait: never inside MULTI, a script or
+ * RedisModule_Call, and only on a master. */
+static bool can_block(RedisModuleCtx *ctx) {
+    int flags = RedisModule_GetContextFlags(ctx);
+    if (flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+                 REDISMODULE_CTX_FLAGS_DENY_BLOCKING | REDISMODULE_CTX_FLAGS_REPLICATED))
+        return false;
+    return (flags & REDISMODULE_CTX_FLAGS_MASTER) != 0;
+}
+
+/* Blocks the client in the queues of `keys`. timeout_ms 0: no timeout. */
+static void enqueue(RedisModuleCtx *ctx, const fg_lock_request *r, RedisModuleString **keys,
+                    int nkeys, int64_t timeout_ms, int64_t now_us) {
+    waiter *w = RedisModule_Alloc(sizeof(*w) + (size_t)nkeys * sizeof(waiter_link));
+    w->req = *r;
+    w->owner = RedisModule_Alloc(r->owner_len);
+    memcpy(w->owner, r->owner, r->owner_len);
+    w->req.owner = w->owner;
+    w->since_us = now_us;
+    w->nkeys = nkeys;
+    w->bc = RedisModule_BlockClient(ctx, waiter_reply, waiter_timeout, free_answer, 0);
+    w->has_deadline = timeout_ms > 0;
+    if (w->has_deadline) w->deadline = RedisModule_CreateTimer(ctx, timeout_ms, deadline_passed, w);
+    RedisModule_SetDisconnectCallback(w->bc, waiter_disconnected);
+    RedisModule_DictSetC(waiters, &w->bc, sizeof(w->bc), w);
+    int dbid = RedisModule_GetSelectedDb(ctx);
+    for (int i = 0; i < nkeys; i++) {
+        w->links[i].w = w;
+        wait_queue *q = queue_get(dbid, keys[i]);
+        link_append(q, &w->links[i]);
+        /* The key's next lease end may free it. */
+        RedisModuleKey *key = RedisModule_OpenKey(ctx, keys[i], REDISMODULE_READ);
+        fg_lock_state *s = NULL;
+        if (lockstate_lookup(key, &s) == LOCK_FOUND && s->len)
+            queue_arm(ctx, q, fg_lock_next_expiry_us(s), now_us);
+        RedisModule_CloseKey(key);
+    }
+    stat_waiters++;
+}
+
+/* ============================================================ parsing */
+
+static int parse_owner(RedisModuleCtx *ctx, RedisModuleString *arg, fg_lock_request *r) {
+    r->owner = RedisModule_StringPtrLen(arg, &r->owner_len);
+    if (r->owner_len < 1 || r->owner_len > FG_LOCK_OWNER_MAX) {
+        reply_error_fmt(ctx, "ERR owner must be 1 to %d bytes", FG_LOCK_OWNER_MAX);
+        return 0;
+    }
+    return 1;
+}
+
+static int parse_lease(RedisModuleCtx *ctx, RedisModuleString *arg, int64_t *lease_us) {
+    int64_t ms;
+    if (!parse_integer(ctx, arg, "lease_ms", 1, FG_LOCK_MAX_LEASE_MS, &ms)) return 0;
+    *lease_us = ms * 1000;
+    return 1;
+}
+
+typedef struct wait_option {
+    bool wait;
+    int64_t timeout_ms;
+} wait_option;
+
+/* The options after the positional arguments: WAIT timeout_ms always;
+ * SHARED and REENTRANT where `mode_options` (FG.LOCK). */
+static int parse_lock_options(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
+                              bool mode_options, fg_lock_request *r, wait_option *wo) {
+    wo->wait = false;
+    wo->timeout_ms = 0;
+    for (int i = 0; i < argc; i++) {
+        if (mode_options && arg_is(argv[i], "SHARED")) {
+            r->mode = FG_LOCK_SHARED;
+        } else if (mode_options && arg_is(argv[i], "REENTRANT")) {
+            r->reentrant = true;
+        } else if (arg_is(argv[i], "WAIT")) {
+            if (i + 1 >= argc) return RedisModule_ReplyWithError(ctx, "ERR WAIT needs a timeout_ms"), 0;
+            if (!parse_integer(ctx, argv[++i], "timeout_ms", 0, FG_LOCK_MAX_LEASE_MS,
+                               &wo->timeout_ms))
+                return 0;
+            wo->wait = true;
+        } else {
+            RedisModule_ReplyWithError(ctx, mode_options
+                                                ? "ERR syntax error: the options are SHARED, "
+                                                  "REENTRANT and WAIT timeout_ms"
+                                                : "ERR syntax error: the only option is WAIT "
+                                                  "timeout_ms");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ========================================================== acquiring */
+
+/* The common path of FG.LOCK and FG.ACQUIRE. */
+static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, fg_lock_request *r,
+                   const wait_option *wo) {
+    int64_t now_us = server_clock_us();
+    RedisModuleKey *key;
+    fg_lock_state *s;
+    if (open_lock_key(ctx, keyname, r->kind, &key, &s) == KEY_WRONGTYPE)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int dbid = RedisModule_GetSelectedDb(ctx);
+    wait_queue *q = queue_find(dbid, keyname);
+    if (prune(ctx, key, keyname, &s, now_us) && q) {
+        /* Leases ended: the waiters come first. */
+        RedisModule_CloseKey(key);
+        serve(ctx, q, now_us);
+        if (open_lock_key(ctx, keyname, r->kind, &key, &s) == KEY_WRONGTYPE)
+            return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        q = queue_find(dbid, keyname);
+    }
+    r->queued_ahead = q && q->head;
+    fg_lock_decision d;
+    fg_lock_outcome o = decide_and_grant(ctx, key, keyname, &s, r, now_us, &d, 0);
+    RedisModule_CloseKey(key);
+    switch (o) {
+    case FG_LOCK_GRANTED:
+    case FG_LOCK_REENTERED:
+        reply_grant(ctx, 1, (long long)d.holder.token, ttl_ms_until(d.holder.expires_us, now_us),
+                    d.holder.count);
+        return REDISMODULE_OK;
+    case FG_LOCK_NEVER: return RedisModule_ReplyWithError(ctx, d.why);
+    case FG_LOCK_BUSY: break;
+    }
+    if (wo->wait && can_block(ctx)) {
+        enqueue(ctx, r, &keyname, 1, wo->timeout_ms, now_us);
+        return REDISMODULE_OK;
+    }
+    reply_grant(ctx, 0, 0, ttl_ms_until(d.busy_until_us, now_us), 0);
+    return REDISMODULE_OK;
+}
+
+/* FG.LOCK key owner lease_ms [SHARED] [REENTRANT] [WAIT timeout_ms] */
+static int lock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    fg_lock_request r = {.kind = FG_LOCK_KIND_LOCK, .mode = FG_LOCK_EXCLUSIVE, .count = 1};
+    wait_option wo;
+    if (!parse_owner(ctx, argv[2], &r) || !parse_lease(ctx, argv[3], &r.lease_us) ||
+        !parse_lock_options(ctx, argv + 4, argc - 4, true, &r, &wo))
+        return REDISMODULE_OK;
+    return acquire(ctx, argv[1], &r, &wo);
+}
+
+/* FG.ACQUIRE key capacity owner permits lease_ms [WAIT timeout_ms] */
+static int acquire_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 6) return RedisModule_WrongArity(ctx);
+    fg_lock_request r = {.kind = FG_LOCK_KIND_SEMAPHORE, .mode = FG_LOCK_EXCLUSIVE};
+    wait_option wo;
+    if (!parse_integer(ctx, argv[2], "capacity", 1, FG_LOCK_MAX_CAPACITY, &r.capacity) ||
+        !parse_owner(ctx, argv[3], &r) ||
+        !parse_integer(ctx, argv[4], "permits", 1, FG_LOCK_MAX_CAPACITY, &r.count) ||
+        !parse_lease(ctx, argv[5], &r.lease_us) ||
+        !parse_lock_options(ctx, argv + 6, argc - 6, false, &r, &wo))
+        return REDISMODULE_OK;
+    if (r.count > r.capacity)
+        return RedisModule_ReplyWithError(ctx, "ERR permits exceed the capacity");
+    return acquire(ctx, argv[1], &r, &wo);
+}
+
+/* =========================================================== releasing */
+
+/* After the owner's hold changed: replicate what it is now. */
+static void replicate_hold_change(RedisModuleCtx *ctx, RedisModuleString *keyname,
+                                  fg_lock_state *s, const char *owner, size_t owner_len,
+                                  int64_t left) {
+    if (left > 0)
+        replicate_hold(ctx, keyname, s, &s->holders[fg_lock_find(s, owner, owner_len)]);
+    else
+        RedisModule_Replicate(ctx, "FG.UNHOLD", "sb", keyname, owner, owner_len);
+}
+
+/* The common path of FG.UNLOCK and FG.RELEASE. */
+static int release(RedisModuleCtx *ctx, RedisModuleString *keyname, uint8_t kind,
+                   RedisModuleString *owner_arg, int64_t count) {
+    fg_lock_request r;
+    if (!parse_owner(ctx, owner_arg, &r)) return REDISMODULE_OK;
+    int64_t now_us = server_clock_us();
+    RedisModuleKey *key;
+    fg_lock_state *s;
+    if (open_lock_key(ctx, keyname, kind, &key, &s) == KEY_WRONGTYPE)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    uint32_t pruned = prune(ctx, key, keyname, &s, now_us);
+    int64_t left = -1;
+    if (s) {
+        left = fg_lock_release(s, r.owner, r.owner_len, count, &module_allocator);
+        if (left >= 0) {
+            replicate_hold_change(ctx, keyname, s, r.owner, r.owner_len, left);
+            lockstate_settle(key, s);
+            key_changed(ctx, keyname, "fg.unlock");
+        }
+    }
+    RedisModule_CloseKey(key);
+    if (pruned || left == 0 || (left > 0 && kind == FG_LOCK_KIND_SEMAPHORE))
+        serve_key(ctx, keyname, now_us);
+    return RedisModule_ReplyWithLongLong(ctx, left);
+}
+
+/* FG.UNLOCK key owner */
+static int unlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    return release(ctx, argv[1], FG_LOCK_KIND_LOCK, argv[2], 1);
+}
+
+/* FG.RELEASE key owner [permits] */
+static int release_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3 && argc != 4) return RedisModule_WrongArity(ctx);
+    int64_t permits = 0;
+    if (argc == 4 && !parse_integer(ctx, argv[3], "permits", 1, FG_LOCK_MAX_CAPACITY, &permits))
+        return REDISMODULE_OK;
+    return release(ctx, argv[1], FG_LOCK_KIND_SEMAPHORE, argv[2], permits);
+}
+
+/* FG.EXTEND key owner lease_ms */
+static int extend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 4) return RedisModule_WrongArity(ctx);
+    fg_lock_request r;
+    int64_t lease_us;
+    if (!parse_owner(ctx, argv[2], &r) || !parse_lease(ctx, argv[3], &lease_us))
+        return REDISMODULE_OK;
+    int64_t now_us = server_clock_us();
+    RedisModuleKey *key;
+    fg_lock_state *s;
+    if (open_lock_key(ctx, argv[1], 0, &key, &s) == KEY_WRONGTYPE)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    uint32_t pruned = prune(ctx, key, argv[1], &s, now_us);
+    int64_t i = s ? fg_lock_find(s, r.owner, r.owner_len) : -1;
+    if (i >= 0) {
+        fg_lock_holder h = s->holders[i];
+        h.expires_us = now_us + lease_us;
+        fg_lock_put(s, s->kind, s->capacity, &h, &module_allocator);
+        replicate_hold(ctx, argv[1], s, &s->holders[i]);
+        lockstate_settle(key, s);
+        key_changed(ctx, argv[1], "fg.extend");
+    }
+    RedisModule_CloseKey(key);
+    if (pruned) serve_key(ctx, argv[1], now_us);
+    return RedisModule_ReplyWithLongLong(ctx, i >= 0);
+}
+
+/* FG.FORCEUNLOCK key */
+static int forceunlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    int64_t now_us = server_clock_us();
+    RedisModuleKey *key;
+    fg_lock_state *s;
+    if (open_lock_key(ctx, argv[1], 0, &key, &s) == KEY_WRONGTYPE)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    prune(ctx, key, argv[1], &s, now_us);
+    long long removed = 0;
+    if (s) {
+        removed = s->len;
+        RedisModule_DeleteKey(key);
+        RedisModule_Replicate(ctx, "DEL", "s", argv[1]);
+        key_changed(ctx, argv[1], "fg.forceunlock");
+    }
+    RedisModule_CloseKey(key);
+    serve_key(ctx, argv[1], now_us);
+    return RedisModule_ReplyWithLongLong(ctx, removed);
+}
+
+/* ========================================================== multi-key */
+
+/* Parses "numkeys key [key ...]" at argv[1]; the keys are distinct. */
+static int parse_keys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int *numkeys) {
+    int64_t n;
+    if (!parse_integer(ctx, argv[1], "numkeys", 1, MAX_MLOCK_KEYS, &n)) return 0;
+    if (n + 2 > argc) return RedisModule_ReplyWithError(ctx, "ERR numkeys is larger than the "
+                                                              "number of keys given"), 0;
+    for (int i = 0; i < n; i++) {
+        size_t ilen;
+        const char *ip = RedisModule_StringPtrLen(argv[2 + i], &ilen);
+        for (int j = 0; j < i; j++) {
+            size_t jlen;
+            const char *jp = RedisModule_StringPtrLen(argv[2 + j], &jlen);
+            if (ilen == jlen && memcmp(ip, jp, ilen) == 0)
+                return RedisModule_ReplyWithError(ctx, "ERR duplicate key"), 0;
+        }
+    }
+    *numkeys = (int)n;
+    return 1;
+}
+
+/* Where the keys of "numkeys key [key ...]" are, for cluster routing: Redis
+ * 7.0 routes a module command by its legacy key range or by this callback,
+ * never by its key specs. */
+static int report_numkeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    long long n;
+    if (argc > 1 && RedisModule_StringToLongLong(argv[1], &n) == REDISMODULE_OK && n > 0)
+        for (long long i = 0; i < n && i + 2 < argc; i++)
+            RedisModule_KeyAtPos(ctx, (int)(i + 2));
+    return REDISMODULE_OK;
+}
+
+/* FG.MLOCK numkeys key [key ...] owner lease_ms [WAIT timeout_ms] */
+static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) return report_numkeys(ctx, argv, argc);
+    if (argc < 5) return RedisModule_WrongArity(ctx);
+    int n;
+    if (!parse_keys(ctx, argv, argc, &n)) return REDISMODULE_OK;
+    if (argc < n + 4) return RedisModule_WrongArity(ctx);
+    RedisModuleString **keys = argv + 2;
+    fg_lock_request r = {.kind = FG_LOCK_KIND_LOCK, .mode = FG_LOCK_EXCLUSIVE, .count = 1};
+    wait_option wo;
+    if (!parse_owner(ctx, argv[n + 2], &r) || !parse_lease(ctx, argv[n + 3], &r.lease_us) ||
+        !parse_lock_options(ctx, argv + n + 4, argc - n - 4, false, &r, &wo))
+        return REDISMODULE_OK;
+    int64_t now_us = server_clock_us();
+    int dbid = RedisModule_GetSelectedDb(ctx);
+
+    /* Types first, so an error changes nothing; then expired holders go and
+     * their waiters are served. */
+    for (int i = 0; i < n; i++) {
+        RedisModuleKey *key;
+        fg_lock_state *s;
+        if (open_lock_key(ctx, keys[i], FG_LOCK_KIND_LOCK, &key, &s) == KEY_WRONGTYPE)
+            return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        RedisModule_CloseKey(key);
+    }
+    for (int i = 0; i < n; i++) {
+        RedisModuleKey *key;
+        fg_lock_state *s;
+        open_lock_key(ctx, keys[i], FG_LOCK_KIND_LOCK, &key, &s);
+        uint32_t pruned = prune(ctx, key, keys[i], &s, now_us);
+        RedisModule_CloseKey(key);
+        if (pruned) serve_key(ctx, keys[i], now_us);
+    }
+
+    RedisModuleKey *opened[MAX_MLOCK_KEYS];
+    fg_lock_state *states[MAX_MLOCK_KEYS];
+    bool all_free = true;
+    int64_t busy_until = 0;
+    for (int i = 0; i < n; i++) {
+        open_lock_key(ctx, keys[i], FG_LOCK_KIND_LOCK, &opened[i], &states[i]);
+        wait_queue *q = queue_find(dbid, keys[i]);
+        r.queued_ahead = q && q->head;
+        fg_lock_decision d;
+        fg_lock_decide(states[i] ? states[i] : &empty_state, &r, now_us, &d);
+        if (d.outcome != FG_LOCK_GRANTED) all_free = false;
+        if (d.outcome == FG_LOCK_BUSY && d.busy_until_us > busy_until) busy_until = d.busy_until_us;
+    }
+    uint64_t token = 0;
+    if (all_free) {
+        token = take_token(now_us);
+        r.queued_ahead = false;
+        for (int i = 0; i < n; i++) {
+            fg_lock_decision d;
+            decide_and_grant(ctx, opened[i], keys[i], &states[i], &r, now_us, &d, token);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        RedisModule_CloseKey(opened[i]);
+    if (all_free) {
+        reply_grant(ctx, 1, (long long)token, ttl_ms_until(now_us + r.lease_us, now_us), n);
+    } else if (wo.wait && can_block(ctx)) {
+        enqueue(ctx, &r, keys, n, wo.timeout_ms, now_us);
+    } else {
+        reply_grant(ctx, 0, 0, ttl_ms_until(busy_until, now_us), 0);
+    }
+    return REDISMODULE_OK;
+}
+
+/* FG.MUNLOCK numkeys key [key ...] owner */
+static int munlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) return report_numkeys(ctx, argv, argc);
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    int n;
+    if (!parse_keys(ctx, argv, argc, &n)) return REDISMODULE_OK;
+    if (argc != n + 3) return RedisModule_WrongArity(ctx);
+    fg_lock_request r;
+    if (!parse_owner(ctx, argv[n + 2], &r)) return REDISMODULE_OK;
+    for (int i = 0; i < n; i++) {
+        RedisModuleKey *key;
+        fg_lock_state *s;
+        if (open_lock_key(ctx, argv[2 + i], FG_LOCK_KIND_LOCK, &key, &s) == KEY_WRONGTYPE)
+            return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        RedisModule_CloseKey(key);
+    }
+    int64_t now_us = server_clock_us();
+    long long released = 0;
+    for (int i = 0; i < n; i++) {
+        RedisModuleString *keyname = argv[2 + i];
+        RedisModuleKey *key;
+        fg_lock_state *s;
+        open_lock_key(ctx, keyname, FG_LOCK_KIND_LOCK, &key, &s);
+        uint32_t pruned = prune(ctx, key, keyname, &s, now_us);
+        int64_t left = -1;
+        if (s) {
+            left = fg_lock_release(s, r.owner, r.owner_len, 1, &module_allocator);
+            if (left >= 0) {
+                replicate_hold_change(ctx, keyname, s, r.owner, r.owner_len, left);
+                lockstate_settle(key, s);
+                key_changed(ctx, keyname, "fg.unlock");
+                released++;
+            }
+        }
+        RedisModule_CloseKey(key);
+        if (pruned || left == 0) serve_key(ctx, keyname, now_us);
+    }
+    return RedisModule_ReplyWithLongLong(ctx, released);
+}
+
+/* ======================================================== introspection */
+
+static void reply_holders(RedisModuleCtx *ctx, const fg_lock_state *s, int64_t now_us) {
+    long n = 0;
+    RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_LEN);
+    for (uint32_t i = 0; s && i < s->len; i++) {
+        const fg_lock_holder *h = &s->holders[i];
+        if (h->expires_us <= now_us) continue; /* ended; removed at the next write */
+        RedisModule_ReplyWithArray(ctx, 5);
+        RedisModule_ReplyWithStringBuffer(ctx, h->owner, h->owner_len);
+        RedisModule_ReplyWithCString(ctx, lock_mode_name(h->mode));
+        RedisModule_ReplyWithLongLong(ctx, h->count);
+        RedisModule_ReplyWithLongLong(ctx, ttl_ms_until(h->expires_us, now_us));
+        RedisModule_ReplyWithLongLong(ctx, (long long)h->token);
+        n++;
+    }
+    RedisModule_ReplySetArrayLength(ctx, n);
+}
+
+static void reply_waiters(RedisModuleCtx *ctx, const wait_queue *q, int64_t now_us) {
+    long n = 0;
+    RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_LEN);
+    for (const waiter_link *l = q ? q->head : NULL; l; l = l->next, n++) {
+        const waiter *w = l->w;
+        RedisModule_ReplyWithArray(ctx, 4);
+        RedisModule_ReplyWithStringBuffer(ctx, w->owner, w->req.owner_len);
+        RedisModule_ReplyWithCString(ctx, lock_mode_name(w->req.mode));
+        RedisModule_ReplyWithLongLong(ctx, w->req.count);
+        RedisModule_ReplyWithLongLong(ctx, (now_us - w->since_us) / 1000);
+    }
+    RedisModule_ReplySetArrayLength(ctx, n);
+}
+
+/* FG.LOCKINFO key */
+static int lockinfo_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    int64_t now_us = server_clock_us();
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    fg_lock_state *s = NULL;
+    lock_lookup found = lockstate_lookup(key, &s);
+    RedisModule_CloseKey(key);
+    if (found == LOCK_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), argv[1]);
+    if (!s && !(q && q->head)) return RedisModule_ReplyWithNull(ctx);
+    uint8_t kind = s ? s->kind : q->head->w->req.kind;
+    long long used = 0;
+    for (uint32_t i = 0; s && i < s->len; i++)
+        if (s->holders[i].expires_us > now_us) used += s->holders[i].count;
+    RedisModule_ReplyWithArray(ctx, 12);
+    RedisModule_ReplyWithCString(ctx, "kind");
+    RedisModule_ReplyWithCString(ctx, lock_kind_name(kind));
+    RedisModule_ReplyWithCString(ctx, "capacity");
+    RedisModule_ReplyWithLongLong(ctx, s ? s->capacity : q->head->w->req.capacity);
+    RedisModule_ReplyWithCString(ctx, "used");
+    RedisModule_ReplyWithLongLong(ctx, used);
+    RedisModule_ReplyWithCString(ctx, "holders");
+    reply_holders(ctx, s, now_us);
+    RedisModule_ReplyWithCString(ctx, "waiters");
+    reply_waiters(ctx, q, now_us);
+    RedisModule_ReplyWithCString(ctx, "next_token");
+    RedisModule_ReplyWithLongLong(ctx, (long long)fg_lock_next_token(fence_last(), now_us));
+    return REDISMODULE_OK;
+}
+
+/* ============================================================ fencing */
+
+static int parse_token(RedisModuleCtx *ctx, RedisModuleString *arg, uint64_t *token) {
+    int64_t t;
+    if (!parse_integer(ctx, arg, "token", 1, INT64_MAX, &t)) return 0;
+    *token = (uint64_t)t;
+    return 1;
+}
+
+/* Opens a fenced key for writing; *v NULL when empty. 0 after replying
+ * WRONGTYPE. */
+static int open_fenced(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleKey **key,
+                       fenced_value **v) {
+    *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    *v = NULL;
+    if (fenced_lookup(*key, v) == LOCK_WRONGTYPE) {
+        RedisModule_CloseKey(*key);
+        RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return 0;
+    }
+    return 1;
+}
+
+/* FG.FENCE key token */
+static int fence_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    uint64_t token;
+    RedisModuleKey *key;
+    fenced_value *v;
+    if (!parse_token(ctx, argv[2], &token) || !open_fenced(ctx, argv[1], &key, &v))
+        return REDISMODULE_OK;
+    bool current = !v || token >= v->token;
+    if (current && (!v || token > v->token)) {
+        fenced_store(key, token, NULL, 0);
+        RedisModule_ReplicateVerbatim(ctx);
+        key_changed(ctx, argv[1], "fg.fence");
+    }
+    RedisModule_CloseKey(key);
+    return RedisModule_ReplyWithLongLong(ctx, current);
+}
+
+/* FG.FSET key token value */
+static int fset_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 4) return RedisModule_WrongArity(ctx);
+    uint64_t token;
+    RedisModuleKey *key;
+    fenced_value *v;
+    if (!parse_token(ctx, argv[2], &token) || !open_fenced(ctx, argv[1], &key, &v))
+        return REDISMODULE_OK;
+    bool current = !v || token >= v->token;
+    if (current) {
+        size_t len;
+        const char *value = RedisModule_StringPtrLen(argv[3], &len);
+        fenced_store(key, token, value, len);
+        RedisModule_ReplicateVerbatim(ctx);
+        key_changed(ctx, argv[1], "fg.fset");
+    }
+    RedisModule_CloseKey(key);
+    return RedisModule_ReplyWithLongLong(ctx, current);
+}
+
+/* FG.FGET key [token] */
+static int fget_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2 && argc != 3) return RedisModule_WrongArity(ctx);
+    uint64_t token = 0;
+    RedisModuleKey *key;
+    fenced_value *v;
+    if ((argc == 3 && !parse_token(ctx, argv[2], &token)) || !open_fenced(ctx, argv[1], &key, &v))
+        return REDISMODULE_OK;
+    bool current = !v || token >= v->token || argc == 2;
+    if (argc == 3 && current && (!v || token > v->token)) {
+        fenced_store(key, token, NULL, 0);
+        fenced_lookup(key, &v);
+        RedisModule_Replicate(ctx, "FG.FENCE", "ss", argv[1], argv[2]);
+        key_changed(ctx, argv[1], "fg.fence");
+    }
+    RedisModule_ReplyWithArray(ctx, 3);
+    RedisModule_ReplyWithLongLong(ctx, current);
+    RedisModule_ReplyWithLongLong(ctx, v ? (long long)v->token : 0);
+    if (current && v && v->value)
+        RedisModule_ReplyWithStringBuffer(ctx, v->value, v->value_len);
+    else
+        RedisModule_ReplyWithNull(ctx);
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+/* ===================================================== internal effects */
+
+/* FG.HOLD key kind capacity owner mode count expires_us token */
+static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 9) return RedisModule_WrongArity(ctx);
+    int kind = lock_kind_from_name(argv[2]), mode = lock_mode_from_name(argv[5]);
+    if (kind < 0) return RedisModule_ReplyWithError(ctx, "ERR kind must be lock or semaphore");
+    if (mode < 0) return RedisModule_ReplyWithError(ctx, "ERR mode must be exclusive or shared");
+    fg_lock_request r;
+    int64_t capacity, count, expires_us;
+    uint64_t token;
+    if (!parse_integer(ctx, argv[3], "capacity", 0, FG_LOCK_MAX_CAPACITY, &capacity) ||
+        !parse_owner(ctx, argv[4], &r) ||
+        !parse_integer(ctx, argv[6], "count", 1, FG_LOCK_MAX_REENTRY, &count) ||
+        !parse_integer(ctx, argv[7], "expires_us", 1, INT64_MAX, &expires_us) ||
+        !parse_token(ctx, argv[8], &token))
+        return REDISMODULE_OK;
+    RedisModuleKey *key;
+    fg_lock_state *s;
+    if (open_lock_key(ctx, argv[1], 0, &key, &s) == KEY_WRONGTYPE)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    bool created = !s;
+    if (created) s = lockstate_create();
+    fg_lock_holder h = {(char *)r.owner, (uint32_t)r.owner_len, (uint8_t)mode, count, expires_us,
+                        token};
+    fg_status st = fg_lock_put(s, (uint8_t)kind, capacity, &h, &module_allocator);
+    if (st != FG_OK) {
+        if (created) lockstate_destroy(s);
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, "ERR invalid holder for this state");
+    }
+    if (created) RedisModule_ModuleTypeSetValue(key, LockStateType, s);
+    lockstate_settle(key, s);
+    RedisModule_CloseKey(key);
+    fence_raise(token);
+    RedisModule_ReplicateVerbatim(ctx);
+    key_changed(ctx, argv[1], "fg.hold");
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* FG.UNHOLD key owner */
+static int unhold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    fg_lock_request r;
+    if (!parse_owner(ctx, argv[2], &r)) return REDISMODULE_OK;
+    RedisModuleKey *key;
+    fg_lock_state *s;
+    if (open_lock_key(ctx, argv[1], 0, &key, &s) == KEY_WRONGTYPE)
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    int64_t i = s ? fg_lock_find(s, r.owner, r.owner_len) : -1;
+    if (i >= 0) {
+        fg_lock_remove(s, (uint32_t)i, &module_allocator);
+        lockstate_settle(key, s);
+        RedisModule_ReplicateVerbatim(ctx);
+        key_changed(ctx, argv[1], "fg.unhold");
+    }
+    RedisModule_CloseKey(key);
+    if (i >= 0 && (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER))
+        serve_key(ctx, argv[1], server_clock_us());
+    return RedisModule_ReplyWithLongLong(ctx, i >= 0);
+}
+
+/* ========================================================= registration */
+
+typedef struct command_entry {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+    int firstkey, lastkey;
+} command_entry;
+
+static const command_entry commands[] = {
+    {"FG.LOCK", lock_command, "write deny-oom fast", 1, 1},
+    {"FG.UNLOCK", unlock_command, "write fast", 1, 1},
+    {"FG.ACQUIRE", acquire_command, "write deny-oom fast", 1, 1},
+    {"FG.RELEASE", release_command, "write fast", 1, 1},
+    {"FG.MLOCK", mlock_command, "write deny-oom getkeys-api", 0, 0},
+    {"FG.MUNLOCK", munlock_command, "write getkeys-api", 0, 0},
+    {"FG.EXTEND", extend_command, "write deny-oom fast", 1, 1},
+    {"FG.FORCEUNLOCK", forceunlock_command, "write", 1, 1},
+    {"FG.LOCKINFO", lockinfo_command, "readonly", 1, 1},
+    {"FG.FENCE", fence_command, "write deny-oom fast", 1, 1},
+    {"FG.FSET", fset_command, "write deny-oom fast", 1, 1},
+    {"FG.FGET", fget_command, "write deny-oom fast", 1, 1},
+    {"FG.HOLD", hold_command, "write deny-oom", 1, 1},
+    {"FG.UNHOLD", unhold_command, "write", 1, 1},
+};
+
+int lock_register_commands(RedisModuleCtx *ctx) {
+    queues = RedisModule_CreateDict(NULL);
+    waiters = RedisModule_CreateDict(NULL);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        const command_entry *c = &commands[i];
+        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->firstkey, c->lastkey,
+                                      c->firstkey ? 1 : 0) != REDISMODULE_OK)
+            return REDISMODULE_ERR;
+    }
+    RedisModuleEvent flush = {REDISMODULE_EVENT_FLUSHDB, 1}, swap = {REDISMODULE_EVENT_SWAPDB, 1};
+    if (RedisModule_SubscribeToKeyspaceEvents(
+            ctx, REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED,
+            on_keyspace_event) != REDISMODULE_OK ||
+        RedisModule_SubscribeToServerEvent(ctx, flush, on_flush_or_swap) != REDISMODULE_OK ||
+        RedisModule_SubscribeToServerEvent(ctx, swap, on_flush_or_swap) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    return REDISMODULE_OK;
+}
+
+void lock_info(RedisModuleInfoCtx *ctx) {
+    if (RedisModule_InfoAddSection(ctx, "locks") != REDISMODULE_OK) return;
+    RedisModule_InfoAddFieldLongLong(ctx, "lock_grants", stat_grants);
+    RedisModule_InfoAddFieldLongLong(ctx, "lock_waited_grants", stat_waited_grants);
+    RedisModule_InfoAddFieldLongLong(ctx, "lock_timeouts", stat_timeouts);
+    RedisModule_InfoAddFieldLongLong(ctx, "lock_waiters", stat_waiters);
+    RedisModule_InfoAddFieldLongLong(ctx, "lock_expired",
+                                     stat_expired + lockstate_leases_ended_with_key());
+    RedisModule_InfoAddFieldLongLong(ctx, "lock_next_token",
+                                     (long long)fg_lock_next_token(fence_last(), server_clock_us()));
+}
