@@ -55,6 +55,8 @@ typedef enum fg_code {
     FG_CODE_PROTOCOL,  /* a reply the library did not expect (module missing?) */
     FG_CODE_SERVER,    /* any other error reply from the server */
     FG_CODE_NOMEM,
+    FG_CODE_NOT_DURABLE, /* a grant reached fewer replicas than asked; it was released */
+    FG_CODE_UNSUPPORTED, /* the backend cannot do this (a lock on a cluster URL, ...) */
 } fg_code;
 
 typedef struct fg_error {
@@ -254,6 +256,138 @@ typedef struct fg_request {
 /* Decides many requests in one round trip (pipelined). Returns FG_CODE_OK
  * when the batch ran; each request then has its own code. */
 fg_code fg_check_batch(fg_client *client, fg_request *requests, size_t count, fg_error *err);
+
+/* ------------------------------------------------------------------- locks */
+
+/* Locks, read/write locks, semaphores and multi-key locks, held in the
+ * server (docs/locks.md): the lease, the owner, the fencing token and the
+ * FIFO queue of waiters are the server's, so a waiting call blocks in the
+ * server and is granted the moment the lock is free. redis: and unix: only
+ * (FG_CODE_UNSUPPORTED on mem: and redis+cluster:).
+ *
+ * Owners are ids chosen by the caller, not threads: any thread may release
+ * what another took, and one thread may act for several owners. */
+
+#define FG_OWNER_ID_LEN 32 /* characters of an id from fg_owner_id */
+
+/* Writes a random owner id (FG_OWNER_ID_LEN hex characters and a NUL) into
+ * buf, which holds at least FG_OWNER_ID_LEN + 1 bytes. */
+void fg_owner_id(char *buf);
+
+/* Why a renewed lock is lost (the on_lost callback). */
+typedef enum fg_lost_reason {
+    FG_LOST_NOT_HELD,    /* the server says the owner no longer holds it */
+    FG_LOST_UNREACHABLE, /* renewals failed until the lease ended */
+    FG_LOST_RENEW_LIMIT, /* renew_max_ms reached: renewal stopped (the lease ends by itself) */
+} fg_lost_reason;
+
+typedef struct fg_lock_options {
+    int64_t lease_ms; /* default 30000 */
+    /* 0 (the default): try once; > 0: wait in the server up to wait_ms;
+     * -1: wait with no timeout. */
+    int64_t wait_ms;
+    bool shared;    /* a read lock (FG.LOCK ... SHARED) */
+    bool reentrant; /* FG.LOCK ... REENTRANT */
+    /* Keep the lease alive from a background thread of the client: an
+     * FG.EXTEND every lease_ms / 3 until the lock is released through this
+     * client (fg_unlock, fg_semaphore_release, fg_unlock_multi) or lost. */
+    bool renew;
+    /* Stop renewing after this long (0: never): a holder stuck in a loop then
+     * loses the lock instead of keeping it forever. */
+    int64_t renew_max_ms;
+    /* Called from the renewal thread when a renewed lock is lost; it must
+     * not call back into the client. */
+    void (*on_lost)(const char *key, const char *owner, fg_lost_reason why, void *arg);
+    void *on_lost_arg;
+    /* Durable mode: acknowledge a grant only after WAIT has seen it on
+     * this many replicas (0: off), within durable_timeout_ms (default 1000).
+     * A grant that reached fewer is released and the call answers
+     * FG_CODE_NOT_DURABLE. docs/client.md says what this does and does not
+     * protect. */
+    int durable_replicas;
+    int durable_timeout_ms;
+} fg_lock_options;
+
+/* Fills the defaults above. */
+void fg_lock_options_init(fg_lock_options *opts);
+
+typedef struct fg_lock_grant {
+    bool acquired;
+    uint64_t token; /* fencing token; 0 when not acquired */
+    int64_t ttl_ms; /* acquired: lease left; not: the soonest it could be granted */
+    int64_t holds;  /* the owner's holds (locks), permits (semaphores) or keys (multi) */
+} fg_lock_grant;
+
+/* FG.LOCK. `opts` may be NULL (the defaults). Not acquiring is not an error:
+ * FG_CODE_OK with out->acquired false. */
+fg_code fg_lock(fg_client *client, const char *key, const char *owner, const fg_lock_options *opts,
+                fg_lock_grant *out, fg_error *err);
+
+/* FG.UNLOCK: *holds_left (may be NULL) is what the owner still holds, -1
+ * when it held nothing. Stops this client's renewal when it reaches 0. */
+fg_code fg_unlock(fg_client *client, const char *key, const char *owner, int64_t *holds_left,
+                  fg_error *err);
+
+/* FG.EXTEND: *extended (may be NULL) false when the owner holds nothing. */
+fg_code fg_extend(fg_client *client, const char *key, const char *owner, int64_t lease_ms,
+                  bool *extended, fg_error *err);
+
+/* FG.ACQUIRE and FG.RELEASE (permits 0: all of the owner's). shared and
+ * reentrant in opts are ignored. */
+fg_code fg_semaphore_acquire(fg_client *client, const char *key, int64_t capacity,
+                             const char *owner, int64_t permits, const fg_lock_options *opts,
+                             fg_lock_grant *out, fg_error *err);
+fg_code fg_semaphore_release(fg_client *client, const char *key, const char *owner,
+                             int64_t permits, int64_t *permits_left, fg_error *err);
+
+/* FG.MLOCK and FG.MUNLOCK over `count` keys of one hash slot. */
+fg_code fg_lock_multi(fg_client *client, const char *const *keys, size_t count, const char *owner,
+                      const fg_lock_options *opts, fg_lock_grant *out, fg_error *err);
+fg_code fg_unlock_multi(fg_client *client, const char *const *keys, size_t count,
+                        const char *owner, int64_t *released, fg_error *err);
+
+/* ----------------------------------------------------------------- redlock */
+
+/* Redlock over N independent servers (redis: or unix: URLs of servers with
+ * the module), as published: the lock is asked of all servers at once
+ * (FG.LOCK without WAIT), held when a majority granted it and time is left,
+ * and released everywhere otherwise. validity = lease - elapsed - drift,
+ * drift = lease * drift_factor + 2 ms. Retries after a random delay.
+ *
+ * Redlock assumes bounded clock drift and pauses; its token is the largest
+ * of the majority's and is monotonic only as far as the servers' clocks are
+ * (docs/client.md). Prefer one server with fencing where correctness
+ * matters. */
+typedef struct fg_redlock fg_redlock;
+
+typedef struct fg_redlock_options {
+    int retry_count;       /* attempts after the first; default 3 */
+    int retry_delay_ms;    /* default 200 */
+    int retry_jitter_ms;   /* +- this, at random; default 100 */
+    double drift_factor;   /* default 0.01 */
+    int server_timeout_ms; /* per server and attempt; default 50 */
+} fg_redlock_options;
+
+void fg_redlock_options_init(fg_redlock_options *opts);
+
+fg_redlock *fg_redlock_open(const char *const *urls, size_t count, const fg_redlock_options *opts,
+                            fg_error *err);
+void fg_redlock_close(fg_redlock *rl);
+
+typedef struct fg_redlock_grant {
+    bool acquired;
+    int64_t validity_ms; /* how long the lock may be trusted after the call returns */
+    int votes;           /* servers that granted it (on the last attempt) */
+    uint64_t token;      /* the largest token of the granting servers (extend: 0) */
+} fg_redlock_grant;
+
+fg_code fg_redlock_lock(fg_redlock *rl, const char *key, const char *owner, int64_t lease_ms,
+                        fg_redlock_grant *out, fg_error *err);
+/* Extends on all servers; *out says whether a majority extended in time. */
+fg_code fg_redlock_extend(fg_redlock *rl, const char *key, const char *owner, int64_t lease_ms,
+                          fg_redlock_grant *out, fg_error *err);
+/* Releases on every server (also those that did not grant it). */
+fg_code fg_redlock_unlock(fg_redlock *rl, const char *key, const char *owner, fg_error *err);
 
 /* ----------------------------------------------------------------- counters */
 

@@ -27,6 +27,10 @@
  *      more than a failed call in the meantime. A cluster follows redirects
  *      and failovers first, and only what stays unanswered goes to the policy.
  *
+ * Locks, semaphores and their renewal are lock.c's, on redis: and unix:
+ * only: a client of one server owns an fg_locks (client.h), and lends it the
+ * shared connection for calls that do not wait in the server.
+ *
  * Time is read once per call from opts.clock_us (default CLOCK_REALTIME). The
  * server uses its own clock unless opts.send_clock appends "AT <us>".
  * Counters are atomics, so fg_get_stats never waits for the connection.
@@ -36,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "client.h"
 #include "cluster.h"
 #include "conn.h"
 #include "floodgate.h"
@@ -84,6 +89,7 @@ struct fg_client {
     uint64_t cache_resets;
 
     fg_lease_table *leases; /* when opts.lease_units on a server */
+    fg_locks *locks;        /* BACKEND_SERVER: the lock calls' connections and renewal */
 
     atomic_uint_fast64_t decisions, denials_cached, lease_hits;
     fg_net_counters net; /* round trips, failures, reconnects */
@@ -100,6 +106,8 @@ const char *fg_code_name(fg_code code) {
     case FG_CODE_PROTOCOL: return "protocol";
     case FG_CODE_SERVER: return "server";
     case FG_CODE_NOMEM: return "nomem";
+    case FG_CODE_NOT_DURABLE: return "not_durable";
+    case FG_CODE_UNSUPPORTED: return "unsupported";
     }
     return "unknown";
 }
@@ -345,26 +353,13 @@ static void build_key_command(fg_command *cmd, const char *name, const char *key
     add_str(cmd, key);
 }
 
-/* An error reply as a code: WRONGTYPE, ERR (the module's argument errors;
- * an unknown command means the module is not loaded), anything else. */
-static fg_code reply_error(const redisReply *r, fg_error *err) {
-    fg_code code = FG_CODE_SERVER;
-    if (strncmp(r->str, "WRONGTYPE", 9) == 0)
-        code = FG_CODE_WRONGTYPE;
-    else if (strncmp(r->str, "ERR unknown command", 19) == 0)
-        code = FG_CODE_PROTOCOL;
-    else if (strncmp(r->str, "ERR ", 4) == 0)
-        code = FG_CODE_INVALID;
-    return fg_set_error(err, code, "%s", r->str);
-}
-
 static fg_code unexpected(fg_error *err, const char *what) {
     return fg_set_error(err, FG_CODE_PROTOCOL, "unexpected reply to %s (module not loaded?)", what);
 }
 
 /* The five integers of every FG.* check. */
 static fg_code parse_decision(const redisReply *r, fg_result *out, fg_error *err) {
-    if (r->type == REDIS_REPLY_ERROR) return reply_error(r, err);
+    if (r->type == REDIS_REPLY_ERROR) return fg_reply_error(r, err);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) return unexpected(err, "a check");
     for (size_t i = 0; i < 5; i++)
         if (r->element[i]->type != REDIS_REPLY_INTEGER) return unexpected(err, "a check");
@@ -694,7 +689,7 @@ static fg_code key_command(fg_client *c, const char *name, const char *key, redi
     build_key_command(&cmd, name, key);
     exchange(c, &cmd, 1, reply, &rc, err);
     if (rc == FG_CODE_OK && (*reply)->type == REDIS_REPLY_ERROR) {
-        rc = reply_error(*reply, err);
+        rc = fg_reply_error(*reply, err);
         freeReplyObject(*reply);
     }
     return rc;
@@ -912,9 +907,14 @@ static fg_client *client_for(const char *url, const fg_options *opts, fg_error *
         fg_set_error(err, FG_CODE_NOMEM, "out of memory");
         return NULL;
     }
-    if (!cluster)
+    if (kind == BACKEND_SERVER) {
         c->url = u;
-    else if ((c->cluster = fg_cluster_new(url, &c->conn_config, err)) == NULL) {
+        if ((c->locks = fg_locks_new(&c->url, &c->conn_config)) == NULL) {
+            fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+            fg_close(c);
+            return NULL;
+        }
+    } else if (cluster && (c->cluster = fg_cluster_new(url, &c->conn_config, err)) == NULL) {
         fg_close(c);
         return NULL;
     }
@@ -941,6 +941,7 @@ fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
 
 void fg_close(fg_client *c) {
     if (c == NULL) return;
+    fg_locks_free(c->locks); /* first: its renewal thread uses the counters */
     if (c->leases != NULL) give_back_leases(c);
     fg_lease_table_free(c->leases);
     fg_conn_close(&c->conn);
@@ -950,6 +951,31 @@ void fg_close(fg_client *c) {
     pthread_mutex_destroy(&c->conn_lock);
     pthread_mutex_destroy(&c->cache_lock);
     free(c);
+}
+
+/* ------------------------------------------------------------------ locks */
+
+fg_code fg_client_locks(fg_client *c, fg_locks **out, fg_error *err) {
+    if (c == NULL) return fg_set_error(err, FG_CODE_INVALID, "a client is required");
+    if (c->kind == BACKEND_SERVER) {
+        *out = c->locks;
+        return FG_CODE_OK;
+    }
+    return fg_set_error(err, FG_CODE_UNSUPPORTED,
+                        c->kind == BACKEND_MEM
+                            ? "locks live in a server: a mem: client has none (use a redis: "
+                              "or unix: URL)"
+                            : "locks are not supported on redis+cluster: URLs (use a redis: "
+                              "URL of the master of the lock's slot)");
+}
+
+fg_conn *fg_client_take_conn(fg_client *c) {
+    pthread_mutex_lock(&c->conn_lock);
+    return &c->conn;
+}
+
+void fg_client_give_conn(fg_client *c) {
+    pthread_mutex_unlock(&c->conn_lock);
 }
 
 void fg_get_stats(fg_client *c, fg_stats *out) {

@@ -1,14 +1,59 @@
 /*
  * conn.c - one hiredis connection to one server (see conn.h).
+ *
+ * fg_conn_gather reads the replies of several servers at once with poll()
+ * and hiredis' reader, instead of one blocking read after another, so that
+ * Redlock's round trips overlap and a stopped server costs one timeout, not
+ * one per server.
  */
 #include "conn.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+void fg_argv_init(fg_argv *a, const char *name) {
+    a->argc = a->nnums = 0;
+    fg_argv_str(a, name);
+}
+
+void fg_argv_str(fg_argv *a, const char *s) {
+    a->argv[a->argc] = s;
+    a->argvlen[a->argc] = strlen(s);
+    a->argc++;
+}
+
+void fg_argv_num(fg_argv *a, int64_t v) {
+    char *num = a->nums[a->nnums++];
+    a->argvlen[a->argc] = (size_t)snprintf(num, sizeof(a->nums[0]), "%" PRId64, v);
+    a->argv[a->argc++] = num;
+}
 
 void fg_count(atomic_uint_fast64_t *counter, uint64_t n) {
     atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
 }
 
-static struct timeval ms_to_timeval(int ms) {
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+int64_t fg_monotonic_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+fg_code fg_reply_error(const redisReply *r, fg_error *err) {
+    fg_code code = FG_CODE_SERVER;
+    if (strncmp(r->str, "WRONGTYPE", 9) == 0)
+        code = FG_CODE_WRONGTYPE;
+    else if (strncmp(r->str, "ERR unknown command", 19) == 0)
+        code = FG_CODE_PROTOCOL;
+    else if (strncmp(r->str, "ERR ", 4) == 0)
+        code = FG_CODE_INVALID;
+    return fg_set_error(err, code, "%s", r->str);
+}
+
+static struct timeval ms_to_timeval(int64_t ms) {
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
     return tv;
 }
 
@@ -87,13 +132,28 @@ void fg_conn_close(fg_conn *conn) {
     conn->ctx = NULL;
 }
 
-fg_code fg_conn_append(fg_conn *conn, const fg_command *cmd, fg_error *err) {
+fg_code fg_conn_set_timeout(fg_conn *conn, int64_t ms, fg_error *err) {
+    if (redisSetTimeout(conn->ctx, ms_to_timeval(ms)) == REDIS_OK) return FG_CODE_OK;
+    fg_set_error(err, FG_CODE_IO, "setting the timeout: %s", conn->ctx->errstr);
+    fg_conn_close(conn);
+    return FG_CODE_IO;
+}
+
+static fg_code append_args(fg_conn *conn, int argc, const char *const *argv, const size_t *lens,
+                           fg_error *err) {
     /* hiredis 0.14 takes a non-const argv, which it only reads. */
-    if (redisAppendCommandArgv(conn->ctx, cmd->argc, (const char **)cmd->argv, cmd->argvlen) ==
-        REDIS_OK)
+    if (redisAppendCommandArgv(conn->ctx, argc, (const char **)argv, lens) == REDIS_OK)
         return FG_CODE_OK;
     fg_conn_close(conn); /* commands half buffered */
     return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+}
+
+fg_code fg_conn_append(fg_conn *conn, const fg_command *cmd, fg_error *err) {
+    return append_args(conn, cmd->argc, cmd->argv, cmd->argvlen, err);
+}
+
+fg_code fg_conn_append_argv(fg_conn *conn, const fg_argv *cmd, fg_error *err) {
+    return append_args(conn, cmd->argc, cmd->argv, cmd->argvlen, err);
 }
 
 fg_code fg_conn_flush(fg_conn *conn, fg_error *err) {
@@ -120,4 +180,63 @@ fg_code fg_conn_receive(fg_conn *conn, redisReply **replies, size_t n, fg_error 
         replies[got] = r;
     }
     return FG_CODE_OK;
+}
+
+fg_code fg_conn_exchange(fg_conn *conn, const fg_url *addr, const fg_conn_config *cfg,
+                         const fg_argv *cmds, size_t n, redisReply **replies, fg_error *err) {
+    fg_code rc = fg_conn_ensure(conn, addr, cfg, err);
+    if (rc == FG_CODE_OK) {
+        fg_count(&cfg->counters->round_trips, 1);
+        for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
+            rc = fg_conn_append_argv(conn, &cmds[i], err);
+        if (rc == FG_CODE_OK) rc = fg_conn_flush(conn, err);
+        if (rc == FG_CODE_OK) rc = fg_conn_receive(conn, replies, n, err);
+    }
+    if (rc == FG_CODE_IO) fg_count(&cfg->counters->failures, 1);
+    return rc;
+}
+
+/* A reply already read from conn's socket, if any: false when the
+ * connection failed (it is closed then). */
+static bool take_buffered(fg_conn *conn, redisReply **reply) {
+    void *r = NULL;
+    if (redisGetReplyFromReader(conn->ctx, &r) != REDIS_OK) {
+        fg_conn_close(conn);
+        return false;
+    }
+    *reply = r;
+    return true;
+}
+
+/* Reads what arrived on a socket that poll() found readable. */
+static void read_ready(fg_conn *conn, redisReply **reply) {
+    if (redisBufferRead(conn->ctx) != REDIS_OK)
+        fg_conn_close(conn);
+    else
+        take_buffered(conn, reply);
+}
+
+void fg_conn_gather(fg_conn **conns, size_t n, redisReply **replies, int timeout_ms) {
+    struct pollfd fds[FG_GATHER_MAX];
+    size_t owner[FG_GATHER_MAX]; /* fds[k] is conns[owner[k]] */
+    int64_t deadline = fg_monotonic_us() + (int64_t)timeout_ms * 1000;
+    for (size_t i = 0; i < n; i++)
+        replies[i] = NULL;
+    for (;;) {
+        size_t waiting = 0;
+        for (size_t i = 0; i < n; i++) {
+            fg_conn *c = conns[i];
+            if (c == NULL || c->ctx == NULL || replies[i] != NULL) continue;
+            if (!take_buffered(c, &replies[i]) || replies[i] != NULL) continue;
+            fds[waiting] = (struct pollfd){.fd = c->ctx->fd, .events = POLLIN};
+            owner[waiting++] = i;
+        }
+        int64_t left_ms = (deadline - fg_monotonic_us() + 999) / 1000;
+        if (waiting == 0 || left_ms <= 0) break;
+        if (poll(fds, waiting, (int)left_ms) < 0 && errno != EINTR) break;
+        for (size_t k = 0; k < waiting; k++)
+            if (fds[k].revents != 0) read_ready(conns[owner[k]], &replies[owner[k]]);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (conns[i] != NULL && replies[i] == NULL) fg_conn_close(conns[i]);
 }

@@ -23,7 +23,8 @@
 /* FG.PEEK FAMILY key 3 params COST n AT us */
 #define FG_CMD_MAX_ARGS 10
 
-/* One command ready for hiredis, with the key it is routed by. */
+/* One command ready for hiredis, with the key it is routed by (a limit's
+ * check; the lock calls use fg_argv). */
 typedef struct fg_command {
     int argc;
     const char *argv[FG_CMD_MAX_ARGS];
@@ -51,7 +52,32 @@ typedef struct fg_conn {
     struct timespec next_connect; /* monotonic: no attempt before this */
 } fg_conn;
 
+/* A command of up to FG_ARGV_MAX arguments, numbers kept in its own
+ * storage: the lock calls (FG.MLOCK names up to 64 keys). Built with
+ * fg_argv_init, fg_argv_str and fg_argv_num; strings are borrowed. */
+#define FG_ARGV_MAX  72
+#define FG_ARGV_NUMS 6
+
+typedef struct fg_argv {
+    int argc, nnums;
+    const char *argv[FG_ARGV_MAX];
+    size_t argvlen[FG_ARGV_MAX];
+    char nums[FG_ARGV_NUMS][24];
+} fg_argv;
+
+void fg_argv_init(fg_argv *a, const char *name);
+void fg_argv_str(fg_argv *a, const char *s);
+void fg_argv_num(fg_argv *a, int64_t v);
+
 void fg_count(atomic_uint_fast64_t *counter, uint64_t n);
+
+/* CLOCK_MONOTONIC in microseconds: for durations, never for decisions. */
+int64_t fg_monotonic_us(void);
+
+/* An error reply as a code: WRONGTYPE, ERR unknown command (the module is
+ * not loaded: FG_CODE_PROTOCOL), ERR (the module's argument errors:
+ * FG_CODE_INVALID), anything else (FG_CODE_SERVER). */
+fg_code fg_reply_error(const redisReply *r, fg_error *err);
 
 /* Connects to `addr` unless connected. FG_CODE_IO when the server cannot be
  * reached; FG_CODE_SERVER when it refuses AUTH or SELECT. */
@@ -60,14 +86,33 @@ fg_code fg_conn_ensure(fg_conn *conn, const fg_url *addr, const fg_conn_config *
 
 void fg_conn_close(fg_conn *conn);
 
+/* The read and write timeout of a connected conn from now on (0: none), for
+ * a command that waits in the server. Closes the connection on failure. */
+fg_code fg_conn_set_timeout(fg_conn *conn, int64_t ms, fg_error *err);
+
 /* Buffers one command; fg_conn_flush writes everything buffered without
  * waiting for the replies, so that a caller can write to several servers
  * before reading from any. Both close the connection on failure. */
 fg_code fg_conn_append(fg_conn *conn, const fg_command *cmd, fg_error *err);
+fg_code fg_conn_append_argv(fg_conn *conn, const fg_argv *cmd, fg_error *err);
 fg_code fg_conn_flush(fg_conn *conn, fg_error *err);
 
 /* Reads n replies into replies[]. On FG_CODE_OK every reply is set (the
  * caller frees them); on failure none is and the connection is closed. */
 fg_code fg_conn_receive(fg_conn *conn, redisReply **replies, size_t n, fg_error *err);
+
+/* One round trip of n commands on conn, connecting first when needed, and
+ * counted in cfg's counters: on FG_CODE_OK every reply is set. */
+fg_code fg_conn_exchange(fg_conn *conn, const fg_url *addr, const fg_conn_config *cfg,
+                         const fg_argv *cmds, size_t n, redisReply **replies, fg_error *err);
+
+/* Reads one reply from each of n (<= FG_GATHER_MAX) connections whose
+ * commands were flushed, in whatever order they answer, until all have or
+ * timeout_ms passed (so that a slow server costs no more than the timeout,
+ * whatever the others do). replies[i] is NULL for a connection that did not
+ * answer in time (it is closed, as its reply may still come) or is NULL. */
+#define FG_GATHER_MAX 64
+
+void fg_conn_gather(fg_conn **conns, size_t n, redisReply **replies, int timeout_ms);
 
 #endif

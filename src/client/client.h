@@ -1,0 +1,44 @@
+/*
+ * client.h - what the files of libfloodgate share about an fg_client beyond
+ * the public API (internal): the lock calls (lock.c) of a client of one
+ * server, and what Redlock (redlock.c) shares with them: the parsing of a
+ * grant, and randomness.
+ *
+ * Locks exist on redis: and unix: only. Such a client owns an fg_locks,
+ * made by lock.c at fg_open and freed first by fg_close: the spare
+ * connections of calls that wait in the server, and the renewal thread. A
+ * call that does not wait borrows the client's shared connection instead,
+ * under the client's lock, like every check.
+ */
+#ifndef FG_CLIENT_H
+#define FG_CLIENT_H
+
+#include "conn.h"
+#include "floodgate.h"
+#include "url.h"
+
+typedef struct fg_locks fg_locks;
+
+/* client.c: the client's fg_locks, or FG_CODE_UNSUPPORTED (mem:,
+ * redis+cluster:) with a message naming the backend. */
+fg_code fg_client_locks(fg_client *c, fg_locks **out, fg_error *err);
+
+/* client.c: the shared connection, the caller's alone until
+ * fg_client_give_conn. */
+fg_conn *fg_client_take_conn(fg_client *c);
+void fg_client_give_conn(fg_client *c);
+
+/* lock.c: the lock side of a client of `addr`, whose connections use cfg
+ * (its counters are the client's); NULL when out of memory. fg_locks_free
+ * stops and joins the renewal thread (NULL is ignored). */
+fg_locks *fg_locks_new(const fg_url *addr, const fg_conn_config *cfg);
+void fg_locks_free(fg_locks *locks);
+
+/* lock.c: a reply [acquired, token, ttl_ms, holds] of FG.LOCK, FG.ACQUIRE
+ * or FG.MLOCK, or its error. */
+fg_code fg_parse_grant(const redisReply *r, fg_lock_grant *out, fg_error *err);
+
+/* lock.c: n random bytes from getrandom(), else /dev/urandom. */
+void fg_random_bytes(void *buf, size_t n);
+
+#endif
