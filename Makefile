@@ -128,7 +128,8 @@ fuzz-server: module
 		tests/integration/test_lock_persistence.py -k "corrupt or damaged"
 
 soak: module
-	FLOODGATE_FUZZ_SCALE=$(FUZZ_SCALE) $(PYTHON) -m pytest -q tests/integration/test_replication.py
+	FLOODGATE_FUZZ_SCALE=$(FUZZ_SCALE) $(PYTHON) -m pytest -q tests/integration/test_replication.py \
+		tests/integration/test_lock_replication.py
 
 # The lock torture test (tests/integration/test_lock_torture.py) for
 # TORTURE_SECONDS instead of make test's few; the counts land in

@@ -27,9 +27,10 @@
  *      more than a failed call in the meantime. A cluster follows redirects
  *      and failovers first, and only what stays unanswered goes to the policy.
  *
- * Locks, semaphores and their renewal are lock.c's, on redis: and unix:
- * only: a client of one server owns an fg_locks (client.h), and lends it the
- * shared connection for calls that do not wait in the server.
+ * Locks, semaphores and their renewal are lock.c's: a client of one server
+ * owns an fg_locks (client.h), and lends it the shared connection for calls
+ * that do not wait in the server; a mem: client owns an in-process table
+ * (mem_lock.c) that lock.c hands its calls to. redis+cluster: has neither.
  *
  * Time is read once per call from opts.clock_us (default CLOCK_REALTIME). The
  * server uses its own clock unless opts.send_clock appends "AT <us>".
@@ -46,6 +47,7 @@
 #include "floodgate.h"
 #include "lease.h"
 #include "limit_args.h"
+#include "mem_lock.h"
 #include "mem_store.h"
 #include "url.h"
 
@@ -88,8 +90,9 @@ struct fg_client {
      * before a reset must not be cached after it. */
     uint64_t cache_resets;
 
-    fg_lease_table *leases; /* when opts.lease_units on a server */
-    fg_locks *locks;        /* BACKEND_SERVER: the lock calls' connections and renewal */
+    fg_lease_table *leases;  /* when opts.lease_units on a server */
+    fg_locks *locks;         /* BACKEND_SERVER: the lock calls' connections and renewal */
+    fg_mem_locks *mem_locks; /* BACKEND_MEM: the locks themselves (mem_lock.c) */
 
     atomic_uint_fast64_t decisions, denials_cached, lease_hits;
     fg_net_counters net; /* round trips, failures, reconnects */
@@ -914,6 +917,12 @@ static fg_client *client_for(const char *url, const fg_options *opts, fg_error *
             fg_close(c);
             return NULL;
         }
+    } else if (kind == BACKEND_MEM) {
+        if ((c->mem_locks = fg_mem_locks_new(c->opts.clock_us, c->opts.clock_arg)) == NULL) {
+            fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+            fg_close(c);
+            return NULL;
+        }
     } else if (cluster && (c->cluster = fg_cluster_new(url, &c->conn_config, err)) == NULL) {
         fg_close(c);
         return NULL;
@@ -942,6 +951,7 @@ fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
 void fg_close(fg_client *c) {
     if (c == NULL) return;
     fg_locks_free(c->locks); /* first: its renewal thread uses the counters */
+    fg_mem_locks_free(c->mem_locks);
     if (c->leases != NULL) give_back_leases(c);
     fg_lease_table_free(c->leases);
     fg_conn_close(&c->conn);
@@ -955,6 +965,8 @@ void fg_close(fg_client *c) {
 
 /* ------------------------------------------------------------------ locks */
 
+/* lock.c asks for the mem: table first, so only a cluster gets here without
+ * locks. */
 fg_code fg_client_locks(fg_client *c, fg_locks **out, fg_error *err) {
     if (c == NULL) return fg_set_error(err, FG_CODE_INVALID, "a client is required");
     if (c->kind == BACKEND_SERVER) {
@@ -962,11 +974,12 @@ fg_code fg_client_locks(fg_client *c, fg_locks **out, fg_error *err) {
         return FG_CODE_OK;
     }
     return fg_set_error(err, FG_CODE_UNSUPPORTED,
-                        c->kind == BACKEND_MEM
-                            ? "locks live in a server: a mem: client has none (use a redis: "
-                              "or unix: URL)"
-                            : "locks are not supported on redis+cluster: URLs (use a redis: "
-                              "URL of the master of the lock's slot)");
+                        "locks are not supported on redis+cluster: URLs (use a redis: URL of "
+                        "the master of the lock's slot)");
+}
+
+fg_mem_locks *fg_client_mem_locks(fg_client *c) {
+    return c != NULL ? c->mem_locks : NULL;
 }
 
 fg_conn *fg_client_take_conn(fg_client *c) {

@@ -26,6 +26,10 @@
  *     renewed request is sent, so that a failure to start it leaves nothing
  *     held; grants are registered with it, and unlocks through this client
  *     end their registration.
+ *
+ * A mem: client has no server: after the checks every backend shares (the
+ * arguments given, the options, the number of keys), each call goes to
+ * mem_lock.c, which decides in process with the module's semantics.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -36,6 +40,7 @@
 
 #include "client.h"
 #include "conn.h"
+#include "mem_lock.h"
 #include "renewal.h"
 
 #define SPARE_CONNS 4  /* idle connections kept for waiting calls */
@@ -339,10 +344,12 @@ static fg_code acquire(fg_client *c, fg_locks *l, request *q, const fg_lock_opti
     return rc;
 }
 
-/* The checks every lock call starts with: a client of one server, and the
- * arguments it needs. */
-static fg_code begin(fg_client *c, bool args_given, fg_locks **l, fg_error *err) {
-    fg_code rc = fg_client_locks(c, l, err);
+/* The checks every lock call starts with: a client with locks, and the
+ * arguments it needs. *m is the table of a mem: client (NULL for a client of
+ * one server, whose fg_locks is *l). */
+static fg_code begin(fg_client *c, bool args_given, fg_locks **l, fg_mem_locks **m, fg_error *err) {
+    *m = fg_client_mem_locks(c);
+    fg_code rc = *m != NULL ? FG_CODE_OK : fg_client_locks(c, l, err);
     if (rc == FG_CODE_OK && !args_given)
         rc = fg_set_error(err, FG_CODE_INVALID, "a key, an owner or a result is missing (NULL)");
     return rc;
@@ -359,10 +366,12 @@ static fg_code options(const fg_lock_options *opts, fg_lock_options *o, fg_error
 fg_code fg_lock(fg_client *c, const char *key, const char *owner, const fg_lock_options *opts,
                 fg_lock_grant *out, fg_error *err) {
     fg_locks *l;
+    fg_mem_locks *m;
     fg_lock_options o;
-    fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, err);
+    fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, &m, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
     if (rc != FG_CODE_OK) return rc;
+    if (m != NULL) return fg_mem_lock(m, key, owner, &o, out, err);
     *out = (fg_lock_grant){0};
     request q = {.keys = &key, .nkeys = 1, .owner = owner};
     fg_argv *cmd = &q.cmds[0];
@@ -383,10 +392,12 @@ fg_code fg_semaphore_acquire(fg_client *c, const char *key, int64_t capacity, co
                              int64_t permits, const fg_lock_options *opts, fg_lock_grant *out,
                              fg_error *err) {
     fg_locks *l;
+    fg_mem_locks *m;
     fg_lock_options o;
-    fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, err);
+    fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, &m, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
     if (rc != FG_CODE_OK) return rc;
+    if (m != NULL) return fg_mem_semaphore_acquire(m, key, capacity, owner, permits, &o, out, err);
     *out = (fg_lock_grant){0};
     request q = {.keys = &key, .nkeys = 1, .owner = owner};
     fg_argv *cmd = &q.cmds[0];
@@ -425,11 +436,13 @@ static void add_keys(fg_argv *cmd, const char *const *keys, size_t count) {
 fg_code fg_lock_multi(fg_client *c, const char *const *keys, size_t count, const char *owner,
                       const fg_lock_options *opts, fg_lock_grant *out, fg_error *err) {
     fg_locks *l;
+    fg_mem_locks *m;
     fg_lock_options o;
-    fg_code rc = begin(c, keys_given(keys, count) && owner != NULL && out != NULL, &l, err);
+    fg_code rc = begin(c, keys_given(keys, count) && owner != NULL && out != NULL, &l, &m, err);
     if (rc == FG_CODE_OK) rc = check_count(count, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
     if (rc != FG_CODE_OK) return rc;
+    if (m != NULL) return fg_mem_lock_multi(m, keys, count, owner, &o, out, err);
     *out = (fg_lock_grant){0};
     request q = {.keys = keys, .nkeys = count, .owner = owner};
     fg_argv *cmd = &q.cmds[0];
@@ -477,8 +490,10 @@ static fg_code release(fg_client *c, fg_locks *l, const fg_argv *cmd, const char
 fg_code fg_unlock(fg_client *c, const char *key, const char *owner, int64_t *holds_left,
                   fg_error *err) {
     fg_locks *l;
-    fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
+    fg_mem_locks *m;
+    fg_code rc = begin(c, key != NULL && owner != NULL, &l, &m, err);
     if (rc != FG_CODE_OK) return rc;
+    if (m != NULL) return fg_mem_unlock(m, key, owner, holds_left, err);
     fg_argv cmd;
     fg_argv_init(&cmd, "FG.UNLOCK");
     fg_argv_str(&cmd, key);
@@ -492,10 +507,12 @@ fg_code fg_unlock(fg_client *c, const char *key, const char *owner, int64_t *hol
 fg_code fg_semaphore_release(fg_client *c, const char *key, const char *owner, int64_t permits,
                              int64_t *permits_left, fg_error *err) {
     fg_locks *l;
-    fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
+    fg_mem_locks *m;
+    fg_code rc = begin(c, key != NULL && owner != NULL, &l, &m, err);
     if (rc == FG_CODE_OK && permits < 0)
         rc = fg_set_error(err, FG_CODE_INVALID, "permits must be 0 (all) or more");
     if (rc != FG_CODE_OK) return rc;
+    if (m != NULL) return fg_mem_semaphore_release(m, key, owner, permits, permits_left, err);
     fg_argv cmd;
     fg_argv_init(&cmd, "FG.RELEASE");
     fg_argv_str(&cmd, key);
@@ -510,9 +527,11 @@ fg_code fg_semaphore_release(fg_client *c, const char *key, const char *owner, i
 fg_code fg_unlock_multi(fg_client *c, const char *const *keys, size_t count, const char *owner,
                         int64_t *released, fg_error *err) {
     fg_locks *l;
-    fg_code rc = begin(c, keys_given(keys, count) && owner != NULL, &l, err);
+    fg_mem_locks *m;
+    fg_code rc = begin(c, keys_given(keys, count) && owner != NULL, &l, &m, err);
     if (rc == FG_CODE_OK) rc = check_count(count, err);
     if (rc != FG_CODE_OK) return rc;
+    if (m != NULL) return fg_mem_unlock_multi(m, keys, count, owner, released, err);
     fg_argv cmd;
     fg_argv_init(&cmd, "FG.MUNLOCK");
     add_keys(&cmd, keys, count);
@@ -526,8 +545,10 @@ fg_code fg_unlock_multi(fg_client *c, const char *const *keys, size_t count, con
 fg_code fg_extend(fg_client *c, const char *key, const char *owner, int64_t lease_ms,
                   bool *extended, fg_error *err) {
     fg_locks *l;
-    fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
+    fg_mem_locks *m;
+    fg_code rc = begin(c, key != NULL && owner != NULL, &l, &m, err);
     if (rc != FG_CODE_OK) return rc;
+    if (m != NULL) return fg_mem_extend(m, key, owner, lease_ms, extended, err);
     fg_argv cmd;
     fg_argv_init(&cmd, "FG.EXTEND");
     fg_argv_str(&cmd, key);

@@ -438,8 +438,7 @@ int64_t fg_lock_next_expiry_us(const fg_lock_state *s) {
 
 uint64_t fg_lock_next_token(uint64_t last, int64_t now_us) {
     uint64_t next = last < TOKEN_MAX ? last + 1 : TOKEN_MAX;
-    uint64_t ms = now_us > 0 ? (uint64_t)(now_us / 1000) : 0;
-    uint64_t floor = ms > (TOKEN_MAX >> 20) ? TOKEN_MAX : ms << 20;
+    uint64_t floor = now_us > 0 ? (uint64_t)now_us : 0;
     return next > floor ? next : floor;
 }
 

@@ -178,12 +178,14 @@ bool fg_lock_state_storable(const fg_lock_state *s);
 void fg_lock_clear(fg_lock_state *s, const fg_allocator *a);
 
 /* The next fencing token after `last` at now_us: max(last + 1, the clock's
- * floor), where the floor is now in milliseconds times 2^20. The floor
- * keeps tokens growing even when the counter itself was lost (a server
- * restarted from a file written before the last grants): no server grants
- * 2^20 locks in a millisecond. A time before the epoch has floor 0; the
- * result saturates at INT64_MAX, the largest token FG.FENCE accepts (the
- * floor gets there in the year 2248). */
+ * floor), where the floor is now_us itself. The floor keeps tokens growing
+ * even when the counter itself was lost (a server restarted from a file
+ * written before the last grants): no server grants a lock per microsecond
+ * for long (a Redis thread does a few hundred thousand commands a second).
+ * Microseconds keep tokens below 2^53 until the year 2255, so a Lua script
+ * or a JavaScript client reads them exactly as numbers. A time before the
+ * epoch has floor 0; the result saturates at INT64_MAX, the largest token
+ * FG.FENCE accepts. */
 uint64_t fg_lock_next_token(uint64_t last, int64_t now_us);
 
 #endif

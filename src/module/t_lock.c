@@ -557,7 +557,6 @@ static void on_flush_or_swap(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t
 /* ===================================================== blocked clients */
 
 static int waiter_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
-static int waiter_timeout(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 
 static void free_answer(RedisModuleCtx *ctx, void *privdata) {
     (void)ctx;
@@ -637,20 +636,6 @@ static void deadline_passed(RedisModuleCtx *ctx, void *data) {
     waiter_abandon(ctx, w);
 }
 
-/* CLIENT UNBLOCK: the same answer as a timeout. */
-static int waiter_timeout(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    (void)argv, (void)argc;
-    waiter *w = waiter_of(RedisModule_GetBlockedClientHandle(ctx));
-    long long retry_ms = 0;
-    if (w) {
-        retry_ms = waiter_retry_ms(ctx, w, server_clock_us());
-        waiter_abandon(ctx, w);
-    }
-    stat_timeouts++;
-    reply_grant(ctx, 0, 0, retry_ms, 0);
-    return REDISMODULE_OK;
-}
-
 /* Whether this client may wait: never inside MULTI, a script or
  * RedisModule_Call, and only on a master. */
 static bool can_block(RedisModuleCtx *ctx) {
@@ -671,7 +656,10 @@ static void enqueue(RedisModuleCtx *ctx, const fg_lock_request *r, RedisModuleSt
     w->req.owner = w->owner;
     w->since_us = now_us;
     w->nkeys = nkeys;
-    w->bc = RedisModule_BlockClient(ctx, waiter_reply, waiter_timeout, free_answer, 0);
+    /* No timeout callback, so CLIENT UNBLOCK leaves lock waiters alone: on
+     * Redis 7.0 it would discard the reply of a waiter granted in the same
+     * event-loop turn. */
+    w->bc = RedisModule_BlockClient(ctx, waiter_reply, NULL, free_answer, 0);
     w->has_deadline = timeout_ms > 0;
     if (w->has_deadline) w->deadline = RedisModule_CreateTimer(ctx, timeout_ms, deadline_passed, w);
     RedisModule_SetDisconnectCallback(w->bc, waiter_disconnected);
@@ -1096,11 +1084,12 @@ static int lockinfo_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     RedisModule_CloseKey(key);
     if (found == LOCK_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), argv[1]);
-    if (!s && !(q && q->head)) return RedisModule_ReplyWithNull(ctx);
-    uint8_t kind = s ? s->kind : q->head->w->req.kind;
     long long used = 0;
     for (uint32_t i = 0; s && i < s->len; i++)
         if (s->holders[i].expires_us > now_us) used += s->holders[i].count;
+    if (used == 0) s = NULL; /* every lease ended: nothing is held */
+    if (!s && !(q && q->head)) return RedisModule_ReplyWithNull(ctx);
+    uint8_t kind = s ? s->kind : q->head->w->req.kind;
     RedisModule_ReplyWithArray(ctx, 12);
     RedisModule_ReplyWithCString(ctx, "kind");
     RedisModule_ReplyWithCString(ctx, lock_kind_name(kind));

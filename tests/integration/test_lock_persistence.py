@@ -863,10 +863,10 @@ def test_fencing_counter_survives_aof(rewrite, preamble):
 
 
 def held_token_far_ahead(c):
-    """Raises the counter far above the clock's floor (now_ms * 2^20) through
+    """Raises the counter far above the clock's floor (now in microseconds) through
     a replicated hold, then releases it: afterwards only the counter itself
     can explain a token above it."""
-    far = (time.time_ns() // 1_000_000 + 10 ** 9) << 20
+    far = time.time_ns() // 1_000 + 10 ** 15
     assert ok(c.execute_command("FG.HOLD", "far", "lock", 0, "o", "exclusive", 1,
                                 now_us() + 10 ** 9, far))
     assert c.execute_command("FG.UNHOLD", "far", "o") in (1, b"OK", "OK")
@@ -915,7 +915,7 @@ def test_full_sync_carries_the_counter():
 def test_restore_raises_the_counter():
     """A lock moved by DUMP/RESTORE (MIGRATE) from a server whose tokens are
     ahead: the next grant still gets a greater token than its holders'."""
-    far = (time.time_ns() // 1_000_000 + 10 ** 9) << 20
+    far = time.time_ns() // 1_000 + 10 ** 15
     exp = now_us() + LEASE_MS * 1000
     with Server() as srv:
         c = srv.client()
@@ -979,7 +979,7 @@ def start_on(dirpath, contents):
 
 
 def test_rdb_file_with_aux_data(tmp_path):
-    far = (time.time_ns() // 1_000_000 + 10 ** 9) << 20
+    far = time.time_ns() // 1_000 + 10 ** 15
     value = fenced_body(77, b"value")
     key = value[:1] + enc_len(4) + b"fset" + value[1:]  # type, key name, value
     srv, log = start_on(str(tmp_path), rdb_file(aux_record(u(far)), key))
@@ -998,7 +998,7 @@ def test_rdb_file_with_aux_data(tmp_path):
     srv, log = start_on(str(tmp_path), rdb_file(aux_record(u(5))))
     assert srv is not None, log
     try:
-        assert next_token(srv.client()) > (time.time_ns() // 1_000_000 - 60000) << 20
+        assert next_token(srv.client()) > time.time_ns() // 1_000 - 60 * 10 ** 6
     finally:
         srv.stop()
 

@@ -1,0 +1,1004 @@
+/*
+ * mem_lock.c - locks, semaphores and multi-key locks in process (mem:), with
+ * the module's semantics (docs/locks.md, src/module/t_lock.c): the same core
+ * decides (src/core/lock.c), the same checks refuse bad input with the same
+ * messages, and the calls answer what the server would.
+ *
+ * The table is a chained hash table of entries, one per key: the key's
+ * holders (a core state) and the FIFO queue of the calls waiting for it. An
+ * entry lives while it has holders or waiters or a call is using it (its
+ * pins); the last of those to go frees it. One mutex guards the whole table
+ * of a client. That is the simple choice rather than the fast one: a call
+ * holds it for a hash probe and an O(holders) decision, but calls on
+ * unrelated keys do take turns, where the rate limits' table (mem_store.c)
+ * is sharded. Sharding would pay off little here: a multi-key waiter sits
+ * in several queues at once, and granting it must see all of them.
+ *
+ * Time. Leases run by the client's clock (opts.clock_us, microseconds), read
+ * once per decision; as in the module, the holders whose lease has ended
+ * are pruned before any decision on a key, and a prune serves the key's
+ * queue.
+ *
+ * Waiting. A call that may wait (wait_ms != 0) and is refused joins the
+ * queue of each of its keys and blocks on a condition variable of its own.
+ * Whatever frees a key serves its queue at once, in the thread that freed
+ * it, as the module's serve() does: head waiters are granted in FIFO order
+ * while they fit and told through their condition variable; a newcomer is
+ * refused while anyone waits ahead; readers at the head are granted
+ * together; a multi-key waiter is granted (all keys, one token) when it
+ * heads every one of its queues. There is no server timer to notice a lease
+ * running out, so a waiting thread sleeps at most until the soonest lease
+ * end among its keys (the client's clock converted to the monotonic one
+ * when it goes to sleep), then prunes and serves its keys itself. Every
+ * waiter of a key wakes then: a queue of n waiters costs n wake-ups per
+ * lease end, which is nothing for the queues of one process. With an
+ * injected clock the conversion only holds while that clock keeps pace
+ * with real time; a clock moved by hand is seen at the next call on the
+ * key or the next wake-up. wait_ms itself is counted on the monotonic
+ * clock, like the module's timer.
+ *
+ * Renewal. renewal.c's thread sends FG.EXTEND on a connection of its own,
+ * so mem: has a thread of its own, started with the first renewed grant:
+ * it extends each renewed lock lease_ms / 3 (monotonic) after its previous
+ * renewal, under the table's mutex. Releases take the same mutex, so a
+ * renewal never crosses an unlock (the race renewal.c has to tolerate), and
+ * there is no I/O to fail: on_lost is called with FG_LOST_NOT_HELD (the
+ * lease ran out anyway: the thread was starved past it, or an injected clock
+ * jumped) or FG_LOST_RENEW_LIMIT, never FG_LOST_UNREACHABLE.
+ *
+ * Tokens come from one counter per table through fg_lock_next_token, so
+ * they are floored by the clock as the server's are.
+ *
+ * Unlike a server: lock keys are apart from the rate limits' keys (a lock
+ * named like a limit is no WRONGTYPE), there is no durable mode (no
+ * replicas: FG_CODE_UNSUPPORTED), and nothing outlives the client.
+ */
+#include "mem_lock.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checked.h"
+#include "conn.h"       /* fg_monotonic_us */
+#include "lease.h"      /* fg_key_hash */
+#include "limit_args.h" /* fg_set_error */
+#include "lock.h"
+#include "params.h"
+
+#define MULTI_MAX   64  /* keys of one multi-key lock */
+#define MIN_BUCKETS 16u /* the hash table never shrinks below this */
+#define MIN_STEP_US 1000
+#define MSG_MAX     160
+#define NEVER       INT64_MAX
+
+static const fg_allocator heap = {realloc, free};
+
+static const char ERR_NOMEM[] = "out of memory";
+static const char ERR_WRONGTYPE[] =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+typedef struct entry entry;
+typedef struct waiter waiter;
+
+/* A waiter sits in the queue of each of its keys through one link. */
+typedef struct wait_link {
+    waiter *w;
+    entry *e;
+    struct wait_link *prev, *next;
+} wait_link;
+
+struct entry {
+    entry *next; /* in its bucket */
+    uint64_t hash;
+    fg_lock_state state;
+    wait_link *head, *tail; /* the queue, oldest first */
+    entry *pending_next;    /* the serving round's stack */
+    bool pending;
+    uint32_t pins; /* calls using the entry: it is not freed while > 0 */
+    size_t keylen;
+    char key[];
+};
+
+/* A blocked call, on its own thread's stack; req.owner is the caller's. */
+struct waiter {
+    fg_lock_request req;
+    pthread_cond_t wake;
+    bool done;
+    fg_code rc;
+    const char *why; /* rc != FG_CODE_OK: the message */
+    fg_lock_grant grant;
+    size_t nkeys;
+    wait_link links[MULTI_MAX];
+};
+
+typedef void (*lost_fn)(const char *key, const char *owner, fg_lost_reason why, void *arg);
+
+/* A renewed grant: the keys of one owner (one key, or those of a multi-key
+ * lock), renewed together until all are released or one is lost. */
+typedef struct renewal {
+    struct renewal *next;
+    char *owner;
+    char **keys;
+    bool *released; /* per key, by releases through the client */
+    size_t nkeys, live;
+    int64_t lease_us;
+    int64_t due_us;         /* monotonic: the next renewal */
+    int64_t renew_until_us; /* monotonic; NEVER without renew_max_ms */
+    lost_fn on_lost;
+    void *on_lost_arg;
+} renewal;
+
+struct fg_mem_locks {
+    pthread_mutex_t mu; /* guards everything below but the clock */
+    int64_t (*clock_us)(void *arg);
+    void *clock_arg;
+    entry **buckets;
+    size_t nbuckets; /* a power of two */
+    size_t count;
+    uint64_t last_token;
+    renewal *renewals;
+    pthread_cond_t renew_wake; /* a registration came, or stop */
+    pthread_t renewer;
+    bool renewer_started, stopping;
+};
+
+/* ------------------------------------------------------------ small parts */
+
+static int64_t clock_now(const fg_mem_locks *m) {
+    if (m->clock_us) return m->clock_us(m->clock_arg);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Milliseconds left until at_us, rounded up, as the module replies them. */
+static int64_t ttl_ms_until(int64_t at_us, int64_t now_us) {
+    int64_t left;
+    if (at_us <= now_us) return 0;
+    if (!fg_sub(at_us, now_us, &left)) return NEVER / 1000;
+    return fg_ceil_div(left, 1000);
+}
+
+/* now + lease, saturated and at least 1 (a storable lease end). */
+static int64_t lease_end(int64_t now_us, int64_t lease_us) {
+    int64_t end;
+    if (!fg_add(now_us, lease_us, &end)) return NEVER;
+    return fg_max(end, 1);
+}
+
+/* The monotonic time at which the client's clock reads at_us, if it keeps
+ * pace with real time from now on. */
+static int64_t monotonic_at(int64_t at_us, int64_t now_us, int64_t mono_us) {
+    if (at_us <= now_us) return mono_us;
+    uint64_t left = (uint64_t)at_us - (uint64_t)now_us;
+    return left >= (uint64_t)(NEVER - mono_us) ? NEVER : mono_us + (int64_t)left;
+}
+
+static void cond_init_monotonic(pthread_cond_t *c) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+/* Waits on c until signalled or the monotonic time `until` (NEVER: no
+ * limit). Wake-ups may be spurious: callers look again. */
+static void sleep_until(pthread_cond_t *c, pthread_mutex_t *mu, int64_t until) {
+    if (until == NEVER) {
+        pthread_cond_wait(c, mu);
+        return;
+    }
+    struct timespec ts = {(time_t)(until / 1000000), (long)(until % 1000000) * 1000};
+    pthread_cond_timedwait(c, mu, &ts);
+}
+
+static fg_code nomem(fg_error *err) {
+    return fg_set_error(err, FG_CODE_NOMEM, "%s", ERR_NOMEM);
+}
+
+/* The code of a core message, as the client maps the server's reply. */
+static fg_code code_of(const char *why) {
+    return strncmp(why, "WRONGTYPE", 9) == 0 ? FG_CODE_WRONGTYPE : FG_CODE_INVALID;
+}
+
+static fg_code refuse(const char *why, fg_error *err) {
+    return fg_set_error(err, code_of(why), "%s", why);
+}
+
+/* ---------------------------------------------- the module's argument checks */
+
+static fg_code check_integer(int64_t v, const char *name, int64_t min, int64_t max, fg_error *err) {
+    char msg[MSG_MAX];
+    if (fg_param_integer(v, name, min, max, msg, sizeof(msg))) return FG_CODE_OK;
+    return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
+}
+
+static fg_code check_owner(const char *owner, fg_lock_request *r, fg_error *err) {
+    r->owner = owner;
+    r->owner_len = strlen(owner);
+    if (r->owner_len >= 1 && r->owner_len <= FG_LOCK_OWNER_MAX) return FG_CODE_OK;
+    return fg_set_error(err, FG_CODE_INVALID, "ERR owner must be 1 to %d bytes", FG_LOCK_OWNER_MAX);
+}
+
+static fg_code check_lease(int64_t lease_ms, int64_t *lease_us, fg_error *err) {
+    fg_code rc = check_integer(lease_ms, "lease_ms", 1, FG_LOCK_MAX_LEASE_MS, err);
+    if (rc == FG_CODE_OK) *lease_us = lease_ms * 1000;
+    return rc;
+}
+
+/* WAIT timeout_ms: lock.c sends wait_ms, or 0 for -1 (no timeout). */
+static fg_code check_wait(const fg_lock_options *o, fg_error *err) {
+    if (o->wait_ms <= 0) return FG_CODE_OK;
+    return check_integer(o->wait_ms, "timeout_ms", 0, FG_LOCK_MAX_LEASE_MS, err);
+}
+
+static fg_code check_not_durable(const fg_lock_options *o, fg_error *err) {
+    if (o->durable_replicas == 0) return FG_CODE_OK;
+    return fg_set_error(err, FG_CODE_UNSUPPORTED,
+                        "durable mode waits for replicas: mem: has no replicas");
+}
+
+static fg_code check_distinct(const char *const *keys, size_t n, fg_error *err) {
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(keys[i], keys[j]) == 0)
+                return fg_set_error(err, FG_CODE_INVALID, "ERR duplicate key");
+    return FG_CODE_OK;
+}
+
+/* ------------------------------------------------------------- the table */
+
+static void rehash(fg_mem_locks *m, size_t nbuckets) {
+    entry **buckets = calloc(nbuckets, sizeof(*buckets));
+    if (buckets == NULL) return; /* the old size stays: slower, still right */
+    for (size_t i = 0; i < m->nbuckets; i++)
+        while (m->buckets[i] != NULL) {
+            entry *e = m->buckets[i];
+            m->buckets[i] = e->next;
+            e->next = buckets[e->hash & (nbuckets - 1)];
+            buckets[e->hash & (nbuckets - 1)] = e;
+        }
+    free(m->buckets);
+    m->buckets = buckets;
+    m->nbuckets = nbuckets;
+}
+
+static entry **bucket_of(const fg_mem_locks *m, uint64_t hash) {
+    return &m->buckets[hash & (m->nbuckets - 1)];
+}
+
+static entry *entry_find(const fg_mem_locks *m, const char *key, size_t len, uint64_t hash) {
+    for (entry *e = *bucket_of(m, hash); e != NULL; e = e->next)
+        if (e->hash == hash && e->keylen == len && memcmp(e->key, key, len) == 0) return e;
+    return NULL;
+}
+
+/* The entry of key, pinned, or NULL when there is none (make: a new one,
+ * NULL only when out of memory). */
+static entry *entry_pin(fg_mem_locks *m, const char *key, bool make) {
+    size_t len = strlen(key);
+    uint64_t hash = fg_key_hash(key, len);
+    entry *e = entry_find(m, key, len, hash);
+    if (e == NULL && make && (e = calloc(1, sizeof(*e) + len)) != NULL) {
+        e->hash = hash;
+        e->keylen = len;
+        memcpy(e->key, key, len);
+        e->next = *bucket_of(m, hash);
+        *bucket_of(m, hash) = e;
+        if (++m->count > m->nbuckets) rehash(m, m->nbuckets * 2);
+    }
+    if (e != NULL) e->pins++;
+    return e;
+}
+
+/* Frees e when nothing keeps it: no holder, no waiter, no call, and not in
+ * a serving round. */
+static void entry_settle(fg_mem_locks *m, entry *e) {
+    if (e->pins > 0 || e->pending || e->state.len > 0 || e->head != NULL) return;
+    entry **p = bucket_of(m, e->hash);
+    while (*p != e)
+        p = &(*p)->next;
+    *p = e->next;
+    fg_lock_clear(&e->state, &heap);
+    free(e);
+    if (--m->count * 8 < m->nbuckets && m->nbuckets > MIN_BUCKETS) rehash(m, m->nbuckets / 2);
+}
+
+static void entry_unpin(fg_mem_locks *m, entry *e) {
+    e->pins--;
+    entry_settle(m, e);
+}
+
+/* Removes the holders whose lease has ended by now. */
+static bool prune(entry *e, int64_t now) {
+    if (e->state.len == 0 || fg_lock_next_expiry_us(&e->state) > now) return false;
+    return fg_lock_prune(&e->state, now, NULL, NULL, &heap) > 0;
+}
+
+static bool kind_differs(const entry *e, uint8_t kind) {
+    return e->state.len > 0 && e->state.kind != kind;
+}
+
+static uint64_t take_token(fg_mem_locks *m, int64_t now) {
+    m->last_token = fg_lock_next_token(m->last_token, now);
+    return m->last_token;
+}
+
+/* Puts the holder of a GRANTED or REENTERED decision (a grant takes a fresh
+ * token) and describes the grant. */
+static fg_code put_holder(fg_mem_locks *m, entry *e, const fg_lock_request *r, fg_lock_decision *d,
+                          int64_t now, fg_lock_grant *out) {
+    if (d->outcome == FG_LOCK_GRANTED) d->holder.token = take_token(m, now);
+    if (fg_lock_put(&e->state, r->kind, r->capacity, &d->holder, &heap) != FG_OK)
+        return FG_CODE_NOMEM;
+    *out = (fg_lock_grant){true, d->holder.token, ttl_ms_until(d->holder.expires_us, now),
+                           d->holder.count};
+    return FG_CODE_OK;
+}
+
+/* Puts the exclusive holder h (decided free on every key) into all n
+ * entries with one token; nothing changes when memory runs out. */
+static fg_code put_everywhere(fg_mem_locks *m, entry *const *es, size_t n, const fg_lock_holder *h,
+                              int64_t now, fg_lock_grant *out) {
+    fg_lock_holder put = *h;
+    put.token = take_token(m, now);
+    for (size_t i = 0; i < n; i++)
+        if (fg_lock_put(&es[i]->state, FG_LOCK_KIND_LOCK, 0, &put, &heap) != FG_OK) {
+            while (i-- > 0)
+                fg_lock_release(&es[i]->state, put.owner, put.owner_len, 0, &heap);
+            return FG_CODE_NOMEM;
+        }
+    *out = (fg_lock_grant){true, put.token, ttl_ms_until(put.expires_us, now), (int64_t)n};
+    return FG_CODE_OK;
+}
+
+/* ---------------------------------------------------------------- queues */
+
+static void link_append(entry *e, wait_link *l) {
+    l->e = e;
+    l->next = NULL;
+    l->prev = e->tail;
+    if (e->tail != NULL)
+        e->tail->next = l;
+    else
+        e->head = l;
+    e->tail = l;
+}
+
+static void link_remove(wait_link *l) {
+    entry *e = l->e;
+    if (l->prev != NULL)
+        l->prev->next = l->next;
+    else
+        e->head = l->next;
+    if (l->next != NULL)
+        l->next->prev = l->prev;
+    else
+        e->tail = l->prev;
+    l->prev = l->next = NULL;
+}
+
+/* Tells a waiter its answer (g: a grant, else rc and why); it leaves its
+ * queues, and its thread returns once it has the mutex again. */
+static void waiter_finish(waiter *w, fg_code rc, const char *why, const fg_lock_grant *g) {
+    for (size_t i = 0; i < w->nkeys; i++)
+        link_remove(&w->links[i]);
+    w->done = true;
+    w->rc = rc;
+    w->why = why;
+    if (g != NULL) w->grant = *g;
+    pthread_cond_signal(&w->wake);
+}
+
+/* Makes the waiters of e look at their leases again. */
+static void wake_queue(entry *e) {
+    for (wait_link *l = e->head; l != NULL; l = l->next)
+        pthread_cond_signal(&l->w->wake);
+}
+
+/* --------------------------------------------------------------- serving */
+
+/* One serving round: the queues still to serve, as a stack. */
+typedef struct serve_round {
+    fg_mem_locks *m;
+    int64_t now;
+    entry *stack;
+} serve_round;
+
+static void round_push(serve_round *r, entry *e) {
+    if (e->pending) return;
+    e->pending = true;
+    e->pending_next = r->stack;
+    r->stack = e;
+}
+
+/* Tries the single-key waiter at the head of e. False when it must wait. */
+static bool serve_single(serve_round *r, entry *e, waiter *w) {
+    fg_lock_request req = w->req;
+    req.queued_ahead = false;
+    fg_lock_decision d;
+    fg_lock_decide(&e->state, &req, r->now, &d);
+    if (d.outcome == FG_LOCK_BUSY) return false;
+    fg_lock_grant g;
+    if (d.outcome == FG_LOCK_NEVER)
+        waiter_finish(w, code_of(d.why), d.why, NULL);
+    else if (put_holder(r->m, e, &req, &d, r->now, &g) != FG_CODE_OK)
+        waiter_finish(w, FG_CODE_NOMEM, ERR_NOMEM, NULL);
+    else
+        waiter_finish(w, FG_CODE_OK, NULL, &g);
+    return true;
+}
+
+/* A multi-key waiter is served when it heads every one of its queues and
+ * every key is free (all keys, one token), or when one of its keys holds a
+ * semaphore (WRONGTYPE). The queues it leaves are served next. */
+static bool serve_multi(serve_round *r, waiter *w) {
+    entry *es[MULTI_MAX];
+    for (size_t i = 0; i < w->nkeys; i++) {
+        if (w->links[i].e->head != &w->links[i]) return false;
+        es[i] = w->links[i].e;
+    }
+    fg_lock_request req = w->req;
+    req.queued_ahead = false;
+    fg_lock_decision d;
+    bool free_everywhere = true, wrongtype = false;
+    for (size_t i = 0; i < w->nkeys; i++) {
+        prune(es[i], r->now);
+        wrongtype = wrongtype || kind_differs(es[i], FG_LOCK_KIND_LOCK);
+        fg_lock_decide(&es[i]->state, &req, r->now, &d);
+        free_everywhere = free_everywhere && d.outcome == FG_LOCK_GRANTED;
+    }
+    fg_lock_grant g;
+    size_t n = w->nkeys;
+    if (wrongtype)
+        waiter_finish(w, FG_CODE_WRONGTYPE, ERR_WRONGTYPE, NULL);
+    else if (!free_everywhere)
+        return false;
+    else if (put_everywhere(r->m, es, n, &d.holder, r->now, &g) != FG_CODE_OK)
+        waiter_finish(w, FG_CODE_NOMEM, ERR_NOMEM, NULL);
+    else
+        waiter_finish(w, FG_CODE_OK, NULL, &g);
+    for (size_t i = 0; i < n; i++)
+        round_push(r, es[i]);
+    return true;
+}
+
+/* Grants the head of e's queue while it fits. */
+static void serve_queue(serve_round *r, entry *e) {
+    e->pins++;
+    prune(e, r->now);
+    while (e->head != NULL) {
+        waiter *w = e->head->w;
+        if (!(w->nkeys > 1 ? serve_multi(r, w) : serve_single(r, e, w))) break;
+    }
+    entry_unpin(r->m, e);
+}
+
+/* Serves the queues of es[0..n), and every queue a multi-key waiter leaves. */
+static void serve(fg_mem_locks *m, entry *const *es, size_t n, int64_t now) {
+    serve_round r = {m, now, NULL};
+    for (size_t i = 0; i < n; i++)
+        round_push(&r, es[i]);
+    while (r.stack != NULL) {
+        entry *e = r.stack;
+        r.stack = e->pending_next;
+        e->pending = false;
+        serve_queue(&r, e);
+    }
+}
+
+/* What a lease running out by now changes: the holders go, and the waiters
+ * that now fit are granted. */
+static void prune_and_serve(fg_mem_locks *m, entry *e, int64_t now) {
+    if (prune(e, now) && e->head != NULL) serve(m, &e, 1, now);
+}
+
+/* ---------------------------------------------------------------- waiting */
+
+/* The soonest lease end among the keys, on the monotonic clock. */
+static int64_t next_lease_end(const fg_mem_locks *m, entry *const *es, size_t n) {
+    int64_t now = clock_now(m), mono = fg_monotonic_us(), soonest = NEVER;
+    for (size_t i = 0; i < n; i++)
+        if (es[i]->state.len > 0)
+            soonest =
+                fg_min(soonest, monotonic_at(fg_lock_next_expiry_us(&es[i]->state), now, mono));
+    return soonest;
+}
+
+/* The soonest the request could be granted, as a timed-out WAIT answers. */
+static int64_t retry_ms(const fg_lock_request *r, entry *const *es, size_t n, int64_t now) {
+    fg_lock_request req = *r;
+    req.queued_ahead = false;
+    int64_t until = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (es[i]->state.len == 0 || es[i]->state.kind != req.kind) continue;
+        fg_lock_decision d;
+        fg_lock_decide(&es[i]->state, &req, now, &d);
+        if (d.outcome == FG_LOCK_BUSY) until = fg_max(until, d.busy_until_us);
+    }
+    return ttl_ms_until(until, now);
+}
+
+/* Queues the request on the (pinned) entries and blocks until it is
+ * answered or wait_ms (-1: no limit) passed. Every wake-up prunes the keys
+ * and serves them: a lease that ran out may have freed one. */
+static fg_code wait_for_grant(fg_mem_locks *m, entry *const *es, size_t n, const fg_lock_request *r,
+                              int64_t wait_ms, fg_lock_grant *out, fg_error *err) {
+    waiter w;
+    w.req = *r;
+    w.done = false;
+    w.nkeys = n;
+    cond_init_monotonic(&w.wake);
+    for (size_t i = 0; i < n; i++) {
+        w.links[i].w = &w;
+        link_append(es[i], &w.links[i]);
+    }
+    int64_t deadline = wait_ms < 0 ? NEVER : fg_monotonic_us() + wait_ms * 1000;
+    while (!w.done) {
+        sleep_until(&w.wake, &m->mu, fg_min(deadline, next_lease_end(m, es, n)));
+        int64_t now = clock_now(m);
+        for (size_t i = 0; i < n && !w.done; i++)
+            prune_and_serve(m, es[i], now);
+        if (w.done || fg_monotonic_us() < deadline) continue;
+        fg_lock_grant timeout = {false, 0, retry_ms(r, es, n, now), 0};
+        waiter_finish(&w, FG_CODE_OK, NULL, &timeout);
+        serve(m, es, n, now); /* those behind it may fit now */
+    }
+    pthread_cond_destroy(&w.wake);
+    if (w.rc != FG_CODE_OK) return fg_set_error(err, w.rc, "%s", w.why);
+    *out = w.grant;
+    return FG_CODE_OK;
+}
+
+/* --------------------------------------------------------------- renewal */
+
+static int64_t step_us(int64_t lease_us) {
+    return fg_max(lease_us / 3, MIN_STEP_US);
+}
+
+static void renewal_free(renewal *g) {
+    for (size_t i = 0; g->keys != NULL && i < g->nkeys; i++)
+        free(g->keys[i]);
+    free(g->keys);
+    free(g->released);
+    free(g->owner);
+    free(g);
+}
+
+static renewal *renewal_new(const char *const *keys, size_t n, const char *owner) {
+    renewal *g = calloc(1, sizeof(*g));
+    if (g == NULL) return NULL;
+    g->nkeys = g->live = n;
+    g->owner = strdup(owner);
+    g->keys = calloc(n, sizeof(char *));
+    g->released = calloc(n, sizeof(bool));
+    bool ok = g->owner != NULL && g->keys != NULL && g->released != NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (g->keys[i] = strdup(keys[i])) != NULL;
+    if (ok) return g;
+    renewal_free(g);
+    return NULL;
+}
+
+static bool same_grant(const renewal *g, const char *const *keys, size_t n, const char *owner) {
+    if (g->live != n || g->nkeys != n || strcmp(g->owner, owner) != 0) return false;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(g->keys[i], keys[i]) != 0) return false;
+    return true;
+}
+
+static void *renew_run(void *arg);
+
+/* Before a renewed request: the thread, started now if it is not yet, and
+ * the registration to keep if the request is granted, so that nothing can
+ * fail after the grant. With the mutex. */
+static fg_code renewal_prepare(fg_mem_locks *m, const fg_lock_options *o, const char *const *keys,
+                               size_t n, const char *owner, renewal **out, fg_error *err) {
+    *out = NULL;
+    if (!o->renew) return FG_CODE_OK;
+    if (!m->renewer_started) {
+        if (pthread_create(&m->renewer, NULL, renew_run, m) != 0)
+            return fg_set_error(err, FG_CODE_NOMEM, "cannot start the renewal thread");
+        m->renewer_started = true;
+    }
+    *out = renewal_new(keys, n, owner);
+    return *out != NULL ? FG_CODE_OK : nomem(err);
+}
+
+/* After the request: g is kept when it was granted (a re-entry updates the
+ * registration of the same keys instead), freed otherwise. With the mutex. */
+static void renewal_settle(fg_mem_locks *m, renewal *g, bool granted, const fg_lock_options *o) {
+    if (g == NULL) return;
+    if (!granted) {
+        renewal_free(g);
+        return;
+    }
+    int64_t mono = fg_monotonic_us();
+    renewal *same = m->renewals;
+    while (same != NULL && !same_grant(same, (const char *const *)g->keys, g->nkeys, g->owner))
+        same = same->next;
+    if (same != NULL) {
+        renewal_free(g);
+        g = same;
+    } else {
+        g->renew_until_us = o->renew_max_ms > 0 ? mono + o->renew_max_ms * 1000 : NEVER;
+        g->due_us = NEVER;
+        g->next = m->renewals;
+        m->renewals = g;
+    }
+    g->lease_us = o->lease_ms * 1000;
+    g->on_lost = o->on_lost;
+    g->on_lost_arg = o->on_lost_arg;
+    g->due_us = fg_min(g->due_us, fg_min(mono + step_us(g->lease_us), g->renew_until_us));
+    pthread_cond_signal(&m->renew_wake);
+}
+
+/* A release through the client: the keys the owner holds no more are no
+ * longer renewed, and a registration ends with its last key. With the
+ * mutex. */
+static void renewal_released(fg_mem_locks *m, const char *const *keys, size_t n,
+                             const char *owner) {
+    renewal **p = &m->renewals;
+    while (*p != NULL) {
+        renewal *g = *p;
+        for (size_t i = 0; strcmp(g->owner, owner) == 0 && i < g->nkeys; i++)
+            for (size_t k = 0; k < n; k++)
+                if (!g->released[i] && strcmp(g->keys[i], keys[k]) == 0) {
+                    g->released[i] = true;
+                    g->live--;
+                }
+        if (g->live == 0) {
+            *p = g->next;
+            renewal_free(g);
+        } else {
+            p = &g->next;
+        }
+    }
+}
+
+static size_t first_live_key(const renewal *g) {
+    size_t i = 0;
+    while (i + 1 < g->nkeys && g->released[i])
+        i++;
+    return i;
+}
+
+static bool extend_held(fg_mem_locks *m, const char *key, const char *owner, int64_t lease_us);
+
+/* Renews g's keys, or finds it lost (*why, *key). With the mutex. */
+static bool renew_one(fg_mem_locks *m, renewal *g, int64_t mono, fg_lost_reason *why, size_t *key) {
+    if (mono >= g->renew_until_us) {
+        *why = FG_LOST_RENEW_LIMIT;
+        *key = first_live_key(g);
+        return false;
+    }
+    for (size_t i = 0; i < g->nkeys; i++)
+        if (!g->released[i] && !extend_held(m, g->keys[i], g->owner, g->lease_us)) {
+            *why = FG_LOST_NOT_HELD;
+            *key = i;
+            return false;
+        }
+    g->due_us = fg_min(mono + step_us(g->lease_us), g->renew_until_us);
+    return true;
+}
+
+/* Renews what is due. A lost registration is taken out of the list and
+ * returned (one at a time); otherwise *next is when the next one is due.
+ * With the mutex. */
+static renewal *renew_due(fg_mem_locks *m, int64_t *next, fg_lost_reason *why, size_t *key) {
+    int64_t mono = fg_monotonic_us();
+    *next = NEVER;
+    for (renewal **p = &m->renewals; *p != NULL; p = &(*p)->next) {
+        renewal *g = *p;
+        if (g->due_us <= mono && !renew_one(m, g, mono, why, key)) {
+            *p = g->next;
+            return g;
+        }
+        *next = fg_min(*next, g->due_us);
+    }
+    return NULL;
+}
+
+static void *renew_run(void *arg) {
+    fg_mem_locks *m = arg;
+    pthread_mutex_lock(&m->mu);
+    while (!m->stopping) {
+        int64_t next;
+        fg_lost_reason why;
+        size_t key;
+        renewal *lost = renew_due(m, &next, &why, &key);
+        if (lost == NULL) {
+            sleep_until(&m->renew_wake, &m->mu, next);
+            continue;
+        }
+        /* Out of the list: nobody else sees it while the callback runs. */
+        pthread_mutex_unlock(&m->mu);
+        if (lost->on_lost != NULL)
+            lost->on_lost(lost->keys[key], lost->owner, why, lost->on_lost_arg);
+        renewal_free(lost);
+        pthread_mutex_lock(&m->mu);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- acquiring */
+
+/* FG.LOCK or FG.ACQUIRE on a pruned entry: a grant, an error, or a refusal
+ * with *busy_until. */
+static fg_code take_one(fg_mem_locks *m, entry *e, fg_lock_request *r, int64_t now,
+                        fg_lock_grant *out, int64_t *busy_until, fg_error *err) {
+    r->queued_ahead = e->head != NULL;
+    fg_lock_decision d;
+    fg_lock_decide(&e->state, r, now, &d);
+    switch (d.outcome) {
+    case FG_LOCK_GRANTED:
+    case FG_LOCK_REENTERED:
+        return put_holder(m, e, r, &d, now, out) == FG_CODE_OK ? FG_CODE_OK : nomem(err);
+    case FG_LOCK_NEVER: return refuse(d.why, err);
+    case FG_LOCK_BUSY: break;
+    }
+    *busy_until = d.busy_until_us;
+    return FG_CODE_OK;
+}
+
+/* FG.MLOCK on pruned entries: all keys or none; a key in the way of the
+ * request (a holder, an older waiter, or the owner's own shared hold) makes
+ * it a refusal. */
+static fg_code take_all(fg_mem_locks *m, entry *const *es, size_t n, fg_lock_request *r,
+                        int64_t now, fg_lock_grant *out, int64_t *busy_until, fg_error *err) {
+    for (size_t i = 0; i < n; i++)
+        if (kind_differs(es[i], FG_LOCK_KIND_LOCK)) return refuse(ERR_WRONGTYPE, err);
+    bool all_free = true;
+    fg_lock_decision d;
+    for (size_t i = 0; i < n; i++) {
+        r->queued_ahead = es[i]->head != NULL;
+        fg_lock_decide(&es[i]->state, r, now, &d);
+        all_free = all_free && d.outcome == FG_LOCK_GRANTED;
+        if (d.outcome == FG_LOCK_BUSY) *busy_until = fg_max(*busy_until, d.busy_until_us);
+    }
+    if (!all_free) return FG_CODE_OK;
+    return put_everywhere(m, es, n, &d.holder, now, out) == FG_CODE_OK ? FG_CODE_OK : nomem(err);
+}
+
+/* The common path of the three requests that may grant, on keys checked
+ * (distinct, for a multi-key lock) and a request validated. */
+static fg_code acquire(fg_mem_locks *m, const char *const *keys, size_t n, bool multi,
+                       fg_lock_request *r, const fg_lock_options *o, fg_lock_grant *out,
+                       fg_error *err) {
+    entry *es[MULTI_MAX];
+    size_t pinned = 0;
+    renewal *g;
+    *out = (fg_lock_grant){0};
+    pthread_mutex_lock(&m->mu);
+    fg_code rc = renewal_prepare(m, o, keys, n, r->owner, &g, err);
+    for (; rc == FG_CODE_OK && pinned < n; pinned++)
+        if ((es[pinned] = entry_pin(m, keys[pinned], true)) == NULL) rc = nomem(err);
+    if (rc == FG_CODE_OK) {
+        int64_t now = clock_now(m), busy_until = 0;
+        for (size_t i = 0; i < n; i++)
+            prune_and_serve(m, es[i], now);
+        rc = multi ? take_all(m, es, n, r, now, out, &busy_until, err)
+                   : take_one(m, es[0], r, now, out, &busy_until, err);
+        if (rc == FG_CODE_OK && !out->acquired && o->wait_ms != 0)
+            rc = wait_for_grant(m, es, n, r, o->wait_ms, out, err);
+        else if (rc == FG_CODE_OK && !out->acquired)
+            out->ttl_ms = ttl_ms_until(busy_until, now);
+    }
+    while (pinned > 0)
+        if (es[--pinned] != NULL) entry_unpin(m, es[pinned]);
+    renewal_settle(m, g, rc == FG_CODE_OK && out->acquired, o);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+fg_code fg_mem_lock(fg_mem_locks *m, const char *key, const char *owner, const fg_lock_options *o,
+                    fg_lock_grant *out, fg_error *err) {
+    fg_lock_request r = {.kind = FG_LOCK_KIND_LOCK,
+                         .mode = o->shared ? FG_LOCK_SHARED : FG_LOCK_EXCLUSIVE,
+                         .count = 1,
+                         .reentrant = o->reentrant};
+    fg_code rc = check_not_durable(o, err);
+    if (rc == FG_CODE_OK) rc = check_owner(owner, &r, err);
+    if (rc == FG_CODE_OK) rc = check_lease(o->lease_ms, &r.lease_us, err);
+    if (rc == FG_CODE_OK) rc = check_wait(o, err);
+    if (rc != FG_CODE_OK) return rc;
+    return acquire(m, &key, 1, false, &r, o, out, err);
+}
+
+fg_code fg_mem_semaphore_acquire(fg_mem_locks *m, const char *key, int64_t capacity,
+                                 const char *owner, int64_t permits, const fg_lock_options *o,
+                                 fg_lock_grant *out, fg_error *err) {
+    fg_lock_request r = {.kind = FG_LOCK_KIND_SEMAPHORE,
+                         .mode = FG_LOCK_EXCLUSIVE,
+                         .count = permits,
+                         .capacity = capacity};
+    fg_code rc = check_not_durable(o, err);
+    if (rc == FG_CODE_OK) rc = check_integer(capacity, "capacity", 1, FG_LOCK_MAX_CAPACITY, err);
+    if (rc == FG_CODE_OK) rc = check_owner(owner, &r, err);
+    if (rc == FG_CODE_OK) rc = check_integer(permits, "permits", 1, FG_LOCK_MAX_CAPACITY, err);
+    if (rc == FG_CODE_OK) rc = check_lease(o->lease_ms, &r.lease_us, err);
+    if (rc == FG_CODE_OK) rc = check_wait(o, err);
+    if (rc == FG_CODE_OK && permits > capacity)
+        rc = fg_set_error(err, FG_CODE_INVALID, "ERR permits exceed the capacity");
+    if (rc != FG_CODE_OK) return rc;
+    return acquire(m, &key, 1, false, &r, o, out, err);
+}
+
+fg_code fg_mem_lock_multi(fg_mem_locks *m, const char *const *keys, size_t count, const char *owner,
+                          const fg_lock_options *o, fg_lock_grant *out, fg_error *err) {
+    fg_lock_request r = {.kind = FG_LOCK_KIND_LOCK, .mode = FG_LOCK_EXCLUSIVE, .count = 1};
+    fg_code rc = check_not_durable(o, err);
+    if (rc == FG_CODE_OK) rc = check_distinct(keys, count, err);
+    if (rc == FG_CODE_OK) rc = check_owner(owner, &r, err);
+    if (rc == FG_CODE_OK) rc = check_lease(o->lease_ms, &r.lease_us, err);
+    if (rc == FG_CODE_OK) rc = check_wait(o, err);
+    if (rc != FG_CODE_OK) return rc;
+    return acquire(m, keys, count, true, &r, o, out, err);
+}
+
+/* ------------------------------------------------------------ releasing */
+
+/* FG.UNLOCK (count 1) or FG.RELEASE (count permits, 0: all): *left is what
+ * the owner still holds, -1 when nothing. */
+static fg_code release_one(fg_mem_locks *m, const char *key, uint8_t kind, const char *owner,
+                           int64_t count, int64_t *left, fg_error *err) {
+    fg_lock_request r;
+    fg_code rc = check_owner(owner, &r, err);
+    if (rc != FG_CODE_OK) return rc;
+    int64_t held = -1;
+    pthread_mutex_lock(&m->mu);
+    entry *e = entry_pin(m, key, false);
+    if (e != NULL) {
+        int64_t now = clock_now(m);
+        prune_and_serve(m, e, now);
+        if (kind_differs(e, kind))
+            rc = refuse(ERR_WRONGTYPE, err);
+        else
+            held = fg_lock_release(&e->state, r.owner, r.owner_len, count, &heap);
+        /* A semaphore's queue may fit in the permits given back. */
+        if (held == 0 || (held > 0 && kind == FG_LOCK_KIND_SEMAPHORE)) serve(m, &e, 1, now);
+        entry_unpin(m, e);
+    }
+    if (rc == FG_CODE_OK && held <= 0) renewal_released(m, &key, 1, owner);
+    pthread_mutex_unlock(&m->mu);
+    if (rc == FG_CODE_OK && left != NULL) *left = held;
+    return rc;
+}
+
+fg_code fg_mem_unlock(fg_mem_locks *m, const char *key, const char *owner, int64_t *holds_left,
+                      fg_error *err) {
+    return release_one(m, key, FG_LOCK_KIND_LOCK, owner, 1, holds_left, err);
+}
+
+fg_code fg_mem_semaphore_release(fg_mem_locks *m, const char *key, const char *owner,
+                                 int64_t permits, int64_t *permits_left, fg_error *err) {
+    /* lock.c sends permits only when > 0 (0: all). */
+    if (permits > 0) {
+        fg_code rc = check_integer(permits, "permits", 1, FG_LOCK_MAX_CAPACITY, err);
+        if (rc != FG_CODE_OK) return rc;
+    }
+    return release_one(m, key, FG_LOCK_KIND_SEMAPHORE, owner, permits, permits_left, err);
+}
+
+fg_code fg_mem_unlock_multi(fg_mem_locks *m, const char *const *keys, size_t count,
+                            const char *owner, int64_t *released, fg_error *err) {
+    fg_lock_request r;
+    fg_code rc = check_distinct(keys, count, err);
+    if (rc == FG_CODE_OK) rc = check_owner(owner, &r, err);
+    if (rc != FG_CODE_OK) return rc;
+    entry *es[MULTI_MAX];
+    int64_t n = 0;
+    pthread_mutex_lock(&m->mu);
+    int64_t now = clock_now(m);
+    for (size_t i = 0; i < count; i++)
+        if ((es[i] = entry_pin(m, keys[i], false)) != NULL) prune_and_serve(m, es[i], now);
+    /* Types first, so that an error changes nothing. */
+    for (size_t i = 0; i < count && rc == FG_CODE_OK; i++)
+        if (es[i] != NULL && kind_differs(es[i], FG_LOCK_KIND_LOCK))
+            rc = refuse(ERR_WRONGTYPE, err);
+    for (size_t i = 0; i < count && rc == FG_CODE_OK; i++) {
+        int64_t left =
+            es[i] != NULL ? fg_lock_release(&es[i]->state, r.owner, r.owner_len, 1, &heap) : -1;
+        n += left >= 0;
+        if (left == 0) serve(m, &es[i], 1, now);
+    }
+    for (size_t i = 0; i < count; i++)
+        if (es[i] != NULL) entry_unpin(m, es[i]);
+    if (rc == FG_CODE_OK) renewal_released(m, keys, count, owner);
+    pthread_mutex_unlock(&m->mu);
+    if (rc == FG_CODE_OK && released != NULL) *released = n;
+    return rc;
+}
+
+/* ------------------------------------------------------------- extending */
+
+/* FG.EXTEND's effect: the owner's lease ends lease_us from now. False when
+ * the owner holds nothing. With the mutex. */
+static bool extend_held(fg_mem_locks *m, const char *key, const char *owner, int64_t lease_us) {
+    entry *e = entry_pin(m, key, false);
+    if (e == NULL) return false;
+    int64_t now = clock_now(m);
+    prune_and_serve(m, e, now);
+    int64_t i = fg_lock_find(&e->state, owner, strlen(owner));
+    if (i >= 0) {
+        fg_lock_holder h = e->state.holders[i];
+        bool shorter = lease_end(now, lease_us) < h.expires_us;
+        h.expires_us = lease_end(now, lease_us);
+        fg_lock_put(&e->state, e->state.kind, e->state.capacity, &h, &heap); /* in place */
+        if (shorter) wake_queue(e); /* their sleep may now be too long */
+    }
+    entry_unpin(m, e);
+    return i >= 0;
+}
+
+fg_code fg_mem_extend(fg_mem_locks *m, const char *key, const char *owner, int64_t lease_ms,
+                      bool *extended, fg_error *err) {
+    fg_lock_request r;
+    int64_t lease_us;
+    fg_code rc = check_owner(owner, &r, err);
+    if (rc == FG_CODE_OK) rc = check_lease(lease_ms, &lease_us, err);
+    if (rc != FG_CODE_OK) return rc;
+    pthread_mutex_lock(&m->mu);
+    bool held = extend_held(m, key, owner, lease_us);
+    pthread_mutex_unlock(&m->mu);
+    if (extended != NULL) *extended = held;
+    return FG_CODE_OK;
+}
+
+/* -------------------------------------------------------------- lifecycle */
+
+fg_mem_locks *fg_mem_locks_new(int64_t (*clock_us)(void *arg), void *clock_arg) {
+    fg_mem_locks *m = calloc(1, sizeof(*m));
+    if (m == NULL || (m->buckets = calloc(MIN_BUCKETS, sizeof(entry *))) == NULL) {
+        free(m);
+        return NULL;
+    }
+    m->nbuckets = MIN_BUCKETS;
+    m->clock_us = clock_us;
+    m->clock_arg = clock_arg;
+    pthread_mutex_init(&m->mu, NULL);
+    cond_init_monotonic(&m->renew_wake);
+    return m;
+}
+
+void fg_mem_locks_free(fg_mem_locks *m) {
+    if (m == NULL) return;
+    pthread_mutex_lock(&m->mu);
+    m->stopping = true;
+    pthread_cond_signal(&m->renew_wake);
+    pthread_mutex_unlock(&m->mu);
+    if (m->renewer_started) pthread_join(m->renewer, NULL);
+    while (m->renewals != NULL) {
+        renewal *g = m->renewals;
+        m->renewals = g->next;
+        renewal_free(g);
+    }
+    for (size_t i = 0; i < m->nbuckets; i++)
+        while (m->buckets[i] != NULL) {
+            entry *e = m->buckets[i];
+            m->buckets[i] = e->next;
+            fg_lock_clear(&e->state, &heap);
+            free(e);
+        }
+    free(m->buckets);
+    pthread_cond_destroy(&m->renew_wake);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+size_t fg_mem_lock_waiters(fg_mem_locks *m, const char *key) {
+    size_t n = 0;
+    pthread_mutex_lock(&m->mu);
+    entry *e = entry_pin(m, key, false);
+    if (e != NULL) {
+        for (const wait_link *l = e->head; l != NULL; l = l->next)
+            n++;
+        entry_unpin(m, e);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
