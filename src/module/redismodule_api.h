@@ -35,6 +35,7 @@
 #define REDISMODULE_CTX_FLAGS_LUA           (1 << 0)
 #define REDISMODULE_CTX_FLAGS_MULTI         (1 << 1)
 #define REDISMODULE_CTX_FLAGS_MASTER        (1 << 2)
+#define REDISMODULE_CTX_FLAGS_CLUSTER       (1 << 5)
 #define REDISMODULE_CTX_FLAGS_REPLICATED    (1 << 12)
 #define REDISMODULE_CTX_FLAGS_LOADING       (1 << 13)
 #define REDISMODULE_CTX_FLAGS_DENY_BLOCKING (1 << 21)
@@ -109,6 +110,7 @@ typedef struct RedisModuleDigest RedisModuleDigest;
 typedef struct RedisModuleInfoCtx RedisModuleInfoCtx;
 typedef struct RedisModuleDefragCtx RedisModuleDefragCtx;
 typedef struct RedisModuleBlockedClient RedisModuleBlockedClient;
+typedef struct RedisModuleCallReply RedisModuleCallReply;
 typedef struct RedisModuleDict RedisModuleDict;
 typedef struct RedisModuleDictIter RedisModuleDictIter;
 
@@ -336,7 +338,9 @@ typedef struct RedisModuleCommandInfo {
     X(void *, DictNextC, (RedisModuleDictIter * di, size_t * keylen, void **dataptr))              \
     X(void, DictIteratorStop, (RedisModuleDictIter * di))                                      \
     X(int, IsKeysPositionRequest, (RedisModuleCtx * ctx))                                          \
-    X(void, KeyAtPos, (RedisModuleCtx * ctx, int pos))
+    X(void, KeyAtPos, (RedisModuleCtx * ctx, int pos))                                             \
+    X(RedisModuleCallReply *, Call, (RedisModuleCtx * ctx, const char *cmdname, const char *fmt, ...)) \
+    X(void, FreeCallReply, (RedisModuleCallReply * reply))
 
 #define FG_OPTIONAL_APIS(X) X(uint64_t, CachedMicroseconds, (void))
 

@@ -224,16 +224,17 @@ static waiter *waiter_of(RedisModuleBlockedClient *bc) {
 
 /* Tells a waiter its answer (the reply is written by waiter_reply). The
  * waiter is gone afterwards. */
+static waiter_answer *new_answer(const char *error, long long acquired, long long token,
+                                 long long ttl_ms, long long holds) {
+    waiter_answer *a = RedisModule_Alloc(sizeof(*a));
+    *a = (waiter_answer){error, acquired, token, ttl_ms, holds};
+    return a;
+}
+
 static void waiter_answer_with(RedisModuleCtx *ctx, waiter *w, const char *error,
                                long long acquired, long long token, long long ttl_ms,
                                long long holds) {
-    waiter_answer *a = RedisModule_Alloc(sizeof(*a));
-    a->error = error;
-    a->acquired = acquired;
-    a->token = token;
-    a->ttl_ms = ttl_ms;
-    a->holds = holds;
-    RedisModule_UnblockClient(w->bc, a);
+    RedisModule_UnblockClient(w->bc, new_answer(error, acquired, token, ttl_ms, holds));
     waiter_remove(ctx, w);
 }
 
@@ -359,6 +360,7 @@ static key_status open_lock_key(RedisModuleCtx *ctx, RedisModuleString *keyname,
     if (found == LOCK_WRONGTYPE || (found == LOCK_FOUND && kind && (*s)->kind != kind)) {
         RedisModule_CloseKey(*key);
         *key = NULL;
+        *s = NULL;
         return KEY_WRONGTYPE;
     }
     return KEY_OK;
@@ -459,14 +461,40 @@ static void serve(RedisModuleCtx *ctx, wait_queue *q, int64_t now_us) {
     RedisModule_Free(r.touched);
 }
 
+/* A lease changed: the key's waiters must look again at its next end (a
+ * shorter lease ends sooner than the timer was armed for). */
+static void rearm_waiters(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_lock_state *s,
+                          int64_t now_us) {
+    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), keyname);
+    if (q && q->head && s->len) queue_arm(ctx, q, fg_lock_next_expiry_us(s), now_us);
+}
+
 /* Serves the queue of a key whose holders changed, if it has one. */
 static void serve_key(RedisModuleCtx *ctx, RedisModuleString *keyname, int64_t now_us) {
     wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), keyname);
     if (q) serve(ctx, q, now_us);
 }
 
+/* A waiter leaves every queue it is in (answered with an error, or
+ * granted): each of them may now serve its next head. */
+static void waiter_done_in_round(serve_round *r, waiter *w, const char *error, uint64_t token,
+                                 long long ttl_ms) {
+    wait_queue *left[MAX_MLOCK_KEYS];
+    int n = w->nkeys;
+    for (int i = 0; i < n; i++)
+        left[i] = w->links[i].q;
+    if (error)
+        waiter_fail(r->ctx, w, error);
+    else
+        waiter_grant(r->ctx, w, token, ttl_ms, n);
+    for (int i = 0; i < n; i++)
+        round_add(r, left[i]);
+}
+
 /* A multi-key waiter is served when it heads every one of its queues and
- * every key is free; then all keys are taken with one token. */
+ * every key is free; then all keys are taken with one token. A key that
+ * can never be granted (another type, an upgrade) fails the whole request,
+ * as it would have failed at once. */
 static bool serve_multi(serve_round *r, waiter *w) {
     for (int i = 0; i < w->nkeys; i++)
         if (w->links[i].q->head != &w->links[i]) return false;
@@ -474,58 +502,81 @@ static bool serve_multi(serve_round *r, waiter *w) {
     fg_lock_state *states[MAX_MLOCK_KEYS];
     fg_lock_request req = w->req;
     req.queued_ahead = false;
-    bool free_everywhere = true, wrongtype = false;
+    bool free_everywhere = true;
+    const char *error = NULL;
     int opened = 0;
-    for (; opened < w->nkeys; opened++) {
+    for (; opened < w->nkeys && !error; opened++) {
         RedisModuleString *name = w->links[opened].q->key;
         if (open_lock_key(r->ctx, name, FG_LOCK_KIND_LOCK, &keys[opened], &states[opened]) ==
             KEY_WRONGTYPE) {
-            wrongtype = true;
+            error = REDISMODULE_ERRORMSG_WRONGTYPE;
             break;
         }
         prune(r->ctx, keys[opened], name, &states[opened], r->now_us);
         fg_lock_decision d;
         fg_lock_decide(states[opened] ? states[opened] : &empty_state, &req, r->now_us, &d);
+        if (d.outcome == FG_LOCK_NEVER) error = d.why;
         if (d.outcome != FG_LOCK_GRANTED) free_everywhere = false;
     }
-    bool served = false;
-    if (wrongtype) {
-        waiter_fail(r->ctx, w, REDISMODULE_ERRORMSG_WRONGTYPE);
-        served = true;
+    bool served = true;
+    if (error) {
+        waiter_done_in_round(r, w, error, 0, 0);
     } else if (free_everywhere) {
         uint64_t token = take_token(r->now_us);
-        fg_lock_decision d;
-        wait_queue *left[MAX_MLOCK_KEYS];
         for (int i = 0; i < w->nkeys; i++) {
+            fg_lock_decision d;
             decide_and_grant(r->ctx, keys[i], w->links[i].q->key, &states[i], &req, r->now_us, &d,
                              token);
-            left[i] = w->links[i].q;
         }
-        int n = w->nkeys;
-        waiter_grant(r->ctx, w, token, ttl_ms_until(r->now_us + req.lease_us, r->now_us), n);
-        for (int i = 0; i < n; i++)
-            round_add(r, left[i]);
-        served = true;
+        waiter_done_in_round(r, w, NULL, token, ttl_ms_until(r->now_us + req.lease_us, r->now_us));
+    } else {
+        served = false;
     }
     for (int i = 0; i < opened; i++)
         RedisModule_CloseKey(keys[i]);
     return served;
 }
 
+static void waiter_abandon(RedisModuleCtx *ctx, waiter *w);
+
+/* Fails every waiter of q; the other queues of multi-key waiters are served
+ * soon, by their timers. */
 static void fail_all_waiters(RedisModuleCtx *ctx, wait_queue *q, const char *error) {
-    while (q->head)
-        waiter_fail(ctx, q->head->w, error);
+    while (q->head) {
+        waiter *w = q->head->w;
+        RedisModule_UnblockClient(w->bc, new_answer(error, 0, 0, 0, 0));
+        waiter_abandon(ctx, w);
+    }
+}
+
+/* Whether this node still serves the key's slot. A timer runs outside any
+ * command, so nothing routed it: after MIGRATE (or a resharding) took the
+ * key away, granting here would make a second holder. RedisModule_Call
+ * checks the slot and fails when another node serves it. */
+static bool key_served_here(RedisModuleCtx *ctx, RedisModuleString *keyname) {
+    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_CLUSTER)) return true;
+    RedisModuleCallReply *reply = RedisModule_Call(ctx, "EXISTS", "s", keyname);
+    if (!reply) return false;
+    RedisModule_FreeCallReply(reply);
+    return true;
 }
 
 static void timer_fired(RedisModuleCtx *ctx, void *data) {
     wait_queue *q = data;
     q->timer_armed = false;
+    const char *error = NULL;
     if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER)) {
-        fail_all_waiters(ctx, q, "UNBLOCKED the server is no longer a master");
+        error = "UNBLOCKED the server is no longer a master";
+    } else {
+        RedisModule_SelectDb(ctx, q->dbid);
+        if (!key_served_here(ctx, q->key))
+            error = "TRYAGAIN the key moved to another node: ask the node that serves it";
+    }
+    if (error) {
+        fail_all_waiters(ctx, q, error);
         queue_drop_if_empty(ctx, q);
         return;
     }
-    RedisModule_SelectDb(ctx, q->dbid);
     serve(ctx, q, server_clock_us());
 }
 
@@ -629,9 +680,7 @@ static void deadline_passed(RedisModuleCtx *ctx, void *data) {
     w->has_deadline = false;
     RedisModule_SelectDb(ctx, w->links[0].q->dbid);
     long long retry_ms = waiter_retry_ms(ctx, w, server_clock_us());
-    waiter_answer *a = RedisModule_Alloc(sizeof(*a));
-    *a = (waiter_answer){NULL, 0, 0, retry_ms, 0};
-    RedisModule_UnblockClient(w->bc, a);
+    RedisModule_UnblockClient(w->bc, new_answer(NULL, 0, 0, retry_ms, 0));
     stat_timeouts++;
     waiter_abandon(ctx, w);
 }
@@ -873,6 +922,7 @@ static int extend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         replicate_hold(ctx, argv[1], s, &s->holders[i]);
         lockstate_settle(key, s);
         key_changed(ctx, argv[1], "fg.extend");
+        rearm_waiters(ctx, argv[1], s, now_us);
     }
     RedisModule_CloseKey(key);
     if (pruned) serve_key(ctx, argv[1], now_us);
@@ -967,18 +1017,33 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         if (pruned) serve_key(ctx, keys[i], now_us);
     }
 
+    /* Serving waiters may have given a key another kind, and a key the owner
+     * reads can never be upgraded: either fails the request at once. */
     RedisModuleKey *opened[MAX_MLOCK_KEYS];
     fg_lock_state *states[MAX_MLOCK_KEYS];
     bool all_free = true;
+    const char *error = NULL;
     int64_t busy_until = 0;
-    for (int i = 0; i < n; i++) {
-        open_lock_key(ctx, keys[i], FG_LOCK_KIND_LOCK, &opened[i], &states[i]);
+    int nopen = 0;
+    for (; nopen < n && !error; nopen++) {
+        int i = nopen;
+        if (open_lock_key(ctx, keys[i], FG_LOCK_KIND_LOCK, &opened[i], &states[i]) ==
+            KEY_WRONGTYPE) {
+            error = REDISMODULE_ERRORMSG_WRONGTYPE;
+            break;
+        }
         wait_queue *q = queue_find(dbid, keys[i]);
         r.queued_ahead = q && q->head;
         fg_lock_decision d;
         fg_lock_decide(states[i] ? states[i] : &empty_state, &r, now_us, &d);
+        if (d.outcome == FG_LOCK_NEVER) error = d.why;
         if (d.outcome != FG_LOCK_GRANTED) all_free = false;
         if (d.outcome == FG_LOCK_BUSY && d.busy_until_us > busy_until) busy_until = d.busy_until_us;
+    }
+    if (error) {
+        for (int i = 0; i < nopen; i++)
+            RedisModule_CloseKey(opened[i]);
+        return RedisModule_ReplyWithError(ctx, error);
     }
     uint64_t token = 0;
     if (all_free) {
@@ -1226,6 +1291,7 @@ static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     }
     if (created) RedisModule_ModuleTypeSetValue(key, LockStateType, s);
     lockstate_settle(key, s);
+    rearm_waiters(ctx, argv[1], s, server_clock_us());
     RedisModule_CloseKey(key);
     fence_raise(token);
     RedisModule_ReplicateVerbatim(ctx);

@@ -212,3 +212,45 @@ def test_waiting_lock_is_granted_on_unlock(cluster):
         with RawClient(node.port) as raw:
             assert raw.error_of("FG.LOCK", key, "carol", LEASE_MS, "WAIT", 0) == \
                 "MOVED %d 127.0.0.1:%d" % (slot, owner.port)
+
+
+def test_waiters_of_a_migrated_key_are_told_to_try_again(cluster):
+    """Regression: MIGRATE deletes the key on the source node, which woke the
+    source's waiters and granted one of them there, while the holder's state
+    had moved to the target: two holders of one exclusive lock. The waiters
+    must be refused (TRYAGAIN) and nothing recreated on the source."""
+    key = "migrating:lock"
+    slot, source = cluster.owner_of(key)
+    target = other_nodes(cluster, source)[0]
+    src, dst = source.client(), target.client()
+    src_id, dst_id = s(src.execute_command("CLUSTER", "MYID")), s(dst.execute_command("CLUSTER", "MYID"))
+    assert int(src.execute_command("FG.LOCK", key, "holder", LEASE_MS)[0]) == 1
+    out = []
+
+    def waiter():
+        try:
+            out.append(source.client(socket_timeout=30).execute_command(
+                "FG.LOCK", key, "waiter", LEASE_MS, "WAIT", 20000))
+        except Exception as e:  # the expected refusal
+            out.append(e)
+    t = threading.Thread(target=waiter)
+    t.start()
+    wait_for(lambda: src.info("floodgate")["floodgate_lock_waiters"] == 1, timeout=10)
+    try:
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        assert s(src.execute_command("MIGRATE", "127.0.0.1", target.port, key, 0, 5000)) == "OK"
+        t.join(timeout=15)
+        assert len(out) == 1 and isinstance(out[0], Exception), out
+        assert str(out[0]).startswith("TRYAGAIN"), out[0]
+        assert src.info("floodgate")["floodgate_lock_waiters"] == 0
+        with RawClient(target.port) as raw:
+            raw.execute("ASKING")
+            info = raw.execute("FG.LOCKINFO", key)
+            assert [s(h[0]) for h in info[7]] == ["holder"], info
+            raw.execute("ASKING")
+            assert raw.execute("FG.FORCEUNLOCK", key) == 1
+        assert src.keys(key) == []  # nothing recreated on the source
+    finally:
+        for c in (src, dst):
+            c.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")

@@ -1356,3 +1356,89 @@ def test_mlock_keys_are_routed_in_a_cluster():
         assert rc.error_of("FG.MLOCK", 2, "b", "c", "o", 1000).startswith("CROSSSLOT")
         assert rc.error_of("FG.MUNLOCK", 2, "b", "c", "o").startswith("CROSSSLOT")
         assert rc.execute("EXISTS", "b") == 0 and rc.execute("DBSIZE") == 0
+
+
+# -- regressions found in review ------------------------------------------------------
+
+
+def test_multi_waiter_failing_lets_the_queue_behind_it_go(r, spawn):
+    """Regression: a multi-key waiter failed with WRONGTYPE (one of its keys
+    became a string) left its other queue unserved: the waiter behind it on
+    a free key waited for ever, and newcomers were refused behind it."""
+    lock(r, "{t}k1", "h", 300)
+    a = spawn("FG.MLOCK", 2, "{t}k1", "{t}k2", "a", 10000, "WAIT", 0)
+    enqueue(r, a, "a", "{t}k1", "{t}k2")
+    b = spawn("FG.LOCK", "{t}k2", "b", 10000, "WAIT", 0)
+    enqueue(r, b, "b", "{t}k2")
+    r.set("{t}k1", "x")  # at h's lease end, a's request can never be granted
+    with pytest.raises(RespError, match="WRONGTYPE"):
+        a.result()
+    rep = b.result()
+    assert rep[0] == 1 and rep[3] == 1, rep
+    assert holders(r, "{t}k2") == ["b"] and queue(r, "{t}k2") == []
+
+
+def test_mlock_over_a_shared_hold_is_refused_like_lock(r, spawn):
+    """Regression: FG.MLOCK on a key its owner reads (an upgrade) answered
+    [0,...] or queued for ever, where FG.LOCK refuses it: two such readers
+    waited on each other and starved every queue they were in."""
+    lock(r, "{u}a", "o1", 10000, "SHARED")
+    lock(r, "{u}a", "o2", 10000, "SHARED")
+    for opts in ((), ("WAIT", 0)):
+        with pytest.raises(redis.ResponseError, match="owner holds a shared lock"):
+            mlock(r, ["{u}a", "{u}b"], "o1", 3000, *opts)
+    assert queue(r, "{u}a") == [] and queue(r, "{u}b") == []
+    # a waiting multi-lock whose owner takes a shared hold meanwhile fails
+    # when it reaches the head instead of blocking the queues behind it
+    lock(r, "{v}a", "h", 300)
+    m = spawn("FG.MLOCK", 2, "{v}a", "{v}b", "o3", 3000, "WAIT", 0)
+    enqueue(r, m, "o3", "{v}a", "{v}b")
+    r.execute_command("FG.HOLD", "{v}b", "lock", 0, "o3", "shared", 1,
+                      time.time_ns() // 1000 + 10 ** 7, 1)
+    c = spawn("FG.LOCK", "{v}c", "x", 1000, "WAIT", 0)  # unrelated: not blocked
+    c.start()
+    assert c.result()[0] == 1
+    with pytest.raises(RespError, match="owner holds a shared lock"):
+        m.result()
+    assert queue(r, "{v}a") == [] and queue(r, "{v}b") == []
+
+
+def test_shortened_lease_wakes_the_waiters_at_its_new_end(r, spawn):
+    """Regression: FG.EXTEND to a shorter lease left the queue's timer at the
+    old lease end, so a semaphore permit freed early went unused."""
+    acquire(r, "sem", 2, "h1", 1, 30000)
+    acquire(r, "sem", 2, "h2", 1, 30000)
+    w = spawn("FG.ACQUIRE", "sem", 2, "w", 1, 30000, "WAIT", 0)
+    enqueue(r, w, "w", "sem")
+    start = time.monotonic()
+    assert extend(r, "sem", "h1", 100) == 1
+    rep = w.result(timeout=10)
+    assert rep[0] == 1 and rep[3] == 1, rep
+    assert time.monotonic() - start < 10  # not at the old lease end (30 s)
+    assert sorted(holders(r, "sem")) == ["h2", "w"]
+
+
+def test_mlock_after_serving_turned_a_key_into_a_semaphore(r, spawn):
+    """Regression: FG.MLOCK prunes its keys and serves their waiters first; a
+    semaphore waiter could thereby turn one key into a semaphore, and
+    FG.MLOCK then decided against it as if it were a lock."""
+    acquire(r, "{s}k", 1, "h", 1, 60000)
+    w = spawn("FG.ACQUIRE", "{s}k", 1, "w", 1, 60000, "WAIT", 0)
+    enqueue(r, w, "w", "{s}k")
+    script = """
+redis.call('DEL', KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('FG.HOLD', KEYS[1], 'lock', 0, 'x', 'exclusive', 1, now + 2000, 5)
+local deadline = now + 4000
+while true do
+    t = redis.call('TIME')
+    if tonumber(t[1]) * 1000000 + tonumber(t[2]) > deadline then break end
+end
+return redis.call('FG.MLOCK', 1, KEYS[1], 'o', 1000)
+"""
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.eval(script, 1, "{s}k")
+    rep = w.result()
+    assert rep[0] == 1, rep
+    assert holders(r, "{s}k") == ["w"]
