@@ -259,11 +259,15 @@ fg_code fg_check_batch(fg_client *client, fg_request *requests, size_t count, fg
 
 /* ------------------------------------------------------------------- locks */
 
-/* Locks, read/write locks, semaphores and multi-key locks, held in the
- * server (docs/locks.md): the lease, the owner, the fencing token and the
- * FIFO queue of waiters are the server's, so a waiting call blocks in the
- * server and is granted the moment the lock is free. redis: and unix: only
- * (FG_CODE_UNSUPPORTED on mem: and redis+cluster:).
+/* Locks, read/write locks, semaphores and multi-key locks (docs/locks.md).
+ * On redis: and unix: they are held in the server: the lease, the owner,
+ * the fencing token and the FIFO queue of waiters are the server's, so a
+ * waiting call blocks in the server and is granted the moment the lock is
+ * free. mem: runs the same algorithm in process, with the same replies and
+ * errors, for the threads of one process: a waiting call blocks its thread
+ * (fg_close while a call waits is an error of the caller), and leases run
+ * by opts.clock_us. FG_CODE_UNSUPPORTED on redis+cluster:, and for durable
+ * mode on mem:.
  *
  * Owners are ids chosen by the caller, not threads: any thread may release
  * what another took, and one thread may act for several owners. */
@@ -283,8 +287,8 @@ typedef enum fg_lost_reason {
 
 typedef struct fg_lock_options {
     int64_t lease_ms; /* default 30000 */
-    /* 0 (the default): try once; > 0: wait in the server up to wait_ms;
-     * -1: wait with no timeout. */
+    /* 0 (the default): try once; > 0: wait in the server's queue (mem:: the
+     * process's) up to wait_ms; -1: wait with no timeout. */
     int64_t wait_ms;
     bool shared;    /* a read lock (FG.LOCK ... SHARED) */
     bool reentrant; /* FG.LOCK ... REENTRANT */

@@ -4,11 +4,12 @@
  * server, and what Redlock (redlock.c) shares with them: the parsing of a
  * grant, and randomness.
  *
- * Locks exist on redis: and unix: only. Such a client owns an fg_locks,
- * made by lock.c at fg_open and freed first by fg_close: the spare
- * connections of calls that wait in the server, and the renewal thread. A
- * call that does not wait borrows the client's shared connection instead,
- * under the client's lock, like every check.
+ * A redis: or unix: client owns an fg_locks, made by lock.c at fg_open and
+ * freed first by fg_close: the spare connections of calls that wait in the
+ * server, and the renewal thread. A call that does not wait borrows the
+ * client's shared connection instead, under the client's lock, like every
+ * check. A mem: client owns an fg_mem_locks (mem_lock.h) instead, to which
+ * lock.c hands its calls.
  */
 #ifndef FG_CLIENT_H
 #define FG_CLIENT_H
@@ -19,8 +20,9 @@
 
 typedef struct fg_locks fg_locks;
 
-/* client.c: the client's fg_locks, or FG_CODE_UNSUPPORTED (mem:,
- * redis+cluster:) with a message naming the backend. */
+/* client.c: the client's fg_locks, or FG_CODE_UNSUPPORTED (redis+cluster:)
+ * with a message naming the backend; lock.c asks fg_client_mem_locks
+ * first. */
 fg_code fg_client_locks(fg_client *c, fg_locks **out, fg_error *err);
 
 /* client.c: the shared connection, the caller's alone until

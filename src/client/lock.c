@@ -479,11 +479,11 @@ static fg_code shared_integer(fg_client *c, fg_locks *l, const fg_argv *cmd, int
 static fg_code release(fg_client *c, fg_locks *l, const fg_argv *cmd, const char *const *keys,
                        size_t count, const char *owner, bool multi, int64_t *left, fg_error *err) {
     fg_renewal *renewal = renewal_if_started(l);
-    if (renewal != NULL) fg_renewal_unlock_begin(renewal);
+    fg_unlock_in_flight u;
+    if (renewal != NULL) fg_renewal_unlock_begin(renewal, &u, keys, count, owner);
     fg_code rc = shared_integer(c, l, cmd, left, err);
     if (renewal != NULL)
-        fg_renewal_unlock_end(renewal, keys, count, owner,
-                              rc == FG_CODE_OK && (multi || *left <= 0));
+        fg_renewal_unlock_end(renewal, &u, rc == FG_CODE_OK && (multi || *left <= 0));
     return rc;
 }
 

@@ -26,10 +26,11 @@
  * while they fit and told through their condition variable; a newcomer is
  * refused while anyone waits ahead; readers at the head are granted
  * together; a multi-key waiter is granted (all keys, one token) when it
- * heads every one of its queues. There is no server timer to notice a lease
- * running out, so a waiting thread sleeps at most until the soonest lease
- * end among its keys (the client's clock converted to the monotonic one
- * when it goes to sleep), then prunes and serves its keys itself. Every
+ * heads every one of its queues, and fails then if a key can never be
+ * granted (a semaphore, an upgrade). There is no server timer to notice a
+ * lease running out, so a waiting thread sleeps at most until the soonest
+ * lease end among its keys (the client's clock converted to the monotonic
+ * one when it goes to sleep), then prunes and serves its keys itself. Every
  * waiter of a key wakes then: a queue of n waiters costs n wake-ups per
  * lease end, which is nothing for the queues of one process. With an
  * injected clock the conversion only holds while that clock keeps pace
@@ -432,9 +433,20 @@ static bool serve_single(serve_round *r, entry *e, waiter *w) {
     return true;
 }
 
-/* A multi-key waiter is served when it heads every one of its queues and
- * every key is free (all keys, one token), or when one of its keys holds a
- * semaphore (WRONGTYPE). The queues it leaves are served next. */
+/* A multi-key request on one of its keys: the error that fails the whole
+ * request (the key holds a semaphore, or the owner reads it and cannot
+ * upgrade), or NULL with the decision in *d. */
+static const char *decide_key(const entry *e, const fg_lock_request *r, int64_t now,
+                              fg_lock_decision *d) {
+    if (kind_differs(e, FG_LOCK_KIND_LOCK)) return ERR_WRONGTYPE;
+    fg_lock_decide(&e->state, r, now, d);
+    return d->outcome == FG_LOCK_NEVER ? d->why : NULL;
+}
+
+/* A multi-key waiter is served when it heads every one of its queues: it
+ * is granted when every key is free (all keys, one token), and fails when
+ * a key can never be granted, as it would have failed at once. The queues
+ * it leaves are served next. */
 static bool serve_multi(serve_round *r, waiter *w) {
     entry *es[MULTI_MAX];
     for (size_t i = 0; i < w->nkeys; i++) {
@@ -444,17 +456,17 @@ static bool serve_multi(serve_round *r, waiter *w) {
     fg_lock_request req = w->req;
     req.queued_ahead = false;
     fg_lock_decision d;
-    bool free_everywhere = true, wrongtype = false;
-    for (size_t i = 0; i < w->nkeys; i++) {
+    const char *error = NULL;
+    bool free_everywhere = true;
+    for (size_t i = 0; i < w->nkeys && error == NULL; i++) {
         prune(es[i], r->now);
-        wrongtype = wrongtype || kind_differs(es[i], FG_LOCK_KIND_LOCK);
-        fg_lock_decide(&es[i]->state, &req, r->now, &d);
-        free_everywhere = free_everywhere && d.outcome == FG_LOCK_GRANTED;
+        error = decide_key(es[i], &req, r->now, &d);
+        free_everywhere = free_everywhere && error == NULL && d.outcome == FG_LOCK_GRANTED;
     }
     fg_lock_grant g;
     size_t n = w->nkeys;
-    if (wrongtype)
-        waiter_finish(w, FG_CODE_WRONGTYPE, ERR_WRONGTYPE, NULL);
+    if (error != NULL)
+        waiter_finish(w, code_of(error), error, NULL);
     else if (!free_everywhere)
         return false;
     else if (put_everywhere(r->m, es, n, &d.holder, r->now, &g) != FG_CODE_OK)
@@ -745,18 +757,17 @@ static fg_code take_one(fg_mem_locks *m, entry *e, fg_lock_request *r, int64_t n
     return FG_CODE_OK;
 }
 
-/* FG.MLOCK on pruned entries: all keys or none; a key in the way of the
- * request (a holder, an older waiter, or the owner's own shared hold) makes
- * it a refusal. */
+/* FG.MLOCK on pruned entries: all keys or none. A key in the way of the
+ * request (a holder, or an older waiter) makes it a refusal; a key that can
+ * never be granted (a semaphore, the owner's own shared hold) an error. */
 static fg_code take_all(fg_mem_locks *m, entry *const *es, size_t n, fg_lock_request *r,
                         int64_t now, fg_lock_grant *out, int64_t *busy_until, fg_error *err) {
-    for (size_t i = 0; i < n; i++)
-        if (kind_differs(es[i], FG_LOCK_KIND_LOCK)) return refuse(ERR_WRONGTYPE, err);
     bool all_free = true;
     fg_lock_decision d;
     for (size_t i = 0; i < n; i++) {
         r->queued_ahead = es[i]->head != NULL;
-        fg_lock_decide(&es[i]->state, r, now, &d);
+        const char *error = decide_key(es[i], r, now, &d);
+        if (error != NULL) return refuse(error, err);
         all_free = all_free && d.outcome == FG_LOCK_GRANTED;
         if (d.outcome == FG_LOCK_BUSY) *busy_until = fg_max(*busy_until, d.busy_until_us);
     }

@@ -82,7 +82,7 @@ struct fg_renewal {
     pthread_mutex_t lock;
     pthread_cond_t wake; /* a registration came, or stop */
     entry *entries;      /* under lock */
-    int unlocking;       /* under lock: unlocks in flight */
+    fg_unlock_in_flight *unlocking; /* under lock */
     bool stopping;       /* under lock */
     /* The thread's round trip. */
     job jobs[BATCH_MAX];
@@ -171,10 +171,23 @@ fg_code fg_renewal_add(fg_renewal *r, const char *const *keys, size_t n, const c
     return FG_CODE_OK;
 }
 
-void fg_renewal_unlock_begin(fg_renewal *r) {
+void fg_renewal_unlock_begin(fg_renewal *r, fg_unlock_in_flight *u, const char *const *keys,
+                             size_t n, const char *owner) {
+    *u = (fg_unlock_in_flight){keys, n, owner, NULL};
     pthread_mutex_lock(&r->lock);
-    r->unlocking++;
+    u->next = r->unlocking;
+    r->unlocking = u;
     pthread_mutex_unlock(&r->lock);
+}
+
+/* Whether an unlock of key by owner is in flight. With the mutex. */
+static bool unlocking(const fg_renewal *r, const char *key, const char *owner) {
+    for (const fg_unlock_in_flight *u = r->unlocking; u != NULL; u = u->next) {
+        if (strcmp(u->owner, owner) != 0) continue;
+        for (size_t i = 0; i < u->n; i++)
+            if (strcmp(u->keys[i], key) == 0) return true;
+    }
+    return false;
 }
 
 static void release_key(fg_renewal *r, const char *key, const char *owner) {
@@ -188,12 +201,14 @@ static void release_key(fg_renewal *r, const char *key, const char *owner) {
     }
 }
 
-void fg_renewal_unlock_end(fg_renewal *r, const char *const *keys, size_t n, const char *owner,
-                           bool released) {
+void fg_renewal_unlock_end(fg_renewal *r, fg_unlock_in_flight *u, bool released) {
     pthread_mutex_lock(&r->lock);
-    r->unlocking--;
-    for (size_t i = 0; released && i < n; i++)
-        release_key(r, keys[i], owner);
+    fg_unlock_in_flight **p = &r->unlocking;
+    while (*p != u)
+        p = &(*p)->next;
+    *p = u->next;
+    for (size_t i = 0; released && i < u->n; i++)
+        release_key(r, u->keys[i], u->owner);
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -337,7 +352,7 @@ static void apply(fg_renewal *r, size_t n, fg_code rc, int64_t sent_us) {
             schedule(e, sent_us + step_us(lease_us, 3));
             break;
         case NOT_HELD:
-            if (r->unlocking > 0)
+            if (unlocking(r, e->keys[key], e->owner))
                 schedule(e, now + RECHECK_US);
             else
                 lose(e, FG_LOST_NOT_HELD, key);

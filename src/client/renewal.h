@@ -35,12 +35,21 @@ void fg_renewal_stop(fg_renewal *r);
 fg_code fg_renewal_add(fg_renewal *r, const char *const *keys, size_t n, const char *owner,
                        int64_t granted_us, const fg_lock_options *opts, fg_error *err);
 
-/* Around an unlock through the client: between the two, a renewal that
- * finds a key not held does not report it (the unlock may have released
- * it). released: the owner holds none of keys[0..n) any more, so they are
- * no longer renewed (a registration ends with its last key). */
-void fg_renewal_unlock_begin(fg_renewal *r);
-void fg_renewal_unlock_end(fg_renewal *r, const char *const *keys, size_t n, const char *owner,
-                           bool released);
+/* An unlock in flight: the caller's, on its stack between begin and end. */
+typedef struct fg_unlock_in_flight {
+    const char *const *keys;
+    size_t n;
+    const char *owner;
+    struct fg_unlock_in_flight *next;
+} fg_unlock_in_flight;
+
+/* Around an unlock of keys[0..n) by owner through the client: between the
+ * two, a renewal that finds one of those keys not held by that owner does
+ * not report it (the unlock may have released it); other locks are
+ * reported as usual. released: the owner holds none of the keys any more,
+ * so they are no longer renewed (a registration ends with its last key). */
+void fg_renewal_unlock_begin(fg_renewal *r, fg_unlock_in_flight *u, const char *const *keys,
+                             size_t n, const char *owner);
+void fg_renewal_unlock_end(fg_renewal *r, fg_unlock_in_flight *u, bool released);
 
 #endif

@@ -168,13 +168,26 @@ def test_errors_map_like_the_rest_of_the_library(client, r):
     assert r.exists("k", "sem") == 0
 
 
-@pytest.mark.parametrize("target", ["mem:", "redis+cluster://127.0.0.1:%d"])
-def test_locks_unsupported_on_mem_and_cluster(target):
-    c = LockClient(target % free_port() if "%d" in target else target)
+def test_locks_unsupported_on_cluster():
+    c = LockClient("redis+cluster://127.0.0.1:%d" % free_port())
     assert c.opened == "open ok"
     for line in ("lock k o 1000", "unlock k o", "extend k o 100", "sacquire s 2 o 1 100",
                  "srelease s o 0", "mlock o 100 a", "munlock o a"):
         assert c(line).startswith("err unsupported "), line
+    c.close()
+
+
+def test_locks_on_mem():
+    """The in-process backend runs the same locks (tests/unit/test_mem_lock.c
+    has the details); here through the same driver as the server's."""
+    c = LockClient("mem:")
+    assert c("lock k o 60000").startswith("ok 1 ")
+    assert c("lock k p 1000").startswith("ok 0 0 ")
+    assert c("unlock k p") == "ok -1"
+    assert c("unlock k o") == "ok 0"
+    assert c("mlock o 100 a b").startswith("ok 1 ")
+    assert c("munlock o a b") == "ok 2"
+    assert c("lock k o 1000 durable=1").startswith("err unsupported ")
     c.close()
 
 
@@ -242,6 +255,19 @@ def test_renewal_reports_a_forced_unlock(client, r):
     time.sleep(0.4)
     assert holders(r, "keep") == ["o"]  # the other lock is still renewed
     assert client("lost") == "ok 1 fk/o/not_held"
+
+
+def test_renewal_reports_a_lost_lock_while_other_keys_are_unlocked(server):
+    """Regression: one unlock in flight anywhere in the client made the
+    renewal thread re-ask instead of reporting a lost lock, so with other
+    threads unlocking other keys all the time, a lock taken away was
+    reported only when its lease ended, as unreachable."""
+    out = subprocess.run([program("renewal_unlocks"), str(server.port), "4"],
+                         stdout=subprocess.PIPE, timeout=60, check=True)
+    line = s(out.stdout).strip()
+    fields = dict(f.split("=") for f in line.split())
+    assert fields["reason"] == "not_held", line
+    assert 0 <= int(fields["after_ms"]) < 3000, line  # before the lease (3 s) ends
 
 
 def test_renewal_stops_at_its_limit(client, r):
