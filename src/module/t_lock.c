@@ -983,6 +983,21 @@ static int report_numkeys(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     return REDISMODULE_OK;
 }
 
+/* Whether every key holds a lock or nothing (else replies WRONGTYPE): checked
+ * before anything is written, so an error changes nothing. */
+static bool all_lock_keys(RedisModuleCtx *ctx, RedisModuleString **keys, int n) {
+    for (int i = 0; i < n; i++) {
+        RedisModuleKey *key;
+        fg_lock_state *s;
+        if (open_lock_key(ctx, keys[i], FG_LOCK_KIND_LOCK, &key, &s) == KEY_WRONGTYPE) {
+            RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+            return false;
+        }
+        RedisModule_CloseKey(key);
+    }
+    return true;
+}
+
 /* FG.MLOCK numkeys key [key ...] owner lease_ms [WAIT timeout_ms] */
 static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (RedisModule_IsKeysPositionRequest(ctx)) return report_numkeys(ctx, argv, argc);
@@ -999,15 +1014,8 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     int64_t now_us = server_clock_us();
     int dbid = RedisModule_GetSelectedDb(ctx);
 
-    /* Types first, so an error changes nothing; then expired holders go and
-     * their waiters are served. */
-    for (int i = 0; i < n; i++) {
-        RedisModuleKey *key;
-        fg_lock_state *s;
-        if (open_lock_key(ctx, keys[i], FG_LOCK_KIND_LOCK, &key, &s) == KEY_WRONGTYPE)
-            return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-        RedisModule_CloseKey(key);
-    }
+    /* Types first; then expired holders go and their waiters are served. */
+    if (!all_lock_keys(ctx, keys, n)) return REDISMODULE_OK;
     for (int i = 0; i < n; i++) {
         RedisModuleKey *key;
         fg_lock_state *s;
@@ -1075,13 +1083,7 @@ static int munlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     if (argc != n + 3) return RedisModule_WrongArity(ctx);
     fg_lock_request r;
     if (!parse_owner(ctx, argv[n + 2], &r)) return REDISMODULE_OK;
-    for (int i = 0; i < n; i++) {
-        RedisModuleKey *key;
-        fg_lock_state *s;
-        if (open_lock_key(ctx, argv[2 + i], FG_LOCK_KIND_LOCK, &key, &s) == KEY_WRONGTYPE)
-            return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-        RedisModule_CloseKey(key);
-    }
+    if (!all_lock_keys(ctx, argv + 2, n)) return REDISMODULE_OK;
     int64_t now_us = server_clock_us();
     long long released = 0;
     for (int i = 0; i < n; i++) {

@@ -7,6 +7,7 @@
  * The allocator moves every block and can fail on demand, and every test
  * must give back all it took.
  */
+#include "test_heap.h"
 #include "test_util.h"
 
 #include <stdio.h>
@@ -25,62 +26,6 @@ static const char LIMIT[] = "ERR reentrancy limit reached";
 static const char OVER[] = "ERR permits exceed the capacity";
 static const char INVALID[] = "ERR invalid lock request";
 static const char WRONGTYPE[] = "WRONGTYPE Operation against a key holding the wrong kind of value";
-
-/* ------------------------------------------------------ test allocator */
-
-typedef union block_header {
-    max_align_t align;
-    size_t size;
-} block_header;
-
-static struct {
-    int64_t calls;  /* realloc calls */
-    int64_t blocks; /* live blocks */
-    int64_t fail_in; /* 0: never fail; n: the n-th call from now fails */
-    bool fail_always;
-} heap;
-
-static bool heap_should_fail(void) {
-    if (heap.fail_always) return true;
-    return heap.fail_in > 0 && --heap.fail_in == 0;
-}
-
-/* Every realloc moves the block and fills the new part with garbage. */
-static void *heap_realloc(void *ptr, size_t size) {
-    heap.calls++;
-    if (heap_should_fail()) return NULL;
-    block_header *fresh = malloc(sizeof(block_header) + size);
-    if (fresh == NULL) return NULL;
-    fresh->size = size;
-    memset(fresh + 1, 0xA5, size);
-    heap.blocks++;
-    if (ptr != NULL) {
-        block_header *old = (block_header *)ptr - 1;
-        memcpy(fresh + 1, ptr, old->size < size ? old->size : size);
-        free(old);
-        heap.blocks--;
-    }
-    return fresh + 1;
-}
-
-static void heap_free(void *ptr) {
-    if (ptr == NULL) return;
-    free((block_header *)ptr - 1);
-    heap.blocks--;
-}
-
-static const fg_allocator alloc = {heap_realloc, heap_free};
-
-static int setup(void **state) {
-    (void)state;
-    memset(&heap, 0, sizeof(heap));
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return heap.blocks == 0 ? 0 : -1;
-}
 
 /* ------------------------------------------------------------- helpers */
 

@@ -2,6 +2,7 @@
  * test_sliding_log.c - the sliding window log, against exact values, with an
  * allocator that moves every block and fails on demand.
  */
+#include "test_heap.h"
 #include "test_util.h"
 
 #include <stdlib.h>
@@ -11,68 +12,6 @@
 #include "sliding_log.h"
 
 #define MINUTE_US 60000000LL
-
-/* ------------------------------------------------------ test allocator */
-
-/* Every realloc moves the block (so a stale pointer is caught by ASan), fills
- * the new part with garbage (so reading an unwritten slot shows), and can be
- * told to fail. */
-typedef union block_header {
-    max_align_t align;
-    size_t size;
-} block_header;
-
-static struct {
-    int64_t calls;       /* realloc calls */
-    int64_t blocks;      /* live blocks */
-    int64_t fail_in;     /* 0: never fail; n: the n-th call from now fails */
-    bool fail_always;
-} heap;
-
-static void heap_reset(void) { memset(&heap, 0, sizeof(heap)); }
-
-static bool heap_should_fail(void) {
-    if (heap.fail_always) return true;
-    if (heap.fail_in > 0 && --heap.fail_in == 0) return true;
-    return false;
-}
-
-static void *heap_realloc(void *ptr, size_t size) {
-    heap.calls++;
-    if (heap_should_fail()) return NULL;
-    block_header *fresh = malloc(sizeof(block_header) + size);
-    if (fresh == NULL) return NULL;
-    fresh->size = size;
-    memset(fresh + 1, 0xA5, size);
-    heap.blocks++;
-    if (ptr != NULL) {
-        block_header *old = (block_header *)ptr - 1;
-        memcpy(fresh + 1, ptr, old->size < size ? old->size : size);
-        free(old);
-        heap.blocks--;
-    }
-    return fresh + 1;
-}
-
-static void heap_free(void *ptr) {
-    if (ptr == NULL) return;
-    free((block_header *)ptr - 1);
-    heap.blocks--;
-}
-
-static const fg_allocator alloc = {heap_realloc, heap_free};
-
-static int setup(void **state) {
-    (void)state;
-    heap_reset();
-    return 0;
-}
-
-/* Every test must give all its memory back. */
-static int teardown(void **state) {
-    (void)state;
-    return heap.blocks == 0 ? 0 : -1;
-}
 
 /* ------------------------------------------------------------- helpers */
 
