@@ -3,8 +3,8 @@
 #   make            build build/floodgate.so
 #   make run        install what is missing, build, start redis-server with the module
 #   make test       unit tests (plain and sanitized) and integration tests
-#   make fuzz       property fuzzing of the rate limiters, then of the locks
-#                   (FUZZ_SECONDS=600 each)
+#   make fuzz       property fuzzing of the Bloom filters, the rate limiters
+#                   and the locks (FUZZ_SECONDS=600 each)
 #   make fuzz-server, make soak   corrupted payloads, replication under load (FUZZ_SCALE=20)
 #   make bench      throughput and memory benchmarks (bench/README.md)
 
@@ -103,8 +103,26 @@ $(BUILD)/fuzz/fuzz_locks: tests/fuzz/fuzz_locks.c $(CORE_SRC) $(HEADERS)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-Isrc/core -o $@ $< $(CORE_SRC)
 
+# Property fuzzing of the Bloom filters (tests/fuzz/fuzz_bloom.c): a long run
+# (FUZZ_SECONDS) and a short one.
+.PHONY: fuzz-bloom fuzz-bloom-smoke
+$(BUILD)/fuzz/fuzz_bloom: tests/fuzz/fuzz_bloom.c src/core/bloom.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		-Isrc/core -o $@ $< src/core/bloom.c -lm
+
+fuzz-bloom: $(BUILD)/fuzz/fuzz_bloom
+	@mkdir -p $(BUILD)/fuzz/corpus-bloom
+	$< -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus-bloom
+
+fuzz-bloom-smoke: $(BUILD)/fuzz/fuzz_bloom
+	@mkdir -p $(BUILD)/fuzz/corpus-bloom
+	@$< -max_total_time=10 -print_final_stats=0 $(BUILD)/fuzz/corpus-bloom \
+		> $(BUILD)/fuzz/fuzz_bloom.log 2>&1 || { tail -30 $(BUILD)/fuzz/fuzz_bloom.log; exit 1; }
+	@tail -1 $(BUILD)/fuzz/fuzz_bloom.log
+
 # Property fuzzing of the core: a long run, and a short one inside make test.
-fuzz: $(BUILD)/fuzz/fuzz_limiters $(BUILD)/fuzz/fuzz_locks
+fuzz: $(BUILD)/fuzz/fuzz_limiters $(BUILD)/fuzz/fuzz_locks fuzz-bloom
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-locks
 	$< -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus
 	$(BUILD)/fuzz/fuzz_locks -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus-locks
@@ -125,11 +143,12 @@ FUZZ_SCALE ?= 20
 fuzz-server: module
 	FLOODGATE_FUZZ_SCALE=$(FUZZ_SCALE) $(PYTHON) -m pytest -q \
 		tests/integration/test_rdb_file.py tests/integration/test_persistence.py \
-		tests/integration/test_lock_persistence.py -k "corrupt or damaged"
+		tests/integration/test_lock_persistence.py tests/integration/test_bloom_persistence.py \
+		-k "corrupt or damaged"
 
 soak: module
 	FLOODGATE_FUZZ_SCALE=$(FUZZ_SCALE) $(PYTHON) -m pytest -q tests/integration/test_replication.py \
-		tests/integration/test_lock_replication.py
+		tests/integration/test_lock_replication.py tests/integration/test_bloom_replication.py
 
 # The lock torture test (tests/integration/test_lock_torture.py) for
 # TORTURE_SECONDS instead of make test's few; the counts land in
@@ -159,7 +178,7 @@ integration: module $(CLIENT_TEST_BINS) cli
 	$(PYTHON) -m pytest -q tests/integration
 
 test: deps
-	@$(MAKE) --no-print-directory module unit unit-asan unit-tsan fuzz-smoke
+	@$(MAKE) --no-print-directory module unit unit-asan unit-tsan fuzz-smoke fuzz-bloom-smoke
 	@$(MAKE) --no-print-directory integration example-check
 
 run: deps module
@@ -240,6 +259,16 @@ bench-locks: deps module $(BUILD)/bench/lock_bench
 $(BUILD)/bench/lock_bench: bench/lock_bench.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O2 -o $@ $< -lhiredis -lpthread
+
+# Bloom filters in process: ns per add, hit and miss, bits per item and the
+# measured false-positive rate (bench/bloom_bench.c), pinned to CPU 1.
+.PHONY: bench-bloom
+bench-bloom: $(BUILD)/bench/bloom_bench
+	taskset -c 1 $<
+
+$(BUILD)/bench/bloom_bench: bench/bloom_bench.c src/core/bloom.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O2 -Isrc/core -o $@ $< src/core/bloom.c -lm
 
 $(BUILD)/bench/mem_store_bench: bench/mem_store_bench.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)

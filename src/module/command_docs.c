@@ -32,6 +32,14 @@ static RedisModuleCommandKeySpec reads_key2[] = {KEY_AT(2, READS), {0}};
 static RedisModuleCommandKeySpec updates_key2[] = {KEY_AT(2, UPDATES), {0}};
 static RedisModuleCommandKeySpec overwrites_key1[] = {KEY_AT(1, OVERWRITES), {0}};
 static RedisModuleCommandKeySpec deletes_key1[] = {KEY_AT(1, DELETES), {0}};
+/* Bloom filters: adds insert (and answer from what was there), BF.RESERVE
+ * only inserts, BF.LOADCHUNK overwrites bits. */
+#define INSERTS (REDISMODULE_CMD_KEY_RW | REDISMODULE_CMD_KEY_INSERT)
+#define ADDS    (INSERTS | REDISMODULE_CMD_KEY_ACCESS)
+#define LOADS   (REDISMODULE_CMD_KEY_RW | REDISMODULE_CMD_KEY_UPDATE)
+static RedisModuleCommandKeySpec adds_key1[] = {KEY_AT(1, ADDS), {0}};
+static RedisModuleCommandKeySpec inserts_key1[] = {KEY_AT(1, INSERTS), {0}};
+static RedisModuleCommandKeySpec loads_key1[] = {KEY_AT(1, LOADS), {0}};
 /* FG.MLOCK / FG.MUNLOCK numkeys key [key ...]: the count is argument 1. */
 static RedisModuleCommandKeySpec updates_numkeys[] = {
     {.flags = UPDATES,
@@ -168,6 +176,57 @@ static RedisModuleCommandArg hold_args[] = {KEY_ARG,           STR_ARG("kind"),
                                             INT_ARG("expires_us"), INT_ARG("token"),
                                             {0}};
 
+static RedisModuleCommandArg bf_reserve_args[] = {KEY_ARG,
+                                                  NUM_ARG("error_rate"),
+                                                  INT_ARG("capacity"),
+                                                  {.name = "expansion",
+                                                   .type = REDISMODULE_ARG_TYPE_INTEGER,
+                                                   .token = "EXPANSION",
+                                                   .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+                                                  FLAG_ARG("nonscaling", "NONSCALING"),
+                                                  {0}};
+static RedisModuleCommandArg bf_item_args[] = {KEY_ARG, STR_ARG("item"), {0}};
+static RedisModuleCommandArg bf_items_args[] = {
+    KEY_ARG,
+    {.name = "item", .type = REDISMODULE_ARG_TYPE_STRING, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
+    {0}};
+static RedisModuleCommandArg bf_insert_args[] = {KEY_ARG,
+                                                 {.name = "capacity",
+                                                  .type = REDISMODULE_ARG_TYPE_INTEGER,
+                                                  .token = "CAPACITY",
+                                                  .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+                                                 {.name = "error",
+                                                  .type = REDISMODULE_ARG_TYPE_DOUBLE,
+                                                  .token = "ERROR",
+                                                  .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+                                                 {.name = "expansion",
+                                                  .type = REDISMODULE_ARG_TYPE_INTEGER,
+                                                  .token = "EXPANSION",
+                                                  .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+                                                 FLAG_ARG("nocreate", "NOCREATE"),
+                                                 FLAG_ARG("nonscaling", "NONSCALING"),
+                                                 {.name = "item",
+                                                  .type = REDISMODULE_ARG_TYPE_STRING,
+                                                  .token = "ITEMS",
+                                                  .flags = REDISMODULE_CMD_ARG_MULTIPLE},
+                                                 {0}};
+static RedisModuleCommandArg bf_info_fields[] = {
+    {.name = "capacity", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "CAPACITY"},
+    {.name = "size", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "SIZE"},
+    {.name = "filters", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "FILTERS"},
+    {.name = "items", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "ITEMS"},
+    {.name = "expansion", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "EXPANSION"},
+    {0}};
+static RedisModuleCommandArg bf_info_args[] = {KEY_ARG,
+                                               {.name = "single_value",
+                                                .type = REDISMODULE_ARG_TYPE_ONEOF,
+                                                .flags = REDISMODULE_CMD_ARG_OPTIONAL,
+                                                .subargs = bf_info_fields},
+                                               {0}};
+static RedisModuleCommandArg bf_scandump_args[] = {KEY_ARG, INT_ARG("iterator"), {0}};
+static RedisModuleCommandArg bf_loadchunk_args[] = {
+    KEY_ARG, INT_ARG("iterator"), STR_ARG("data"), {0}};
+
 typedef struct command_doc {
     const char *name;
     const char *summary;
@@ -235,6 +294,26 @@ static const command_doc docs[] = {
      "O(N) in the holders", 9, updates_key1, hold_args},
     {"FG.UNHOLD", "Removes one holder of a lock or semaphore (replication)", "O(N) in the holders",
      3, updates_key1, key_owner_args},
+    {"BF.RESERVE", "Creates an empty Bloom filter for capacity items at error_rate", "O(1)", -4,
+     inserts_key1, bf_reserve_args},
+    {"BF.ADD", "Adds an item to a Bloom filter, creating the filter if needed", "O(1)", 3,
+     adds_key1, bf_item_args},
+    {"BF.MADD", "Adds items to a Bloom filter, creating the filter if needed",
+     "O(N) in the items", -3, adds_key1, bf_items_args},
+    {"BF.INSERT", "Adds items to a Bloom filter, creating it with the given options if needed",
+     "O(N) in the items", -4, adds_key1, bf_insert_args},
+    {"BF.EXISTS", "Whether an item may have been added to a Bloom filter", "O(1)", 3, reads_key1,
+     bf_item_args},
+    {"BF.MEXISTS", "Whether each item may have been added to a Bloom filter", "O(N) in the items",
+     -3, reads_key1, bf_items_args},
+    {"BF.INFO", "Shows a Bloom filter's capacity, size, levels, items and expansion", "O(1)", -2,
+     reads_key1, bf_info_args},
+    {"BF.CARD", "Estimates the number of distinct items added to a Bloom filter", "O(1)", 2,
+     reads_key1, key_only_args},
+    {"BF.SCANDUMP", "Dumps a Bloom filter in chunks, for BF.LOADCHUNK",
+     "O(N) in the chunk's bytes", 3, reads_key1, bf_scandump_args},
+    {"BF.LOADCHUNK", "Restores a Bloom filter from the chunks of BF.SCANDUMP",
+     "O(N) in the chunk's bytes", 4, loads_key1, bf_loadchunk_args},
 };
 
 int register_command_docs(RedisModuleCtx *ctx) {

@@ -2,10 +2,12 @@
  * floodgate.c - the module's entry point: API handshake, data types,
  * commands, their metadata, and the INFO sections.
  */
+#include "bloom_types.h"
 #include "command_docs.h"
 #include "limiter_types.h"
 #include "lock_types.h"
 #include "redismodule_api.h"
+#include "t_bloom.h"
 #include "t_lock.h"
 #include "t_ratelimit.h"
 
@@ -17,6 +19,7 @@ static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     (void)for_crash_report;
     ratelimit_info(ctx);
     lock_info(ctx);
+    bloom_info(ctx);
 }
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
@@ -28,12 +31,14 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
      * are signalled as modified only when a command really changes them. */
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS |
                                           REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
-    if (limiter_types_create(ctx) != REDISMODULE_OK || lock_types_create(ctx) != REDISMODULE_OK) {
+    if (limiter_types_create(ctx) != REDISMODULE_OK || lock_types_create(ctx) != REDISMODULE_OK ||
+        bloom_types_create(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "floodgate: could not create the data types");
         return REDISMODULE_ERR;
     }
     if (ratelimit_register_commands(ctx) != REDISMODULE_OK ||
         lock_register_commands(ctx) != REDISMODULE_OK ||
+        bloom_register_commands(ctx) != REDISMODULE_OK ||
         register_command_docs(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "floodgate: could not register the commands");
         return REDISMODULE_ERR;

@@ -243,6 +243,7 @@ typedef struct RedisModuleCommandInfo {
 /* X(return type, Name, (parameters)) */
 #define FG_REQUIRED_APIS(X)                                                                        \
     X(void *, Alloc, (size_t bytes))                                                               \
+    X(void *, TryAlloc, (size_t bytes))                                                            \
     X(void *, Realloc, (void *ptr, size_t bytes))                                                  \
     X(void, Free, (void *ptr))                                                                     \
     X(int, IsModuleNameBusy, (const char *name))                                                   \
@@ -285,6 +286,8 @@ typedef struct RedisModuleCommandInfo {
     X(int64_t, LoadSigned, (RedisModuleIO * io))                                                   \
     X(void, SaveUnsigned, (RedisModuleIO * io, uint64_t value))                                    \
     X(uint64_t, LoadUnsigned, (RedisModuleIO * io))                                                \
+    X(void, SaveDouble, (RedisModuleIO * io, double value))                                        \
+    X(double, LoadDouble, (RedisModuleIO * io))                                                    \
     X(void, SaveStringBuffer, (RedisModuleIO * io, const char *str, size_t len))                   \
     X(char *, LoadStringBuffer, (RedisModuleIO * io, size_t *lenptr))                              \
     X(int, IsIOError, (RedisModuleIO * io))                                                        \

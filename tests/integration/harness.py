@@ -210,6 +210,9 @@ class Server:
 
     # -- access --------------------------------------------------------------
     def client(self, **kw):
+        # A command that never answers fails its test instead of hanging
+        # the whole run.
+        kw.setdefault("socket_timeout", 120)
         return redis.Redis(host="127.0.0.1", port=self.port, **kw)
 
     def log_tail(self, n=20):
