@@ -393,6 +393,63 @@ fg_code fg_redlock_extend(fg_redlock *rl, const char *key, const char *owner, in
 /* Releases on every server (also those that did not grant it). */
 fg_code fg_redlock_unlock(fg_redlock *rl, const char *key, const char *owner, fg_error *err);
 
+/* ------------------------------------------------------------ bloom filters */
+
+/* Bloom filters (docs/bloom.md). On a server, the module's BF.* commands
+ * (RedisBloom-compatible); on mem:, an in-process filter per key running
+ * the same code. Items are bytes. */
+
+typedef struct fg_bloom_options {
+    double error_rate; /* default 0.01, in (0, 1) */
+    int64_t capacity;  /* default 100 */
+    int expansion;     /* default 2; 0: non-scaling (adds beyond capacity fail) */
+} fg_bloom_options;
+
+/* Fills the defaults above (RedisBloom's). */
+void fg_bloom_options_init(fg_bloom_options *opts);
+
+/* BF.RESERVE; an existing key is FG_CODE_INVALID ("ERR item exists"). */
+fg_code fg_bf_reserve(fg_client *client, const char *key, const fg_bloom_options *opts,
+                      fg_error *err);
+
+/* BF.ADD: *added (may be NULL) true when the item was new. A full
+ * non-scaling filter is FG_CODE_INVALID ("ERR non scaling filter is
+ * full"). A missing key is created with the defaults. */
+fg_code fg_bf_add(fg_client *client, const char *key, const void *item, size_t len, bool *added,
+                  fg_error *err);
+
+/* BF.EXISTS: *exists false when the item was certainly never added (or the
+ * key is missing). */
+fg_code fg_bf_exists(fg_client *client, const char *key, const void *item, size_t len,
+                     bool *exists, fg_error *err);
+
+/* BF.MADD and BF.MEXISTS over n items, in one round trip: added[i] /
+ * exists[i] for each. A full non-scaling filter stops BF.MADD at the first
+ * item that does not fit: FG_CODE_INVALID, with added[] set for the items
+ * before it. */
+fg_code fg_bf_madd(fg_client *client, const char *key, const void *const *items,
+                   const size_t *lens, size_t n, bool *added, fg_error *err);
+fg_code fg_bf_mexists(fg_client *client, const char *key, const void *const *items,
+                      const size_t *lens, size_t n, bool *exists, fg_error *err);
+
+/* BF.CARD: the distinct items added, estimated (0 for a missing key). */
+fg_code fg_bf_card(fg_client *client, const char *key, int64_t *card, fg_error *err);
+
+/* A Bloom filter in the caller's memory, with no client and no key: the
+ * same filter as the server's. Not thread-safe: one thread at a time, or a
+ * lock around it. */
+typedef struct fg_filter fg_filter;
+
+/* NULL on bad options (FG_CODE_INVALID) or no memory, with *err filled. */
+fg_filter *fg_filter_new(const fg_bloom_options *opts, fg_error *err);
+/* 1 added, 0 maybe present already, -1 full (non-scaling) or no memory. */
+int fg_filter_add(fg_filter *filter, const void *item, size_t len);
+bool fg_filter_contains(const fg_filter *filter, const void *item, size_t len);
+int64_t fg_filter_cardinality(const fg_filter *filter);
+/* Bytes of memory the filter holds. */
+size_t fg_filter_bytes(const fg_filter *filter);
+void fg_filter_free(fg_filter *filter);
+
 /* ----------------------------------------------------------------- counters */
 
 typedef struct fg_stats {

@@ -31,6 +31,8 @@
  * owns an fg_locks (client.h), and lends it the shared connection for calls
  * that do not wait in the server; a mem: client owns an in-process table
  * (mem_lock.c) that lock.c hands its calls to. redis+cluster: has neither.
+ * Bloom filters are bloom.c's: a mem: client owns their table (mem_bloom.c),
+ * and on a server they use exchange() like the checks.
  *
  * Time is read once per call from opts.clock_us (default CLOCK_REALTIME). The
  * server uses its own clock unless opts.send_clock appends "AT <us>".
@@ -47,6 +49,7 @@
 #include "floodgate.h"
 #include "lease.h"
 #include "limit_args.h"
+#include "mem_bloom.h"
 #include "mem_lock.h"
 #include "mem_store.h"
 #include "url.h"
@@ -93,6 +96,7 @@ struct fg_client {
     fg_lease_table *leases;  /* when opts.lease_units on a server */
     fg_locks *locks;         /* BACKEND_SERVER: the lock calls' connections and renewal */
     fg_mem_locks *mem_locks; /* BACKEND_MEM: the locks themselves (mem_lock.c) */
+    fg_mem_blooms *blooms;   /* BACKEND_MEM: the Bloom filters (mem_bloom.c) */
 
     atomic_uint_fast64_t decisions, denials_cached, lease_hits;
     fg_net_counters net; /* round trips, failures, reconnects */
@@ -918,7 +922,8 @@ static fg_client *client_for(const char *url, const fg_options *opts, fg_error *
             return NULL;
         }
     } else if (kind == BACKEND_MEM) {
-        if ((c->mem_locks = fg_mem_locks_new(c->opts.clock_us, c->opts.clock_arg)) == NULL) {
+        if ((c->mem_locks = fg_mem_locks_new(c->opts.clock_us, c->opts.clock_arg)) == NULL ||
+            (c->blooms = fg_mem_blooms_new()) == NULL) {
             fg_set_error(err, FG_CODE_NOMEM, "out of memory");
             fg_close(c);
             return NULL;
@@ -952,6 +957,7 @@ void fg_close(fg_client *c) {
     if (c == NULL) return;
     fg_locks_free(c->locks); /* first: its renewal thread uses the counters */
     fg_mem_locks_free(c->mem_locks);
+    fg_mem_blooms_free(c->blooms);
     if (c->leases != NULL) give_back_leases(c);
     fg_lease_table_free(c->leases);
     fg_conn_close(&c->conn);
@@ -998,4 +1004,15 @@ void fg_get_stats(fg_client *c, fg_stats *out) {
     out->failures = atomic_load(&c->net.failures);
     out->reconnects = atomic_load(&c->net.reconnects);
     out->lease_hits = atomic_load(&c->lease_hits);
+}
+
+/* ----------------------------------------------------------- Bloom filters */
+
+fg_mem_blooms *fg_client_mem_blooms(fg_client *c) {
+    return c->blooms;
+}
+
+void fg_client_exchange(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
+                        fg_code *codes, fg_error *err) {
+    exchange(c, cmds, n, replies, codes, err);
 }

@@ -1,0 +1,359 @@
+/*
+ * bloom.c - Bloom filters (floodgate.h, "bloom filters"): fg_bf_* on every
+ * backend, and the standalone fg_filter.
+ *
+ * Every call first checks what it is given the same way on every backend,
+ * with the module's messages: a client and a key, items, and options
+ * (fg_bloom_options_check). Bad input is thus FG_CODE_INVALID without a
+ * round trip, and a server only ever sees commands it accepts. Then:
+ *
+ *   mem:            the client's table (mem_bloom.c).
+ *   redis:, unix:   the module's BF.* commands on the client's shared
+ *   redis+cluster:  connection, or routed by key on a cluster (client.c's
+ *                   exchange, as for fg_check), items as binary-safe
+ *                   arguments.
+ *
+ * BF.MADD and BF.MEXISTS of many items are sent as commands of at most
+ * ITEMS_PER_COMMAND items (an fg_command's arguments), all in one pipeline:
+ * one round trip, and on a cluster they all go to the key's node. The
+ * price: beyond ITEMS_PER_COMMAND items the call is not atomic on a server
+ * (another client's command may run between two of its commands), which a
+ * Bloom filter, whose adds commute, barely notices; a full non-scaling
+ * filter stops every later command at its first item, so the answer is the
+ * one a single command would give.
+ *
+ * Errors map as for limits (fg_reply_error), and RedisBloom's messages
+ * without "ERR" are argument errors too. The failure policy (on_failure)
+ * does not apply: a server that cannot be reached is FG_CODE_IO.
+ *
+ * fg_filter is a core filter with memory from malloc: no key, no lock.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "limit_args.h" /* fg_set_error */
+#include "mem_bloom.h"
+
+#define ITEMS_PER_COMMAND (FG_CMD_MAX_ARGS - 2) /* BF.MADD key item... */
+#define ONE_COMMAND       1
+
+static const fg_allocator heap = {realloc, free};
+
+struct fg_filter {
+    fg_bloom bloom;
+};
+
+void fg_bloom_options_init(fg_bloom_options *opts) {
+    opts->error_rate = FG_BF_DEFAULT_ERROR;
+    opts->capacity = FG_BF_DEFAULT_CAPACITY;
+    opts->expansion = FG_BF_DEFAULT_EXPANSION;
+}
+
+/* ------------------------------------------------------------- checks */
+
+static fg_code check_key(const fg_client *c, const char *key, fg_error *err) {
+    if (c != NULL && key != NULL) return FG_CODE_OK;
+    return fg_set_error(err, FG_CODE_INVALID, "a client and a key are required");
+}
+
+/* opts (NULL: the defaults) into *o, checked. */
+static fg_code take_options(const fg_bloom_options *opts, fg_bloom_options *o, fg_error *err) {
+    if (opts != NULL)
+        *o = *opts;
+    else
+        fg_bloom_options_init(o);
+    return fg_bloom_options_check(o, err);
+}
+
+/* n items, each given unless empty; `command` names the call for the
+ * server's arity message. */
+static fg_code check_items(const void *const *items, const size_t *lens, size_t n,
+                           const char *command, fg_error *err) {
+    if (n == 0)
+        return fg_set_error(err, FG_CODE_INVALID, "ERR wrong number of arguments for '%s' command",
+                            command);
+    if (items == NULL || lens == NULL)
+        return fg_set_error(err, FG_CODE_INVALID, "items and their lengths are required");
+    for (size_t i = 0; i < n; i++)
+        if (items[i] == NULL && lens[i] > 0)
+            return fg_set_error(err, FG_CODE_INVALID, "item %zu is NULL", i);
+    return FG_CODE_OK;
+}
+
+/* ------------------------------------------------------------ commands */
+
+static void add_arg(fg_command *cmd, const void *s, size_t len) {
+    cmd->argv[cmd->argc] = len > 0 ? s : "";
+    cmd->argvlen[cmd->argc] = len;
+    cmd->argc++;
+}
+
+static void start_command(fg_command *cmd, const char *name, const char *key) {
+    cmd->argc = 0;
+    cmd->key = key;
+    cmd->keylen = strlen(key);
+    add_arg(cmd, name, strlen(name));
+    add_arg(cmd, key, cmd->keylen);
+}
+
+/* A number, written into the command's storage slot `slot`. */
+static void add_number(fg_command *cmd, int slot, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void add_number(fg_command *cmd, int slot, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(cmd->nums[slot], FG_ARG_MAX, fmt, ap);
+    va_end(ap);
+    add_arg(cmd, cmd->nums[slot], (size_t)len);
+}
+
+/* RedisBloom answers a few argument errors without "ERR" (and the module
+ * keeps its words); a filter the server had no memory for is
+ * FG_CODE_NOMEM, as on mem:. */
+static fg_code reply_error(const redisReply *r, fg_error *err) {
+    static const char *const bare[] = {"Bad ",
+                                       "Unknown argument",
+                                       "Nonscaling filters cannot expand",
+                                       "Invalid information value",
+                                       "Second argument must be numeric",
+                                       "non scaling filter is full"};
+    fg_code rc = fg_reply_error(r, err);
+    if (strcmp(r->str, FG_BF_ERR_NO_FILTER) == 0) rc = FG_CODE_NOMEM;
+    for (size_t i = 0; rc == FG_CODE_SERVER && i < sizeof(bare) / sizeof(bare[0]); i++)
+        if (strncmp(r->str, bare[i], strlen(bare[i])) == 0) rc = FG_CODE_INVALID;
+    if (err != NULL) err->code = rc;
+    return rc;
+}
+
+static fg_code unexpected(fg_error *err, const char *what) {
+    return fg_set_error(err, FG_CODE_PROTOCOL,
+                        "unexpected reply to %s (module without Bloom filters?)", what);
+}
+
+/* Sends n commands in one round trip (per node); on FG_CODE_OK every reply
+ * is set, otherwise none is kept. */
+static fg_code round_trip(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
+                          fg_error *err) {
+    fg_code small[ONE_COMMAND];
+    fg_code *codes = n <= ONE_COMMAND ? small : malloc(n * sizeof(*codes));
+    if (codes == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    fg_client_exchange(c, cmds, n, replies, codes, err);
+    fg_code rc = FG_CODE_OK;
+    for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
+        rc = codes[i];
+    for (size_t i = 0; i < n && rc != FG_CODE_OK; i++)
+        if (codes[i] == FG_CODE_OK) freeReplyObject(replies[i]);
+    if (codes != small) free(codes);
+    return rc;
+}
+
+/* A reply 0 or 1, or an error. */
+static fg_code parse_flag(const redisReply *r, bool *out, fg_error *err, const char *what) {
+    if (r->type == REDIS_REPLY_ERROR) return reply_error(r, err);
+    if (r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1))
+        return unexpected(err, what);
+    if (out != NULL) *out = r->integer == 1;
+    return FG_CODE_OK;
+}
+
+/* BF.ADD or BF.EXISTS of one item: *out (may be NULL) from a 0 or 1. */
+static fg_code server_item(fg_client *c, const char *name, const char *key, const void *item,
+                           size_t len, bool *out, fg_error *err) {
+    fg_command cmd;
+    redisReply *r;
+    start_command(&cmd, name, key);
+    add_arg(&cmd, item, len);
+    fg_code rc = round_trip(c, &cmd, 1, &r, err);
+    if (rc != FG_CODE_OK) return rc;
+    rc = parse_flag(r, out, err, name);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* The reply of one BF.MADD or BF.MEXISTS of `count` items: out[0..count)
+ * (out may be NULL), up to an error in the array, which is the answer. */
+static fg_code parse_flags(const redisReply *r, size_t count, bool *out, fg_error *err,
+                           const char *what) {
+    if (r->type == REDIS_REPLY_ERROR) return reply_error(r, err);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements > count) return unexpected(err, what);
+    for (size_t i = 0; i < r->elements; i++) {
+        fg_code rc = parse_flag(r->element[i], out != NULL ? &out[i] : NULL, err, what);
+        if (rc != FG_CODE_OK) return rc;
+    }
+    return r->elements == count ? FG_CODE_OK : unexpected(err, what);
+}
+
+/* BF.MADD or BF.MEXISTS of n items, as ceil(n / ITEMS_PER_COMMAND)
+ * commands in one pipeline (see the top comment). */
+static fg_code server_items(fg_client *c, const char *name, const char *key,
+                            const void *const *items, const size_t *lens, size_t n, bool *out,
+                            fg_error *err) {
+    size_t ncmds = (n + ITEMS_PER_COMMAND - 1) / ITEMS_PER_COMMAND;
+    /* calloc: GCC cannot tell that every command gets built. */
+    fg_command *cmds = calloc(ncmds, sizeof(*cmds));
+    redisReply **replies = malloc(ncmds * sizeof(*replies));
+    fg_code rc = cmds != NULL && replies != NULL
+                     ? FG_CODE_OK
+                     : fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    for (size_t k = 0; k < ncmds && rc == FG_CODE_OK; k++) {
+        start_command(&cmds[k], name, key);
+        for (size_t i = k * ITEMS_PER_COMMAND; i < n && i < (k + 1) * ITEMS_PER_COMMAND; i++)
+            add_arg(&cmds[k], items[i], lens[i]);
+    }
+    if (rc == FG_CODE_OK) rc = round_trip(c, cmds, ncmds, replies, err);
+    for (size_t k = 0; k < ncmds && rc == FG_CODE_OK; k++) {
+        size_t first = k * ITEMS_PER_COMMAND;
+        size_t count = n - first < ITEMS_PER_COMMAND ? n - first : ITEMS_PER_COMMAND;
+        rc = parse_flags(replies[k], count, out != NULL ? out + first : NULL, err, name);
+        freeReplyObject(replies[k]);
+        /* After an error the later replies are only freed. */
+        for (size_t j = k + 1; j < ncmds && rc != FG_CODE_OK; j++)
+            freeReplyObject(replies[j]);
+    }
+    free(cmds);
+    free(replies);
+    return rc;
+}
+
+/* --------------------------------------------------------------- calls */
+
+fg_code fg_bf_reserve(fg_client *c, const char *key, const fg_bloom_options *opts, fg_error *err) {
+    fg_bloom_options o;
+    fg_code rc = check_key(c, key, err);
+    if (rc == FG_CODE_OK) rc = take_options(opts, &o, err);
+    if (rc != FG_CODE_OK) return rc;
+    fg_mem_blooms *m = fg_client_mem_blooms(c);
+    if (m != NULL) return fg_mem_bf_reserve(m, key, &o, err);
+
+    fg_command cmd;
+    redisReply *r;
+    start_command(&cmd, "BF.RESERVE", key);
+    add_number(&cmd, 0, "%.17g", o.error_rate); /* parsed back to the same double */
+    add_number(&cmd, 1, "%lld", (long long)o.capacity);
+    if (o.expansion == 0) {
+        add_arg(&cmd, "NONSCALING", 10);
+    } else {
+        add_arg(&cmd, "EXPANSION", 9);
+        add_number(&cmd, 2, "%d", o.expansion);
+    }
+    if ((rc = round_trip(c, &cmd, 1, &r, err)) != FG_CODE_OK) return rc;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = reply_error(r, err);
+    else if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0)
+        rc = unexpected(err, "BF.RESERVE");
+    freeReplyObject(r);
+    return rc;
+}
+
+fg_code fg_bf_add(fg_client *c, const char *key, const void *item, size_t len, bool *added,
+                  fg_error *err) {
+    fg_code rc = check_key(c, key, err);
+    if (rc == FG_CODE_OK) rc = check_items(&item, &len, 1, "bf.add", err);
+    if (rc != FG_CODE_OK) return rc;
+    fg_mem_blooms *m = fg_client_mem_blooms(c);
+    if (m != NULL) return fg_mem_bf_add(m, key, &item, &len, 1, added, err);
+    return server_item(c, "BF.ADD", key, item, len, added, err);
+}
+
+fg_code fg_bf_exists(fg_client *c, const char *key, const void *item, size_t len, bool *exists,
+                     fg_error *err) {
+    fg_code rc = check_key(c, key, err);
+    if (rc == FG_CODE_OK) rc = check_items(&item, &len, 1, "bf.exists", err);
+    if (rc == FG_CODE_OK && exists == NULL)
+        rc = fg_set_error(err, FG_CODE_INVALID, "a result is required");
+    if (rc != FG_CODE_OK) return rc;
+    fg_mem_blooms *m = fg_client_mem_blooms(c);
+    if (m == NULL) return server_item(c, "BF.EXISTS", key, item, len, exists, err);
+    fg_mem_bf_exists(m, key, &item, &len, 1, exists);
+    return FG_CODE_OK;
+}
+
+fg_code fg_bf_madd(fg_client *c, const char *key, const void *const *items, const size_t *lens,
+                   size_t n, bool *added, fg_error *err) {
+    fg_code rc = check_key(c, key, err);
+    if (rc == FG_CODE_OK) rc = check_items(items, lens, n, "bf.madd", err);
+    if (rc != FG_CODE_OK) return rc;
+    fg_mem_blooms *m = fg_client_mem_blooms(c);
+    if (m != NULL) return fg_mem_bf_add(m, key, items, lens, n, added, err);
+    return server_items(c, "BF.MADD", key, items, lens, n, added, err);
+}
+
+fg_code fg_bf_mexists(fg_client *c, const char *key, const void *const *items, const size_t *lens,
+                      size_t n, bool *exists, fg_error *err) {
+    fg_code rc = check_key(c, key, err);
+    if (rc == FG_CODE_OK) rc = check_items(items, lens, n, "bf.mexists", err);
+    if (rc == FG_CODE_OK && exists == NULL)
+        rc = fg_set_error(err, FG_CODE_INVALID, "a result is required");
+    if (rc != FG_CODE_OK) return rc;
+    fg_mem_blooms *m = fg_client_mem_blooms(c);
+    if (m == NULL) return server_items(c, "BF.MEXISTS", key, items, lens, n, exists, err);
+    fg_mem_bf_exists(m, key, items, lens, n, exists);
+    return FG_CODE_OK;
+}
+
+fg_code fg_bf_card(fg_client *c, const char *key, int64_t *card, fg_error *err) {
+    fg_code rc = check_key(c, key, err);
+    if (rc == FG_CODE_OK && card == NULL)
+        rc = fg_set_error(err, FG_CODE_INVALID, "a result is required");
+    if (rc != FG_CODE_OK) return rc;
+    fg_mem_blooms *m = fg_client_mem_blooms(c);
+    if (m != NULL) {
+        *card = fg_mem_bf_card(m, key);
+        return FG_CODE_OK;
+    }
+    fg_command cmd;
+    redisReply *r;
+    start_command(&cmd, "BF.CARD", key);
+    if ((rc = round_trip(c, &cmd, 1, &r, err)) != FG_CODE_OK) return rc;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = reply_error(r, err);
+    else if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+        rc = unexpected(err, "BF.CARD");
+    else
+        *card = r->integer;
+    freeReplyObject(r);
+    return rc;
+}
+
+/* ---------------------------------------------------------- fg_filter */
+
+fg_filter *fg_filter_new(const fg_bloom_options *opts, fg_error *err) {
+    fg_bloom_options o;
+    if (take_options(opts, &o, err) != FG_CODE_OK) return NULL;
+    fg_filter *f = malloc(sizeof(*f));
+    if (f == NULL) {
+        fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (fg_bloom_create(&f->bloom, &o, &heap, err) != FG_CODE_OK) {
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+int fg_filter_add(fg_filter *f, const void *item, size_t len) {
+    fg_bloom_add_result r = fg_bloom_add(&f->bloom, fg_bf_item_hash(item, len), &heap);
+    return r == FG_BLOOM_ADDED ? 1 : r == FG_BLOOM_PRESENT ? 0 : -1;
+}
+
+bool fg_filter_contains(const fg_filter *f, const void *item, size_t len) {
+    return fg_bloom_contains(&f->bloom, fg_bf_item_hash(item, len));
+}
+
+int64_t fg_filter_cardinality(const fg_filter *f) {
+    return (int64_t)fg_bloom_cardinality(&f->bloom);
+}
+
+size_t fg_filter_bytes(const fg_filter *f) {
+    return (size_t)fg_bloom_bytes(&f->bloom);
+}
+
+void fg_filter_free(fg_filter *f) {
+    if (f == NULL) return;
+    fg_bloom_free(&f->bloom, &heap);
+    free(f);
+}

@@ -1,0 +1,275 @@
+/*
+ * mem_bloom.c - the Bloom filters of a mem: client: a table of core filters
+ * (src/core/bloom.c) that answers as the module's BF.* commands do.
+ *
+ * The table has SHARDS shards, each a mutex and a chained hash table of
+ * entries (the key's bytes and its filter), picked by the top bits of the
+ * key's hash. A call holds its shard's mutex for the whole command, so that
+ * BF.MADD and BF.MEXISTS are atomic as on a server, and a filter is never
+ * read while a level is being added to it. Items are hashed under the
+ * mutex too: that costs a critical section as long as the items are, and
+ * saves a buffer of hashes per call.
+ *
+ * Filters are never dropped: a mem: filter lives until fg_close, as a
+ * server's lives until DEL (which the API has no call for). BF.RESERVE
+ * allocates the filter, however large, outside the mutex, and checks again
+ * under it that no other thread created the key meanwhile.
+ *
+ * Unlike a server: Bloom keys are apart from the rate limits' and the
+ * locks' keys (the same name in both is no WRONGTYPE), and nothing
+ * outlives the client.
+ */
+#include "mem_bloom.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "limit_args.h" /* fg_set_error */
+
+#define SHARDS      16 /* a power of two */
+#define SHARD_SHIFT 60 /* shard = hash >> SHARD_SHIFT */
+#define MIN_BUCKETS 8
+
+static const fg_allocator heap = {realloc, free};
+
+/* The module's messages (src/module/t_bloom.c). */
+static const char ERR_EXISTS[] = "ERR item exists";
+static const char ERR_FULL[] = "ERR non scaling filter is full";
+static const char ERR_TOO_BIG[] = "ERR filter too big: its bits would exceed 1 TiB";
+static const char ERR_NO_LEVEL[] = "ERR problem inserting into filter";
+static const char ERR_NOMEM[] = "out of memory";
+
+typedef struct entry {
+    struct entry *next; /* in its bucket */
+    uint64_t hash;
+    fg_bloom bloom;
+    size_t keylen;
+    char key[];
+} entry;
+
+typedef struct shard {
+    pthread_mutex_t mu;
+    entry **buckets; /* NULL while empty */
+    size_t nbuckets; /* 0 or a power of two */
+    size_t count;
+} shard;
+
+struct fg_mem_blooms {
+    shard shards[SHARDS];
+};
+
+/* ------------------------------------------------------------- options */
+
+fg_code fg_bloom_options_check(const fg_bloom_options *o, fg_error *err) {
+    if (isnan(o->error_rate)) return fg_set_error(err, FG_CODE_INVALID, "ERR bad error rate");
+    if (!(o->error_rate > 0 && o->error_rate < 1))
+        return fg_set_error(err, FG_CODE_INVALID, "ERR (0 < error rate range < 1) ");
+    if (o->capacity < 1)
+        return fg_set_error(err, FG_CODE_INVALID, "ERR (capacity should be larger than 0)");
+    if (o->capacity > FG_BLOOM_MAX_CAPACITY)
+        return fg_set_error(err, FG_CODE_INVALID, "ERR capacity must be at most %lld",
+                            (long long)FG_BLOOM_MAX_CAPACITY);
+    if (o->expansion < 0 || o->expansion > FG_BLOOM_MAX_EXPANSION)
+        return fg_set_error(err, FG_CODE_INVALID, "ERR bad expansion");
+    return FG_CODE_OK;
+}
+
+/* Checked options leave fg_bloom_init two reasons to refuse, told apart
+ * as the module does: the first level's bits would exceed the core's
+ * bound (its geometry cannot be had), or the memory could not be. */
+fg_code fg_bloom_create(fg_bloom *f, const fg_bloom_options *o, const fg_allocator *a,
+                        fg_error *err) {
+    uint32_t expansion = (uint32_t)o->expansion;
+    if (fg_bloom_init(f, o->error_rate, (uint64_t)o->capacity, expansion, a) == FG_OK)
+        return FG_CODE_OK;
+    uint64_t capacity, nblocks;
+    double error;
+    uint8_t k, blocks;
+    bool sized = fg_bloom_level_plan(o->error_rate, (uint64_t)o->capacity, expansion, 0, &capacity,
+                                     &error) == FG_OK &&
+                 fg_bloom_level_geometry(capacity, error, &nblocks, &k, &blocks) == FG_OK;
+    if (!sized) return fg_set_error(err, FG_CODE_INVALID, ERR_TOO_BIG);
+    return fg_set_error(err, FG_CODE_NOMEM, FG_BF_ERR_NO_FILTER);
+}
+
+/* A level that cannot be had is the module's "problem inserting", whether
+ * the chain is at its last level or memory ran out. */
+fg_code fg_bloom_add_error(fg_bloom_add_result r, fg_error *err) {
+    if (r == FG_BLOOM_FULL) return fg_set_error(err, FG_CODE_INVALID, ERR_FULL);
+    return fg_set_error(err, FG_CODE_INVALID, ERR_NO_LEVEL);
+}
+
+/* --------------------------------------------------------------- table */
+
+fg_mem_blooms *fg_mem_blooms_new(void) {
+    fg_mem_blooms *m = calloc(1, sizeof(*m));
+    if (m == NULL) return NULL;
+    for (size_t i = 0; i < SHARDS; i++)
+        pthread_mutex_init(&m->shards[i].mu, NULL);
+    return m;
+}
+
+static void entry_free(entry *e) {
+    fg_bloom_free(&e->bloom, &heap);
+    free(e);
+}
+
+void fg_mem_blooms_free(fg_mem_blooms *m) {
+    if (m == NULL) return;
+    for (size_t i = 0; i < SHARDS; i++) {
+        shard *sh = &m->shards[i];
+        for (size_t b = 0; b < sh->nbuckets; b++)
+            for (entry *e = sh->buckets[b], *next; e != NULL; e = next) {
+                next = e->next;
+                entry_free(e);
+            }
+        free(sh->buckets);
+        pthread_mutex_destroy(&sh->mu);
+    }
+    free(m);
+}
+
+/* A key's shard, locked, and its hash. */
+static shard *lock_shard(fg_mem_blooms *m, const char *key, size_t len, uint64_t *hash) {
+    *hash = fg_bloom_hash(key, len);
+    shard *sh = &m->shards[*hash >> SHARD_SHIFT];
+    pthread_mutex_lock(&sh->mu);
+    return sh;
+}
+
+static entry *find(const shard *sh, uint64_t hash, const char *key, size_t len) {
+    if (sh->nbuckets == 0) return NULL;
+    for (entry *e = sh->buckets[hash & (sh->nbuckets - 1)]; e != NULL; e = e->next)
+        if (e->hash == hash && e->keylen == len && memcmp(e->key, key, len) == 0) return e;
+    return NULL;
+}
+
+/* Doubles the buckets when the shard holds as many entries (chains stay
+ * short); false when out of memory. */
+static bool make_room(shard *sh) {
+    if (sh->count < sh->nbuckets) return true;
+    size_t n = sh->nbuckets ? sh->nbuckets * 2 : MIN_BUCKETS;
+    entry **fresh = calloc(n, sizeof(*fresh));
+    if (fresh == NULL) return false;
+    for (size_t b = 0; b < sh->nbuckets; b++)
+        for (entry *e = sh->buckets[b], *next; e != NULL; e = next) {
+            next = e->next;
+            e->next = fresh[e->hash & (n - 1)];
+            fresh[e->hash & (n - 1)] = e;
+        }
+    free(sh->buckets);
+    sh->buckets = fresh;
+    sh->nbuckets = n;
+    return true;
+}
+
+/* A new entry for key, with an uninitialised filter. */
+static entry *entry_new(const char *key, size_t len, uint64_t hash) {
+    entry *e = malloc(sizeof(*e) + len);
+    if (e == NULL) return NULL;
+    e->next = NULL;
+    e->hash = hash;
+    e->keylen = len;
+    memcpy(e->key, key, len);
+    return e;
+}
+
+/* Puts e, whose key is not in the shard, in it. */
+static bool insert(shard *sh, entry *e) {
+    if (!make_room(sh)) return false;
+    entry **head = &sh->buckets[e->hash & (sh->nbuckets - 1)];
+    e->next = *head;
+    *head = e;
+    sh->count++;
+    return true;
+}
+
+/* ------------------------------------------------------------ commands */
+
+fg_code fg_mem_bf_reserve(fg_mem_blooms *m, const char *key, const fg_bloom_options *o,
+                          fg_error *err) {
+    size_t len = strlen(key);
+    uint64_t hash;
+    shard *sh = lock_shard(m, key, len, &hash);
+    bool exists = find(sh, hash, key, len) != NULL;
+    pthread_mutex_unlock(&sh->mu);
+    if (exists) return fg_set_error(err, FG_CODE_INVALID, ERR_EXISTS);
+
+    entry *e = entry_new(key, len, hash);
+    if (e == NULL) return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
+    fg_code rc = fg_bloom_create(&e->bloom, o, &heap, err);
+    if (rc != FG_CODE_OK) {
+        free(e);
+        return rc;
+    }
+    pthread_mutex_lock(&sh->mu);
+    if (find(sh, hash, key, len) != NULL)
+        rc = fg_set_error(err, FG_CODE_INVALID, ERR_EXISTS);
+    else if (!insert(sh, e))
+        rc = fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
+    pthread_mutex_unlock(&sh->mu);
+    if (rc != FG_CODE_OK) entry_free(e);
+    return rc;
+}
+
+/* The key's entry, created with the defaults when missing (shard locked). */
+static fg_code find_or_create(shard *sh, const char *key, size_t len, uint64_t hash, entry **out,
+                              fg_error *err) {
+    static const fg_bloom_options defaults = {FG_BF_DEFAULT_ERROR, FG_BF_DEFAULT_CAPACITY,
+                                              FG_BF_DEFAULT_EXPANSION};
+    if ((*out = find(sh, hash, key, len)) != NULL) return FG_CODE_OK;
+    entry *e = entry_new(key, len, hash);
+    if (e == NULL) return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
+    fg_code rc = fg_bloom_create(&e->bloom, &defaults, &heap, err);
+    if (rc != FG_CODE_OK) {
+        free(e);
+        return rc;
+    }
+    if (!insert(sh, e)) {
+        entry_free(e);
+        return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
+    }
+    *out = e;
+    return FG_CODE_OK;
+}
+
+fg_code fg_mem_bf_add(fg_mem_blooms *m, const char *key, const void *const *items,
+                      const size_t *lens, size_t n, bool *added, fg_error *err) {
+    size_t len = strlen(key);
+    uint64_t hash;
+    shard *sh = lock_shard(m, key, len, &hash);
+    entry *e;
+    fg_code rc = find_or_create(sh, key, len, hash, &e, err);
+    for (size_t i = 0; i < n && rc == FG_CODE_OK; i++) {
+        fg_bloom_add_result r = fg_bloom_add(&e->bloom, fg_bf_item_hash(items[i], lens[i]), &heap);
+        if (r < 0)
+            rc = fg_bloom_add_error(r, err);
+        else if (added != NULL)
+            added[i] = r == FG_BLOOM_ADDED;
+    }
+    pthread_mutex_unlock(&sh->mu);
+    return rc;
+}
+
+void fg_mem_bf_exists(fg_mem_blooms *m, const char *key, const void *const *items,
+                      const size_t *lens, size_t n, bool *exists) {
+    size_t len = strlen(key);
+    uint64_t hash;
+    shard *sh = lock_shard(m, key, len, &hash);
+    const entry *e = find(sh, hash, key, len);
+    for (size_t i = 0; i < n; i++)
+        exists[i] = e != NULL && fg_bloom_contains(&e->bloom, fg_bf_item_hash(items[i], lens[i]));
+    pthread_mutex_unlock(&sh->mu);
+}
+
+int64_t fg_mem_bf_card(fg_mem_blooms *m, const char *key) {
+    size_t len = strlen(key);
+    uint64_t hash;
+    shard *sh = lock_shard(m, key, len, &hash);
+    const entry *e = find(sh, hash, key, len);
+    int64_t card = e != NULL ? (int64_t)fg_bloom_cardinality(&e->bloom) : 0;
+    pthread_mutex_unlock(&sh->mu);
+    return card;
+}
