@@ -1,0 +1,466 @@
+/*
+ * uv.c - the sliding HyperLogLog staircase and Redis's HLL arithmetic (see
+ * uv.h and docs/design-uv.md).
+ *
+ * Hash. MurmurHash64A (Austin Appleby, public domain) as Redis uses it: the
+ * 8-byte blocks read little-endian whatever the host, so the value is the
+ * same everywhere, and the seed 0xadc83b19.
+ *
+ * Estimator. Ertl's improved estimator, computed in the same order as
+ * Redis's hllCount so that the double rounding, and so the count, is equal:
+ * histogram C[0..51], z = m tau((m - C[51]) / m), z = (z + C[k]) / 2 for
+ * k = 50 .. 1, z += m sigma(C[0] / m), count = round(alpha m^2 / z).
+ *
+ * Encoding. An entry is a uint32 (second - base + 1) << 6 | rank, 0 for an
+ * empty slot, so "time >= t1" is one integer compare with
+ * (t1 - base + 1) << 6 and a window's register is the maximum of
+ * (entry >= threshold ? entry & 63 : 0) over the register's slots: the scan
+ * needs no per-register lengths and vectorises. Offsets stay below 2^25
+ * (so entries stay below 2^31, for a later signed SIMD compare): when the
+ * newest second would reach that offset, base moves to newest - span and
+ * every entry is re-encoded (dropping those older than newest - span), which
+ * with span <= 180 days happens at most every ~194 days. Base depends only
+ * on the seconds added, never on a clock, so replicas agree.
+ *
+ * Adds. The register's staircase is rebuilt into a small buffer (at most 51
+ * pairs): older pairs with a higher rank stay, the new pair goes in, newer
+ * pairs stay; pairs at the same second with a lower rank, older pairs with
+ * a lower or equal rank, and pairs older than newest - span go. Memory is
+ * had (a new row) before anything is written, so a failed add changes
+ * nothing. Rows shrink again when the tile's longest staircase gets shorter
+ * (a failed shrink keeps the larger block: harmless).
+ */
+
+#include "uv.h"
+
+#include <math.h>
+#include <string.h>
+
+#define INDEX_BITS 14
+#define RANK_BITS 6
+#define RANK_MASK 63u
+#define LEN_WORDS 16 /* the 64 length bytes at the head of a tile block */
+#define REBASE_AT (1LL << 25)
+#define MAX_STAIR (FG_UV_MAX_RANK + 1)
+#define SERIAL_VERSION 1
+#define SERIAL_HEADER (1 + 4 + 8 + 8 + 4)
+#define SERIAL_ENTRY (2 + 4 + 1)
+
+/* ------------------------------------------------------------------ hash */
+
+#define MURMUR_M 0xc6a4a7935bd1e995ULL
+#define MURMUR_R 47
+#define HLL_SEED 0xadc83b19ULL
+
+static inline uint64_t load_le64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+uint64_t fg_uv_hash(const void *item, size_t len) {
+    const uint8_t *p = item;
+    uint64_t h = HLL_SEED ^ ((uint64_t)len * MURMUR_M);
+    size_t blocks = len / 8;
+    for (size_t i = 0; i < blocks; i++, p += 8) {
+        uint64_t k = load_le64(p);
+        k *= MURMUR_M;
+        k ^= k >> MURMUR_R;
+        k *= MURMUR_M;
+        h ^= k;
+        h *= MURMUR_M;
+    }
+    size_t tail = len & 7;
+    if (tail) {
+        for (size_t i = tail; i-- > 0;) h ^= (uint64_t)p[i] << (8 * i);
+        h *= MURMUR_M;
+    }
+    h ^= h >> MURMUR_R;
+    h *= MURMUR_M;
+    h ^= h >> MURMUR_R;
+    return h;
+}
+
+/* ------------------------------------------------------------- estimator */
+
+/* sigma(x) = x + sum_k x^(2^k) 2^(k-1), for the empty registers. */
+static double hll_sigma(double x) {
+    if (x == 1.0) return INFINITY;
+    double y = 1, z = x, previous;
+    do {
+        x *= x;
+        previous = z;
+        z += x * y;
+        y += y;
+    } while (previous != z);
+    return z;
+}
+
+/* tau(x) = (1 - x - sum_k (1 - x^(2^-k))^2 2^-k) / 3, for the saturated ones. */
+static double hll_tau(double x) {
+    if (x == 0.0 || x == 1.0) return 0.0;
+    double y = 1, z = 1 - x, previous;
+    do {
+        x = sqrt(x);
+        previous = z;
+        y *= 0.5;
+        z -= (1 - x) * (1 - x) * y;
+    } while (previous != z);
+    return z / 3;
+}
+
+uint64_t fg_uv_estimate(const uint8_t regs[FG_UV_REGISTERS]) {
+    uint32_t histogram[64] = {0};
+    for (int i = 0; i < FG_UV_REGISTERS; i++) histogram[regs[i] & RANK_MASK]++;
+    const double m = FG_UV_REGISTERS;
+    const int q = 64 - INDEX_BITS;
+    double z = m * hll_tau((m - histogram[q + 1]) / m);
+    for (int k = q; k >= 1; k--) {
+        z += histogram[k];
+        z *= 0.5;
+    }
+    z += m * hll_sigma(histogram[0] / m);
+    return (uint64_t)llround(0.721347520444481703680 * m * m / z);
+}
+
+void fg_uv_to_redis_hll(const uint8_t regs[FG_UV_REGISTERS], uint8_t out[FG_UV_HLL_BYTES]) {
+    memset(out, 0, 16);
+    memcpy(out, "HYLL", 4); /* then encoding 0 (dense) and 3 unused bytes */
+    out[15] = 0x80;         /* the cached count is invalid: PFCOUNT computes it */
+    uint8_t *p = out + 16;
+    for (int i = 0; i < FG_UV_REGISTERS; i += 4, p += 3) {
+        p[0] = (uint8_t)(regs[i] | regs[i + 1] << 6);
+        p[1] = (uint8_t)(regs[i + 1] >> 2 | regs[i + 2] << 4);
+        p[2] = (uint8_t)(regs[i + 2] >> 4 | regs[i + 3] << 2);
+    }
+}
+
+void fg_uv_merge_registers(uint8_t acc[FG_UV_REGISTERS], const uint8_t regs[FG_UV_REGISTERS]) {
+    for (int i = 0; i < FG_UV_REGISTERS; i++) acc[i] = acc[i] > regs[i] ? acc[i] : regs[i];
+}
+
+/* ------------------------------------------------------------ the tiles */
+
+static inline uint8_t *tile_lens(uint32_t *block) { return (uint8_t *)block; }
+static inline uint32_t *tile_rows(uint32_t *block) { return block + LEN_WORDS; }
+static inline size_t tile_bytes(unsigned nrows) {
+    return (LEN_WORDS + (size_t)nrows * FG_UV_TILE_REGISTERS) * sizeof(uint32_t);
+}
+
+static inline int64_t entry_second(const fg_uv *uv, uint32_t e) { return uv->base + (e >> RANK_BITS) - 1; }
+static inline uint32_t entry_make(const fg_uv *uv, int64_t sec, unsigned rank) {
+    return (uint32_t)(sec - uv->base + 1) << RANK_BITS | rank;
+}
+
+/* The oldest second a window may see. */
+static inline int64_t oldest_kept(const fg_uv *uv) { return uv->newest - uv->span; }
+
+fg_status fg_uv_init(fg_uv *uv, int64_t span) {
+    if (span < 1 || span > FG_UV_MAX_SPAN) return FG_EINVAL;
+    memset(uv, 0, sizeof(*uv));
+    uv->span = span;
+    return FG_OK;
+}
+
+/* Resizes tile t to nrows (>= its longest staircase); new rows are zeroed,
+ * and 0 rows frees it. False (nothing changed) without memory. */
+static bool tile_resize(fg_uv *uv, int t, unsigned nrows, const fg_allocator *a) {
+    if (nrows == 0) {
+        a->free(uv->tiles[t]);
+        uv->tiles[t] = NULL;
+        uv->nrows[t] = 0;
+        return true;
+    }
+    uint32_t *block = a->realloc(uv->tiles[t], tile_bytes(nrows));
+    if (block == NULL) return false;
+    if (uv->tiles[t] == NULL) memset(tile_lens(block), 0, FG_UV_TILE_REGISTERS);
+    if (nrows > uv->nrows[t])
+        memset(tile_rows(block) + (size_t)uv->nrows[t] * FG_UV_TILE_REGISTERS, 0,
+               (size_t)(nrows - uv->nrows[t]) * FG_UV_TILE_REGISTERS * sizeof(uint32_t));
+    uv->tiles[t] = block;
+    uv->nrows[t] = (uint8_t)nrows;
+    return true;
+}
+
+/* Gives back rows no staircase of tile t uses any more. */
+static void tile_shrink(fg_uv *uv, int t, const fg_allocator *a) {
+    const uint8_t *lens = tile_lens(uv->tiles[t]);
+    unsigned longest = 0;
+    for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) longest = lens[j] > longest ? lens[j] : longest;
+    if (longest < uv->nrows[t]) (void)tile_resize(uv, t, longest, a);
+}
+
+/* Moves base to newest - span: drops the entries older than that and
+ * re-encodes the others. No allocation; the caller shrinks the rows. */
+static void rebase(fg_uv *uv, int64_t newest) {
+    int64_t base = newest - uv->span;
+    for (int t = 0; t < FG_UV_TILES; t++) {
+        if (uv->tiles[t] == NULL) continue;
+        uint8_t *lens = tile_lens(uv->tiles[t]);
+        uint32_t *rows = tile_rows(uv->tiles[t]);
+        for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) {
+            unsigned kept = 0;
+            for (unsigned s = 0; s < lens[j]; s++) {
+                uint32_t e = rows[s * FG_UV_TILE_REGISTERS + j];
+                int64_t sec = entry_second(uv, e);
+                rows[s * FG_UV_TILE_REGISTERS + j] = 0;
+                if (sec < base) continue;
+                rows[kept++ * FG_UV_TILE_REGISTERS + j] =
+                    (uint32_t)(sec - base + 1) << RANK_BITS | (e & RANK_MASK);
+            }
+            uv->entries -= lens[j] - kept;
+            lens[j] = (uint8_t)kept;
+        }
+    }
+    uv->base = base;
+}
+
+typedef struct stair {
+    int64_t sec[MAX_STAIR];
+    uint8_t rank[MAX_STAIR];
+    unsigned len;
+} stair;
+
+/* The register's staircase after adding (sec, rank) with the counter's
+ * newest second at `newest`. False when the pair is dominated. */
+static bool stair_after_add(const fg_uv *uv, int t, int j, int64_t sec, unsigned rank, int64_t newest,
+                            stair *out) {
+    unsigned len = uv->tiles[t] ? tile_lens(uv->tiles[t])[j] : 0;
+    const uint32_t *rows = uv->tiles[t] ? tile_rows(uv->tiles[t]) : NULL;
+    bool placed = false;
+    out->len = 0;
+    for (unsigned s = 0; s < len; s++) {
+        uint32_t e = rows[s * FG_UV_TILE_REGISTERS + j];
+        int64_t at = entry_second(uv, e);
+        unsigned r = e & RANK_MASK;
+        if (at >= sec && !placed) {
+            if (r >= rank) return false; /* a pair no older and no lower */
+            out->sec[out->len] = sec;
+            out->rank[out->len++] = (uint8_t)rank;
+            placed = true;
+        }
+        if (at < newest - uv->span || at == sec || (at < sec && r <= rank)) continue;
+        out->sec[out->len] = at;
+        out->rank[out->len++] = (uint8_t)r;
+    }
+    if (!placed) {
+        out->sec[out->len] = sec;
+        out->rank[out->len++] = (uint8_t)rank;
+    }
+    return true;
+}
+
+fg_uv_add_result fg_uv_add(fg_uv *uv, uint64_t hash, int64_t sec, const fg_allocator *a) {
+    if (sec < 0 || sec > FG_UV_MAX_SECOND) return FG_UV_BADTIME;
+    bool empty = uv->entries == 0;
+    if (!empty && sec < oldest_kept(uv)) return FG_UV_UNCHANGED;
+    uint32_t reg = fg_uv_register(hash);
+    int t = (int)(reg / FG_UV_TILE_REGISTERS), j = (int)(reg % FG_UV_TILE_REGISTERS);
+    int64_t newest = empty || sec > uv->newest ? sec : uv->newest;
+    stair next;
+    if (!stair_after_add(uv, t, j, sec, fg_uv_rank(hash), newest, &next)) return FG_UV_UNCHANGED;
+    if (next.len > uv->nrows[t] && !tile_resize(uv, t, next.len, a)) return FG_UV_NOMEM;
+
+    if (empty) uv->base = sec - uv->span;
+    bool rebased = newest - uv->base + 1 >= REBASE_AT;
+    if (rebased) rebase(uv, newest);
+    uv->newest = newest;
+    uint8_t *lens = tile_lens(uv->tiles[t]);
+    uint32_t *rows = tile_rows(uv->tiles[t]);
+    unsigned old_len = lens[j];
+    for (unsigned s = 0; s < old_len; s++) rows[s * FG_UV_TILE_REGISTERS + j] = 0;
+    for (unsigned s = 0; s < next.len; s++)
+        rows[s * FG_UV_TILE_REGISTERS + j] = entry_make(uv, next.sec[s], next.rank[s]);
+    lens[j] = (uint8_t)next.len;
+    uv->entries = uv->entries - old_len + next.len;
+    if (rebased) {
+        for (int i = 0; i < FG_UV_TILES; i++)
+            if (uv->tiles[i] != NULL) tile_shrink(uv, i, a);
+    } else if (next.len < old_len && old_len == uv->nrows[t]) {
+        tile_shrink(uv, t, a);
+    }
+    return FG_UV_CHANGED;
+}
+
+/* ---------------------------------------------------------------- query */
+
+void fg_uv_registers_since(const fg_uv *uv, int64_t t1, uint8_t regs[FG_UV_REGISTERS]) {
+    memset(regs, 0, FG_UV_REGISTERS);
+    if (uv->entries == 0 || t1 > uv->newest) return;
+    if (t1 < oldest_kept(uv)) t1 = oldest_kept(uv);
+    uint32_t threshold = entry_make(uv, t1, 0);
+    for (int t = 0; t < FG_UV_TILES; t++) {
+        if (uv->tiles[t] == NULL) continue;
+        const uint32_t *rows = tile_rows(uv->tiles[t]);
+        uint32_t best[FG_UV_TILE_REGISTERS] = {0};
+        /* Branch-free, so the compiler vectorises it: a rank counts when its
+         * entry is at or after the threshold. (The signed compare is the
+         * one SSE2 has; entries stay below 2^31.) */
+        for (unsigned s = 0; s < uv->nrows[t]; s++, rows += FG_UV_TILE_REGISTERS)
+            for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) {
+                int32_t e = (int32_t)rows[j];
+                uint32_t r = (uint32_t)-(int32_t)(e >= (int32_t)threshold) & (uint32_t)e & RANK_MASK;
+                best[j] = best[j] > r ? best[j] : r;
+            }
+        for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) regs[t * FG_UV_TILE_REGISTERS + j] = (uint8_t)best[j];
+    }
+}
+
+fg_status fg_uv_registers_last(const fg_uv *uv, int64_t n, int64_t now, uint8_t regs[FG_UV_REGISTERS]) {
+    if (n < 1 || n > uv->span || now < 0 || now > FG_UV_MAX_SECOND) return FG_EINVAL;
+    fg_uv_registers_since(uv, now - n + 1, regs);
+    return FG_OK;
+}
+
+uint64_t fg_uv_bytes(const fg_uv *uv) {
+    uint64_t bytes = sizeof(*uv);
+    for (int t = 0; t < FG_UV_TILES; t++)
+        if (uv->tiles[t] != NULL) bytes += tile_bytes(uv->nrows[t]);
+    return bytes;
+}
+
+/* -------------------------------------------------------------- checking */
+
+/* Tile t's staircases: shape, ranges, zeroed empty slots; adds its
+ * entries to *entries and notes whether one is at newest. */
+static bool tile_storable(const fg_uv *uv, int t, uint64_t *entries, bool *has_newest) {
+    if ((uv->tiles[t] == NULL) != (uv->nrows[t] == 0) || uv->nrows[t] > FG_UV_MAX_RANK) return false;
+    if (uv->tiles[t] == NULL) return true;
+    const uint8_t *lens = tile_lens(uv->tiles[t]);
+    const uint32_t *rows = tile_rows(uv->tiles[t]);
+    for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) {
+        if (lens[j] > uv->nrows[t]) return false;
+        for (unsigned s = 0; s < uv->nrows[t]; s++) {
+            uint32_t e = rows[s * FG_UV_TILE_REGISTERS + j];
+            if (s >= lens[j]) {
+                if (e != 0) return false;
+                continue;
+            }
+            int64_t sec = entry_second(uv, e);
+            unsigned r = e & RANK_MASK;
+            if (r < 1 || r > FG_UV_MAX_RANK || sec < uv->base || sec > uv->newest) return false;
+            if (s > 0) {
+                uint32_t p = rows[(s - 1) * FG_UV_TILE_REGISTERS + j];
+                if (entry_second(uv, p) >= sec || (p & RANK_MASK) <= r) return false;
+            }
+            *has_newest |= sec == uv->newest;
+        }
+        *entries += lens[j];
+    }
+    return true;
+}
+
+bool fg_uv_storable(const fg_uv *uv) {
+    if (uv == NULL || uv->span < 1 || uv->span > FG_UV_MAX_SPAN) return false;
+    if (uv->entries == 0) return uv->newest == 0 && uv->base == 0 && fg_uv_bytes(uv) == sizeof(*uv);
+    if (uv->newest < 0 || uv->newest > FG_UV_MAX_SECOND) return false;
+    if (uv->base > uv->newest - uv->span || uv->newest - uv->base + 1 >= REBASE_AT) return false;
+    uint64_t entries = 0;
+    bool has_newest = false;
+    for (int t = 0; t < FG_UV_TILES; t++)
+        if (!tile_storable(uv, t, &entries, &has_newest)) return false;
+    if (entries != uv->entries) return false;
+    return has_newest;
+}
+
+/* --------------------------------------------------------- serialization */
+
+static uint8_t *put_le(uint8_t *p, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; i++) *p++ = (uint8_t)(v >> (8 * i));
+    return p;
+}
+
+static uint64_t get_le(const uint8_t **p, int bytes) {
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--) v = v << 8 | (*p)[i];
+    *p += bytes;
+    return v;
+}
+
+size_t fg_uv_serialized_size(const fg_uv *uv) { return SERIAL_HEADER + (size_t)uv->entries * SERIAL_ENTRY; }
+
+void fg_uv_serialize(const fg_uv *uv, uint8_t *out) {
+    uint8_t *p = out;
+    *p++ = SERIAL_VERSION;
+    p = put_le(p, (uint64_t)uv->span, 4);
+    p = put_le(p, (uint64_t)uv->newest, 8);
+    p = put_le(p, (uint64_t)uv->base, 8);
+    p = put_le(p, uv->entries, 4);
+    for (int t = 0; t < FG_UV_TILES; t++) {
+        if (uv->tiles[t] == NULL) continue;
+        const uint8_t *lens = tile_lens(uv->tiles[t]);
+        const uint32_t *rows = tile_rows(uv->tiles[t]);
+        for (int j = 0; j < FG_UV_TILE_REGISTERS; j++)
+            for (unsigned s = 0; s < lens[j]; s++) {
+                uint32_t e = rows[s * FG_UV_TILE_REGISTERS + j];
+                p = put_le(p, (uint64_t)(t * FG_UV_TILE_REGISTERS + j), 2);
+                p = put_le(p, (uint64_t)entry_second(uv, e), 4);
+                *p++ = (uint8_t)(e & RANK_MASK);
+            }
+    }
+}
+
+/* Places the entries, sorted by register then second, into tiles sized
+ * for them; the shape is checked afterwards by fg_uv_storable. */
+static fg_status load_entries(fg_uv *uv, const uint8_t *p, uint64_t count, const fg_allocator *a) {
+    uint8_t longest[FG_UV_TILES] = {0};
+    const uint8_t *q = p;
+    int64_t prev_reg = -1;
+    unsigned run = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        int64_t reg = (int64_t)get_le(&q, 2);
+        int64_t sec = (int64_t)get_le(&q, 4);
+        q++;
+        if (reg >= FG_UV_REGISTERS || reg < prev_reg || sec < uv->base || sec > uv->newest) return FG_EINVAL;
+        run = reg == prev_reg ? run + 1 : 1;
+        if (run > FG_UV_MAX_RANK) return FG_EINVAL;
+        prev_reg = reg;
+        if (run > longest[reg / FG_UV_TILE_REGISTERS]) longest[reg / FG_UV_TILE_REGISTERS] = (uint8_t)run;
+    }
+    for (int t = 0; t < FG_UV_TILES; t++)
+        if (longest[t] > 0 && !tile_resize(uv, t, longest[t], a)) return FG_EOVERFLOW;
+    for (uint64_t i = 0; i < count; i++) {
+        uint32_t reg = (uint32_t)get_le(&p, 2);
+        int64_t sec = (int64_t)get_le(&p, 4);
+        unsigned rank = *p++;
+        uint8_t *lens = tile_lens(uv->tiles[reg / FG_UV_TILE_REGISTERS]);
+        uint32_t *rows = tile_rows(uv->tiles[reg / FG_UV_TILE_REGISTERS]);
+        unsigned j = reg % FG_UV_TILE_REGISTERS;
+        rows[lens[j]++ * FG_UV_TILE_REGISTERS + j] = rank > RANK_MASK ? 0 : entry_make(uv, sec, rank);
+    }
+    uv->entries = count;
+    return FG_OK;
+}
+
+fg_status fg_uv_deserialize(fg_uv *uv, const uint8_t *in, size_t len, const fg_allocator *a) {
+    if (len < SERIAL_HEADER || in[0] != SERIAL_VERSION) return FG_EINVAL;
+    const uint8_t *p = in + 1;
+    fg_uv loaded;
+    if (fg_uv_init(&loaded, (int64_t)get_le(&p, 4)) != FG_OK) return FG_EINVAL;
+    loaded.newest = (int64_t)get_le(&p, 8);
+    loaded.base = (int64_t)get_le(&p, 8);
+    uint64_t count = get_le(&p, 4);
+    if (count > (len - SERIAL_HEADER) / SERIAL_ENTRY || len != SERIAL_HEADER + count * SERIAL_ENTRY)
+        return FG_EINVAL;
+    /* Offsets must fit before anything is encoded. */
+    if (loaded.newest < 0 || loaded.newest > FG_UV_MAX_SECOND || loaded.base > loaded.newest ||
+        loaded.newest - loaded.base + 1 >= REBASE_AT)
+        return FG_EINVAL;
+    fg_status st = load_entries(&loaded, p, count, a);
+    if (st == FG_OK && !fg_uv_storable(&loaded)) st = FG_EINVAL;
+    if (st != FG_OK) {
+        fg_uv_free(&loaded, a);
+        return st;
+    }
+    *uv = loaded;
+    return FG_OK;
+}
+
+void fg_uv_free(fg_uv *uv, const fg_allocator *a) {
+    for (int t = 0; t < FG_UV_TILES; t++) {
+        a->free(uv->tiles[t]);
+        uv->tiles[t] = NULL;
+        uv->nrows[t] = 0;
+    }
+    uv->entries = 0;
+}

@@ -1,0 +1,123 @@
+/*
+ * uv.h - unique counting over time: a sliding HyperLogLog whose registers
+ * are exactly Redis's (docs/design-uv.md).
+ *
+ * Items are hashed as PFADD hashes them (MurmurHash64A, seed 0xadc83b19):
+ * register = the low 14 bits, rank = 1 + the trailing zeros of the other 50
+ * (51 when they are all zero). A window's 16384 registers, counted with
+ * Redis's estimator, give the count PFCOUNT would give for a PFADD of exactly
+ * the window's items, and can be exported as a native dense HLL string.
+ *
+ * The staircase. Each register keeps the (second, rank) pairs that no later
+ * item dominates: times ascending, ranks strictly descending (so at most 51).
+ * For any t1 the largest kept rank with time >= t1 is the largest rank of
+ * all the register's items since t1: every window that ends now is exact to
+ * the second. Out-of-order adds (backfills) are fine. An add prunes, in its
+ * own register, the pairs older than newest - span; the other registers keep
+ * theirs until a rebase, and queries mask them, so every window sees only
+ * the seconds [newest - span, now].
+ *
+ * This is the staircase only: the bucket maxima of the design (past windows
+ * on a minute/hour/day grid) are not here yet. The layout is the design's
+ * "rows" form for every tile (no list form): small counters cost ~82 KB
+ * instead of a few KB, and queries are a scalar (compiler-vectorised) scan.
+ *
+ * Times are whole seconds in [0, FG_UV_MAX_SECOND], passed in; no clock.
+ */
+#ifndef FG_UV_H
+#define FG_UV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decision.h"
+#include "sliding_log.h" /* fg_allocator */
+
+#define FG_UV_REGISTERS 16384
+#define FG_UV_MAX_RANK 51
+#define FG_UV_TILES 256
+#define FG_UV_TILE_REGISTERS 64
+#define FG_UV_MAX_SPAN (180LL * 86400)
+#define FG_UV_MAX_SECOND 4294967295LL /* stored as u32 */
+#define FG_UV_HLL_BYTES 12304         /* a dense Redis HLL string */
+
+typedef struct fg_uv {
+    int64_t span;     /* seconds of history, 1 .. FG_UV_MAX_SPAN */
+    int64_t newest;   /* the newest second added (0 while empty) */
+    int64_t base;     /* entries encode (second - base + 1) << 6 | rank */
+    uint64_t entries; /* stored (second, rank) pairs */
+    /* Tile t holds registers 64t .. 64t+63: 64 length bytes, then nrows rows
+     * of 64 entries (row s holds slot s of every register, slot 0 the
+     * oldest, 0 when empty). NULL with nrows 0 when the tile is empty. */
+    uint8_t nrows[FG_UV_TILES];
+    uint32_t *tiles[FG_UV_TILES];
+} fg_uv;
+
+typedef enum fg_uv_add_result {
+    FG_UV_CHANGED = 1,    /* a register's staircase changed */
+    FG_UV_UNCHANGED = 0,  /* dominated, or older than newest - span */
+    FG_UV_BADTIME = -1,   /* second outside [0, FG_UV_MAX_SECOND] (nothing changed) */
+    FG_UV_NOMEM = -2,     /* memory could not be had (nothing changed) */
+} fg_uv_add_result;
+
+/* Redis's HyperLogLog hash of an item (PFADD's). */
+uint64_t fg_uv_hash(const void *item, size_t len);
+
+/* The register and rank of a hash. */
+static inline uint32_t fg_uv_register(uint64_t hash) { return (uint32_t)(hash & (FG_UV_REGISTERS - 1)); }
+static inline uint8_t fg_uv_rank(uint64_t hash) {
+    return (uint8_t)(__builtin_ctzll((hash >> 14) | (1ULL << 50)) + 1);
+}
+
+/* An empty counter keeping `span` seconds. FG_EINVAL when span is out of
+ * range. Nothing is allocated until the first add. */
+fg_status fg_uv_init(fg_uv *uv, int64_t span);
+
+/* Adds an item by its hash at second `sec`. */
+fg_uv_add_result fg_uv_add(fg_uv *uv, uint64_t hash, int64_t sec, const fg_allocator *a);
+
+/* The registers of the window [t1, ...): every item added at a second >= t1
+ * (and >= newest - span). Items stamped after `now` (a clock that went
+ * back) are included. */
+void fg_uv_registers_since(const fg_uv *uv, int64_t t1, uint8_t regs[FG_UV_REGISTERS]);
+
+/* The registers of the last n seconds ending at now: seconds
+ * [now - n + 1, ...]. FG_EINVAL when n is not in [1, span]. */
+fg_status fg_uv_registers_last(const fg_uv *uv, int64_t n, int64_t now, uint8_t regs[FG_UV_REGISTERS]);
+
+/* Redis's estimate (Ertl's improved estimator, as PFCOUNT computes it). */
+uint64_t fg_uv_estimate(const uint8_t regs[FG_UV_REGISTERS]);
+
+/* Registers as a dense Redis HLL string, its cached count marked invalid. */
+void fg_uv_to_redis_hll(const uint8_t regs[FG_UV_REGISTERS], uint8_t out[FG_UV_HLL_BYTES]);
+
+/* Register maxima: acc[i] = max(acc[i], regs[i]) (unions of windows/keys). */
+void fg_uv_merge_registers(uint8_t acc[FG_UV_REGISTERS], const uint8_t regs[FG_UV_REGISTERS]);
+
+/* Bytes allocated: the struct and the tiles. */
+uint64_t fg_uv_bytes(const fg_uv *uv);
+
+/* Whether the counter is one fg_uv_add could have built: span in range,
+ * every staircase strictly ascending in time and descending in rank, ranks
+ * in 1..51, times in [base, newest], rows at least the tile's longest
+ * staircase with empty slots zero, `entries` exact, some entry at newest,
+ * and base <= newest - span with offsets below the rebase limit. */
+bool fg_uv_storable(const fg_uv *uv);
+
+/* Serialized form (little-endian): u8 version 1, u32 span, i64 newest,
+ * i64 base, u32 count, then count entries of u16 register, u32 second,
+ * u8 rank, sorted by register then second. Exactly the stored state, so a
+ * round trip is byte-identical. */
+size_t fg_uv_serialized_size(const fg_uv *uv);
+void fg_uv_serialize(const fg_uv *uv, uint8_t *out);
+
+/* Rebuilds a counter from its serialized form; FG_EINVAL for anything
+ * fg_uv_storable refuses or a bad length/version, FG_EOVERFLOW without
+ * memory. *uv is untouched on error. */
+fg_status fg_uv_deserialize(fg_uv *uv, const uint8_t *in, size_t len, const fg_allocator *a);
+
+/* Frees the tiles; the struct itself is the caller's. */
+void fg_uv_free(fg_uv *uv, const fg_allocator *a);
+
+#endif

@@ -1,0 +1,482 @@
+/*
+ * test_uv.c - the sliding HyperLogLog: Redis's hash, registers, estimator
+ * and dense string (values pinned from a redis-server 7.0.15: PFDEBUG
+ * GETREG, PFCOUNT, and GET after PFDEBUG TODENSE), every window of random
+ * streams (with backfills and rebases) against a brute-force reference,
+ * the memory bound, allocation failures, edge times and the serialized form
+ * with each corruption its loader refuses.
+ */
+#include "test_heap.h"
+#include "test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uv.h"
+
+/* ------------------------------------------------------------- helpers */
+
+/* A hash landing in register `reg` with rank `rank` (1..51). */
+static uint64_t crafted(uint32_t reg, unsigned rank) {
+    return reg | (rank <= 50 ? 1ULL << (14 + rank - 1) : 0);
+}
+
+static uint64_t hash_str(const char *s) { return fg_uv_hash(s, strlen(s)); }
+
+/* The estimate of `n` items "<prefix><i>" (as PFADD would see them). */
+static uint64_t estimate_of_items(const char *prefix, int n) {
+    static uint8_t regs[FG_UV_REGISTERS];
+    memset(regs, 0, sizeof(regs));
+    for (int i = 0; i < n; i++) {
+        char item[64];
+        uint64_t h = fg_uv_hash(item, (size_t)snprintf(item, sizeof(item), "%s%d", prefix, i));
+        uint8_t r = fg_uv_rank(h);
+        if (r > regs[fg_uv_register(h)]) regs[fg_uv_register(h)] = r;
+    }
+    return fg_uv_estimate(regs);
+}
+
+/* What a counter must answer: every add it accepted, by second. */
+typedef struct reference {
+    uint64_t *hash;
+    int64_t *sec;
+    size_t n, cap;
+    int64_t newest;
+} reference;
+
+static void reference_add(reference *ref, uint64_t hash, int64_t sec) {
+    if (ref->n == ref->cap) {
+        ref->cap = ref->cap ? 2 * ref->cap : 1024;
+        ref->hash = realloc(ref->hash, ref->cap * sizeof(*ref->hash));
+        ref->sec = realloc(ref->sec, ref->cap * sizeof(*ref->sec));
+        assert_non_null(ref->hash);
+        assert_non_null(ref->sec);
+    }
+    ref->hash[ref->n] = hash;
+    ref->sec[ref->n++] = sec;
+    if (sec > ref->newest) ref->newest = sec;
+}
+
+static void reference_free(reference *ref) {
+    free(ref->hash);
+    free(ref->sec);
+}
+
+static void reference_registers(const reference *ref, int64_t t1, int64_t span, uint8_t *regs) {
+    memset(regs, 0, FG_UV_REGISTERS);
+    if (t1 < ref->newest - span) t1 = ref->newest - span;
+    for (size_t i = 0; i < ref->n; i++) {
+        if (ref->sec[i] < t1) continue;
+        uint8_t r = fg_uv_rank(ref->hash[i]);
+        if (r > regs[fg_uv_register(ref->hash[i])]) regs[fg_uv_register(ref->hash[i])] = r;
+    }
+}
+
+/* Adds through the counter and, when it accepts, to the reference too:
+ * an add older than newest - span is skipped by both. */
+static void add_both(fg_uv *uv, reference *ref, uint64_t hash, int64_t sec) {
+    bool skipped = ref->n > 0 && sec < ref->newest - uv->span;
+    fg_uv_add_result r = fg_uv_add(uv, hash, sec, &alloc);
+    assert_true(r == FG_UV_CHANGED || r == FG_UV_UNCHANGED);
+    if (skipped) expect_i64(r, FG_UV_UNCHANGED);
+    if (!skipped) reference_add(ref, hash, sec);
+}
+
+static void expect_window(const fg_uv *uv, const reference *ref, int64_t t1) {
+    static uint8_t got[FG_UV_REGISTERS], want[FG_UV_REGISTERS];
+    fg_uv_registers_since(uv, t1, got);
+    reference_registers(ref, t1, uv->span, want);
+    for (int i = 0; i < FG_UV_REGISTERS; i++)
+        if (got[i] != want[i])
+            fail_msg("window since %lld: register %d = %d, expected %d", (long long)t1, i, got[i], want[i]);
+}
+
+/* A serialized copy, to show that a failed call changed nothing. */
+static uint8_t *snapshot(const fg_uv *uv, size_t *len) {
+    *len = fg_uv_serialized_size(uv);
+    uint8_t *buf = malloc(*len);
+    assert_non_null(buf);
+    fg_uv_serialize(uv, buf);
+    return buf;
+}
+
+/* ------------------------------------------------------ Redis's HLL */
+
+static void test_hash_registers_match_redis(void **state) {
+    (void)state;
+    /* PFADD k <item>; PFDEBUG GETREG k: the one non-zero register. */
+    static const struct {
+        const char *item;
+        uint64_t hash;
+        uint32_t reg;
+        unsigned rank;
+    } cases[] = {
+        {"item:0", 0xb334fe4fa90a31b8ULL, 12728, 4},
+        {"item:1", 0xd469c08796f2be45ULL, 15941, 2},
+        {"hello", 0x0f656f01eecfe400ULL, 9216, 1},
+        {"", 0xd8dfea6585bc9732ULL, 5938, 2},
+        {"abcdefghijklmnopq", 0x876ed29fb39e50afULL, 4271, 1}, /* two blocks and a tail */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t h = hash_str(cases[i].item);
+        expect_i64(h == cases[i].hash, 1);
+        expect_i64(fg_uv_register(h), cases[i].reg);
+        expect_i64(fg_uv_rank(h), cases[i].rank);
+    }
+    /* The rank saturates at 51 when the 50 high bits are zero. */
+    expect_i64(fg_uv_rank(crafted(7, 51)), 51);
+    expect_i64(fg_uv_rank(crafted(7, 50)), 50);
+    expect_i64(fg_uv_rank(crafted(7, 1)), 1);
+}
+
+static void test_estimates_match_pfcount(void **state) {
+    (void)state;
+    static uint8_t empty[FG_UV_REGISTERS];
+    expect_i64(fg_uv_estimate(empty), 0);
+    /* PFCOUNT after PFADD of the same items. */
+    expect_i64(estimate_of_items("item:", 1), 1);
+    expect_i64(estimate_of_items("item:", 10), 10);
+    expect_i64(estimate_of_items("item:", 100), 99);
+    expect_i64(estimate_of_items("item:", 1000), 1002);
+    expect_i64(estimate_of_items("u", 3000), 2987);
+    expect_i64(estimate_of_items("item:", 10000), 10083);
+    expect_i64(estimate_of_items("x", 100000), 100903);
+}
+
+static void test_saturated_registers_estimate(void **state) {
+    (void)state;
+    /* All registers at 51: tau's branch, a finite huge count. */
+    static uint8_t regs[FG_UV_REGISTERS];
+    memset(regs, FG_UV_MAX_RANK, sizeof(regs));
+    uint64_t all = fg_uv_estimate(regs);
+    assert_true(all > (1ULL << 60));
+    regs[0] = 1;
+    assert_true(fg_uv_estimate(regs) < all);
+}
+
+static void test_export_is_redis_dense_string(void **state) {
+    (void)state;
+    /* PFADD k a b c; PFDEBUG TODENSE k; GET k: these bytes, all others 0. */
+    static uint8_t regs[FG_UV_REGISTERS], out[FG_UV_HLL_BYTES], want[FG_UV_HLL_BYTES];
+    const char *items[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
+        uint64_t h = hash_str(items[i]);
+        if (fg_uv_rank(h) > regs[fg_uv_register(h)]) regs[fg_uv_register(h)] = fg_uv_rank(h);
+    }
+    memcpy(want, "HYLL", 4);
+    want[15] = 0x80;
+    want[6343] = 0x01;
+    want[9549] = 0x08;
+    want[11851] = 0x01;
+    fg_uv_to_redis_hll(regs, out);
+    assert_memory_equal(out, want, FG_UV_HLL_BYTES);
+
+    /* Every bit position of the 6-bit packing: register i = i mod 64. */
+    for (int i = 0; i < FG_UV_REGISTERS; i++) regs[i] = (uint8_t)(i % 64);
+    fg_uv_to_redis_hll(regs, out);
+    for (int i = 0; i < FG_UV_REGISTERS; i++) {
+        int bit = 16 * 8 + 6 * i;
+        unsigned next = bit % 8 > 2 ? out[bit / 8 + 1] : 0; /* a register spans two bytes */
+        unsigned v = (out[bit / 8] | next << 8) >> (bit % 8);
+        expect_i64(v & 63, i % 64);
+    }
+}
+
+/* ------------------------------------------------------- the staircase */
+
+static void test_init_and_edges(void **state) {
+    (void)state;
+    fg_uv uv;
+    expect_status(fg_uv_init(&uv, 0), FG_EINVAL);
+    expect_status(fg_uv_init(&uv, FG_UV_MAX_SPAN + 1), FG_EINVAL);
+    expect_status(fg_uv_init(&uv, 100), FG_OK);
+    assert_true(fg_uv_storable(&uv));
+    static uint8_t regs[FG_UV_REGISTERS], zero[FG_UV_REGISTERS];
+    expect_status(fg_uv_registers_last(&uv, 10, 1000, regs), FG_OK);
+    assert_memory_equal(regs, zero, sizeof(zero));
+
+    uint64_t h = crafted(3, 5);
+    expect_i64(fg_uv_add(&uv, h, -1, &alloc), FG_UV_BADTIME);
+    expect_i64(fg_uv_add(&uv, h, FG_UV_MAX_SECOND + 1, &alloc), FG_UV_BADTIME);
+    expect_i64(uv.entries, 0);
+    expect_i64(fg_uv_add(&uv, h, 1000, &alloc), FG_UV_CHANGED);
+    expect_i64(fg_uv_add(&uv, h, 1000, &alloc), FG_UV_UNCHANGED);          /* same pair */
+    expect_i64(fg_uv_add(&uv, crafted(3, 4), 999, &alloc), FG_UV_UNCHANGED); /* older, lower */
+    expect_i64(fg_uv_add(&uv, crafted(3, 5), 999, &alloc), FG_UV_UNCHANGED); /* older, equal */
+    expect_i64(fg_uv_add(&uv, crafted(3, 6), 999, &alloc), FG_UV_CHANGED);   /* older, higher */
+    expect_i64(fg_uv_add(&uv, crafted(3, 6), 1000, &alloc), FG_UV_CHANGED);  /* replaces both */
+    expect_i64(uv.entries, 1);
+    expect_i64(fg_uv_add(&uv, crafted(3, 2), 1001, &alloc), FG_UV_CHANGED);  /* newer, lower */
+    expect_i64(uv.entries, 2);
+
+    /* Retention: newest - span is kept, one second older is skipped. */
+    expect_i64(fg_uv_add(&uv, crafted(9, 1), 1001 - 100, &alloc), FG_UV_CHANGED);
+    expect_i64(fg_uv_add(&uv, crafted(10, 1), 1001 - 101, &alloc), FG_UV_UNCHANGED);
+
+    /* LAST n at now: seconds now - n + 1 .. now. */
+    expect_status(fg_uv_registers_last(&uv, 0, 1001, regs), FG_EINVAL);
+    expect_status(fg_uv_registers_last(&uv, 101, 1001, regs), FG_EINVAL);
+    expect_status(fg_uv_registers_last(&uv, 1, 1001, regs), FG_OK);
+    expect_i64(regs[3], 2);
+    expect_status(fg_uv_registers_last(&uv, 2, 1001, regs), FG_OK);
+    expect_i64(regs[3], 6);
+    expect_i64(regs[9], 0);
+    expect_status(fg_uv_registers_last(&uv, 100, 1000, regs), FG_OK);
+    expect_i64(regs[9], 1);
+    /* A window after every item is empty; a clock behind still sees them. */
+    fg_uv_registers_since(&uv, 1002, regs);
+    assert_memory_equal(regs, zero, sizeof(zero));
+    expect_status(fg_uv_registers_last(&uv, 1, 990, regs), FG_OK);
+    expect_i64(regs[3], 6);
+
+    /* The extremes of time. */
+    fg_uv edge;
+    expect_status(fg_uv_init(&edge, FG_UV_MAX_SPAN), FG_OK);
+    expect_i64(fg_uv_add(&edge, h, 0, &alloc), FG_UV_CHANGED);
+    expect_i64(fg_uv_add(&edge, crafted(4, 1), FG_UV_MAX_SECOND, &alloc), FG_UV_CHANGED);
+    assert_true(fg_uv_storable(&edge));
+    fg_uv_registers_since(&edge, 0, regs);
+    expect_i64(regs[3], 0); /* older than newest - span */
+    expect_i64(regs[4], 1);
+    fg_uv_free(&edge, &alloc);
+    assert_true(fg_uv_storable(&uv));
+    fg_uv_free(&uv, &alloc);
+}
+
+/* A random stream: mostly forward in time, with backfills (some beyond
+ * the span), items over `registers` registers (few: long staircases,
+ * row growth and shrinking), and six jumps forward by `jump` (rebases).
+ * Windows are checked against the reference as the stream goes. */
+static void run_stream(uint64_t seed, int64_t span, uint32_t registers, int adds, int64_t jump) {
+    test_rng rng = {seed};
+    fg_uv uv;
+    reference ref = {0};
+    expect_status(fg_uv_init(&uv, span), FG_OK);
+    int64_t now = 1700000000, first_base = -1;
+    for (int i = 1; i <= adds; i++) {
+        if (rng_range(&rng, 0, 3) == 0) now += rng_range(&rng, 0, span < 8000 ? span / 8 + 1 : 1000);
+        if (jump && i % (adds / 6) == 0) now += jump;
+        int64_t sec = now;
+        if (rng_range(&rng, 0, 4) == 0) sec -= rng_range(&rng, 0, span + span / 4);
+        uint64_t h = rng_next(&rng);
+        h = (h & ~(uint64_t)(FG_UV_REGISTERS - 1)) | ((h % registers) * (FG_UV_REGISTERS / registers));
+        add_both(&uv, &ref, h, sec);
+        if (first_base < 0) first_base = uv.base;
+        if (i % (adds / 8) == 0) {
+            assert_true(fg_uv_storable(&uv));
+            for (int w = 0; w < 6; w++) expect_window(&uv, &ref, now - rng_range(&rng, 0, span + 2));
+            expect_window(&uv, &ref, now);
+            expect_window(&uv, &ref, uv.newest + 1);
+        }
+    }
+    if (jump) assert_true(uv.base != first_base); /* rebased at least once */
+    fg_uv_free(&uv, &alloc);
+    reference_free(&ref);
+}
+
+static void test_windows_match_brute_force(void **state) {
+    (void)state;
+    run_stream(1, 3600, FG_UV_REGISTERS, 40000, 0);
+    run_stream(2, 600, 16, 20000, 0);                  /* deep staircases */
+    run_stream(3, 86400, 256, 20000, 0);
+    run_stream(4, FG_UV_MAX_SPAN, 64, 8000, 9000000);  /* rebases */
+    run_stream(5, 10, 4, 5000, 1 << 24);               /* rebases, tiny span */
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static void test_memory_bound_and_shrink(void **state) {
+    (void)state;
+    enum { TILES = 32 };
+    fg_uv uv;
+    expect_status(fg_uv_init(&uv, 1000), FG_OK);
+    expect_i64(fg_uv_bytes(&uv), sizeof(fg_uv));
+    /* The longest staircases: rank 51 first, then one lower every second. */
+    for (unsigned rank = FG_UV_MAX_RANK, sec = 5000; rank >= 1; rank--, sec++)
+        for (uint32_t reg = 0; reg < TILES * 64; reg++)
+            expect_i64(fg_uv_add(&uv, crafted(reg, rank), sec, &alloc), FG_UV_CHANGED);
+    expect_i64(uv.entries, TILES * 64 * FG_UV_MAX_RANK);
+    uint64_t full_tile = 64 + 51 * 64 * 4;
+    expect_i64(fg_uv_bytes(&uv), sizeof(fg_uv) + TILES * full_tile);
+    assert_true(fg_uv_storable(&uv));
+
+    /* A newer rank-51 item dominates a whole staircase: once every register
+     * of tile 0 is down to one entry, its rows shrink to one. */
+    for (uint32_t reg = 0; reg < 64; reg++)
+        expect_i64(fg_uv_add(&uv, crafted(reg, 51), 6000, &alloc), FG_UV_CHANGED);
+    expect_i64(uv.nrows[0], 1);
+    expect_i64(fg_uv_bytes(&uv), sizeof(fg_uv) + (TILES - 1) * full_tile + 64 + 64 * 4);
+    expect_i64(uv.entries, (TILES - 1) * 64 * FG_UV_MAX_RANK + 64);
+    assert_true(fg_uv_storable(&uv));
+    fg_uv_free(&uv, &alloc);
+    expect_i64(fg_uv_bytes(&uv), sizeof(fg_uv));
+}
+
+static void test_allocation_failures_change_nothing(void **state) {
+    (void)state;
+    test_rng rng = {11};
+    fg_uv uv;
+    reference ref = {0};
+    expect_status(fg_uv_init(&uv, 100), FG_OK);
+    int failures = 0;
+    for (int i = 0; i < 3000; i++) {
+        uint64_t h = (rng_next(&rng) & ~(uint64_t)16383) | (uint64_t)rng_range(&rng, 0, 300);
+        int64_t sec = 1000 + i / 10;
+        size_t before_len, after_len;
+        uint8_t *before = snapshot(&uv, &before_len);
+        heap.fail_in = 1;
+        fg_uv_add_result r = fg_uv_add(&uv, h, sec, &alloc);
+        heap.fail_in = 0;
+        if (r == FG_UV_NOMEM) {
+            failures++;
+            uint8_t *after = snapshot(&uv, &after_len);
+            expect_i64(after_len, before_len);
+            assert_memory_equal(after, before, before_len);
+            free(after);
+            add_both(&uv, &ref, h, sec);
+        } else {
+            assert_true(r == FG_UV_CHANGED || r == FG_UV_UNCHANGED);
+            reference_add(&ref, h, sec);
+        }
+        free(before);
+    }
+    assert_true(failures > 10);
+    assert_true(fg_uv_storable(&uv));
+    for (int64_t t = 1000; t <= 1300; t += 37) expect_window(&uv, &ref, t);
+
+    /* A load that runs out of memory half way gives everything back. */
+    size_t len;
+    uint8_t *buf = snapshot(&uv, &len);
+    fg_uv loaded;
+    for (int fail = 1; fail <= 3; fail++) {
+        heap.fail_in = fail;
+        expect_status(fg_uv_deserialize(&loaded, buf, len, &alloc), FG_EOVERFLOW);
+        heap.fail_in = 0;
+    }
+    free(buf);
+    fg_uv_free(&uv, &alloc);
+    reference_free(&ref);
+}
+
+/* --------------------------------------------------------- serialization */
+
+static void test_serialization_round_trip(void **state) {
+    (void)state;
+    test_rng rng = {21};
+    fg_uv uv, back;
+    expect_status(fg_uv_init(&uv, 3600), FG_OK);
+    size_t len;
+    uint8_t *empty = snapshot(&uv, &len);
+    expect_status(fg_uv_deserialize(&back, empty, len, &alloc), FG_OK);
+    expect_i64(back.entries, 0);
+    assert_true(fg_uv_storable(&back));
+    free(empty);
+
+    for (int i = 0; i < 20000; i++)
+        fg_uv_add(&uv, rng_next(&rng) & ~(uint64_t)0x3f00, 5000 + rng_range(&rng, 0, 4000), &alloc);
+    uint8_t *buf = snapshot(&uv, &len);
+    expect_status(fg_uv_deserialize(&back, buf, len, &alloc), FG_OK);
+    size_t len2;
+    uint8_t *again = snapshot(&back, &len2);
+    expect_i64(len2, len);
+    assert_memory_equal(again, buf, len);
+    static uint8_t a[FG_UV_REGISTERS], b[FG_UV_REGISTERS];
+    for (int64_t t = 5000; t <= 9001; t += 250) {
+        fg_uv_registers_since(&uv, t, a);
+        fg_uv_registers_since(&back, t, b);
+        assert_memory_equal(a, b, sizeof(a));
+    }
+    expect_i64(fg_uv_bytes(&back) <= fg_uv_bytes(&uv), 1);
+    free(again);
+    free(buf);
+    fg_uv_free(&back, &alloc);
+    fg_uv_free(&uv, &alloc);
+}
+
+/* A counter of three entries, serialized: register 5 holds (100, 9) and
+ * (101, 3), register 70 holds (101, 1); span 50, newest 101, base 50
+ * (the first second minus the span). */
+static size_t small_payload(uint8_t *out) {
+    fg_uv uv;
+    expect_status(fg_uv_init(&uv, 50), FG_OK);
+    expect_i64(fg_uv_add(&uv, crafted(5, 9), 100, &alloc), FG_UV_CHANGED);
+    expect_i64(fg_uv_add(&uv, crafted(5, 3), 101, &alloc), FG_UV_CHANGED);
+    expect_i64(fg_uv_add(&uv, crafted(70, 1), 101, &alloc), FG_UV_CHANGED);
+    size_t len = fg_uv_serialized_size(&uv);
+    fg_uv_serialize(&uv, out);
+    fg_uv_free(&uv, &alloc);
+    return len;
+}
+
+#define HEADER 25
+#define ENTRY(i) (HEADER + 7 * (i))
+
+static void expect_refused(const uint8_t *buf, size_t len, const char *what) {
+    fg_uv uv;
+    memset(&uv, 0x5A, sizeof(uv));
+    if (fg_uv_deserialize(&uv, buf, len, &alloc) != FG_EINVAL) fail_msg("accepted: %s", what);
+    expect_i64(uv.span, 0x5A5A5A5A5A5A5A5ALL); /* untouched */
+}
+
+static void test_loader_refuses_corruption(void **state) {
+    (void)state;
+    uint8_t good[128], bad[128];
+    size_t len = small_payload(good);
+    static const uint8_t expected[] = {
+        1, 50, 0, 0, 0, 101, 0, 0, 0, 0, 0, 0, 0, 50, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, /* header */
+        5, 0, 100, 0, 0, 0, 9, 5, 0, 101, 0, 0, 0, 3, 70, 0, 101, 0, 0, 0, 1,          /* entries */
+    };
+    expect_i64(len, sizeof(expected));
+    assert_memory_equal(good, expected, len);
+    fg_uv uv;
+    expect_status(fg_uv_deserialize(&uv, good, len, &alloc), FG_OK);
+    fg_uv_free(&uv, &alloc);
+
+#define CORRUPT(what, edit)            \
+    do {                               \
+        memcpy(bad, good, len);        \
+        size_t n = len;                \
+        edit;                          \
+        expect_refused(bad, n, what);  \
+    } while (0)
+    CORRUPT("version", bad[0] = 2);
+    CORRUPT("short", n = len - 1);
+    CORRUPT("long", n = len + 1);
+    CORRUPT("header only", n = HEADER - 1);
+    CORRUPT("span 0", bad[1] = 0);
+    CORRUPT("count too big", bad[21] = 4);
+    CORRUPT("register >= 16384", (bad[ENTRY(2)] = 0, bad[ENTRY(2) + 1] = 0x40));
+    CORRUPT("registers unsorted", bad[ENTRY(2)] = 4);
+    CORRUPT("rank 0", bad[ENTRY(2) + 6] = 0);
+    CORRUPT("rank 52", bad[ENTRY(2) + 6] = 52);
+    CORRUPT("rank 64", bad[ENTRY(2) + 6] = 64);
+    CORRUPT("ranks not descending", bad[ENTRY(1) + 6] = 9);
+    CORRUPT("same second twice", bad[ENTRY(0) + 2] = 101);
+    CORRUPT("seconds descending", (bad[ENTRY(0) + 2] = 101, bad[ENTRY(1) + 2] = 100));
+    CORRUPT("second after newest", bad[ENTRY(2) + 2] = 102);
+    CORRUPT("second before base", bad[ENTRY(0) + 2] = 49);
+    CORRUPT("nothing at newest", bad[5] = 102);
+    CORRUPT("base after newest - span", bad[13] = 52);
+    /* base = -2^25: newest - base + 1 reaches the rebase limit. */
+    CORRUPT("offsets beyond the rebase limit", (bad[13] = 0, bad[16] = 0xFE, bad[17] = 0xFF, bad[18] = 0xFF,
+                                                bad[19] = 0xFF, bad[20] = 0xFF));
+    CORRUPT("empty with a newest", (bad[21] = 0, n = HEADER));
+#undef CORRUPT
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_hash_registers_match_redis, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_estimates_match_pfcount, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_saturated_registers_estimate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_export_is_redis_dense_string, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_init_and_edges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_windows_match_brute_force, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memory_bound_and_shrink, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_allocation_failures_change_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_serialization_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_loader_refuses_corruption, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
