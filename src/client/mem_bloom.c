@@ -66,6 +66,8 @@ fg_code fg_bloom_options_check(const fg_bloom_options *o, fg_error *err) {
     if (isnan(o->error_rate)) return fg_set_error(err, FG_CODE_INVALID, "ERR bad error rate");
     if (!(o->error_rate > 0 && o->error_rate < 1))
         return fg_set_error(err, FG_CODE_INVALID, "ERR (0 < error rate range < 1) ");
+    if (o->error_rate < FG_BLOOM_MIN_ERROR)
+        return fg_set_error(err, FG_CODE_INVALID, "ERR error rate must be at least 1e-09");
     if (o->capacity < 1)
         return fg_set_error(err, FG_CODE_INVALID, "ERR (capacity should be larger than 0)");
     if (o->capacity > FG_BLOOM_MAX_CAPACITY)

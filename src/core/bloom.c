@@ -611,7 +611,7 @@ static fg_status push_planned_level(fg_bloom *f, uint32_t i, const fg_allocator 
 
 fg_status fg_bloom_init(fg_bloom *f, double error, uint64_t capacity, uint32_t expansion,
                         const fg_allocator *a) {
-    if (f == NULL || a == NULL || !(error > 0 && error < 1) || capacity < 1 ||
+    if (f == NULL || a == NULL || !(error >= FG_BLOOM_MIN_ERROR && error < 1) || capacity < 1 ||
         capacity > (uint64_t)FG_BLOOM_MAX_CAPACITY || expansion > FG_BLOOM_MAX_EXPANSION)
         return FG_EINVAL;
     fg_bloom made = {error, capacity, expansion, 0, NULL};

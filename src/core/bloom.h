@@ -43,6 +43,11 @@
 #define FG_BLOOM_MAX_EXPANSION 32768
 #define FG_BLOOM_MAX_BYTES (1LL << 40) /* of one level's bit array */
 #define FG_BLOOM_BLOCK_BYTES 64
+/* The smallest error rate a filter may ask for. An item probes at most two
+ * blocks, so below this the array would have to grow far beyond the optimum
+ * (1.2 x at 1e-9, 4.5 x at 1e-30, and sizing alone takes seconds): a single
+ * command could take the server's memory. */
+#define FG_BLOOM_MIN_ERROR 1e-9
 
 /* The hash of an item: 64 bits, the same on every platform and forever
  * (it is in every stored filter). */

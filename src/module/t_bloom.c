@@ -44,6 +44,7 @@ static const char ERR_FULL[] = "ERR non scaling filter is full";
 static const char ERR_NO_FILTER[] = "ERR could not create filter";
 static const char ERR_NO_LEVEL[] = "ERR problem inserting into filter";
 static const char ERR_CAPACITY_MAX[] = "ERR capacity must be at most 1099511627776";
+static const char ERR_ERROR_MIN[] = "ERR error rate must be at least 1e-09";
 static const char ERR_TOO_BIG[] = "ERR filter too big: its bits would exceed 1 TiB";
 static const char ERR_LOADING[] = "ERR filter is still being loaded by BF.LOADCHUNK";
 
@@ -232,7 +233,7 @@ static int parse_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
         RedisModule_WrongArity(ctx);
         return 0;
     }
-    if (!(o->error > 0 && o->error < 1) || o->capacity < 1 || o->expansion < 1)
+    if (!(o->error >= FG_BLOOM_MIN_ERROR && o->error < 1) || o->capacity < 1 || o->expansion < 1)
         return refuse(ctx, "Bad argument received");
     if (o->capacity > FG_BLOOM_MAX_CAPACITY) return refuse(ctx, ERR_CAPACITY_MAX);
     if (o->expansion > FG_BLOOM_MAX_EXPANSION) return refuse(ctx, "Bad expansion");
@@ -265,6 +266,7 @@ static int parse_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     if (RedisModule_StringToDouble(argv[2], &o->error) != REDISMODULE_OK)
         return refuse(ctx, "ERR bad error rate");
     if (!(o->error > 0 && o->error < 1)) return refuse(ctx, "ERR (0 < error rate range < 1) ");
+    if (o->error < FG_BLOOM_MIN_ERROR) return refuse(ctx, ERR_ERROR_MIN);
     if (RedisModule_StringToLongLong(argv[3], &o->capacity) != REDISMODULE_OK)
         return refuse(ctx, "ERR bad capacity");
     if (o->capacity <= 0) return refuse(ctx, "ERR (capacity should be larger than 0)");

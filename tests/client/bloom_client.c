@@ -251,11 +251,11 @@ static bool random_key(char *buf, size_t len) {
 }
 
 static fg_bloom_options random_options(void) {
-    static const double errors[] = {0.5, 0.1, 0.01, 0.001, 1e-5, 0.25, 0, 1, -0.1, 2};
+    static const double errors[] = {0.5, 0.1, 0.01, 0.001, 1e-5, 0.25, 0, 1, -0.1, 2, 1e-12};
     static const long long capacities[] = {1, 2, 5, 10, 100, 1000, 7, 0, -3, 1LL << 41};
     static const int expansions[] = {0, 1, 2, 4, 3, 0, 1, -1, 40000, 32768};
     int bad = rand() % 12 == 0; /* a bad value at times */
-    fg_bloom_options o = {errors[rand() % (bad ? 10 : 6)], capacities[rand() % (bad ? 10 : 7)],
+    fg_bloom_options o = {errors[rand() % (bad ? 11 : 6)], capacities[rand() % (bad ? 10 : 7)],
                           expansions[rand() % (bad ? 10 : 7)]};
     return o;
 }

@@ -425,6 +425,11 @@ ERROR_CASES = [
     (None, ["BF.RESERVE", "k", "1", 100], "ERR (0 < error rate range < 1) "),
     (None, ["BF.RESERVE", "k", "7.7", 1000], "ERR (0 < error rate range < 1) "),
     (None, ["BF.RESERVE", "k", "-0.01", 100], "ERR (0 < error rate range < 1) "),
+    # Regression: 1e-80 took 21 s and 17.5 GB (two blocks per item cannot
+    # reach such rates near the optimum); 1e-9 is the floor.
+    (None, ["BF.RESERVE", "k", "1e-80", 1000], "ERR error rate must be at least 1e-09"),
+    (None, ["BF.RESERVE", "k", "9.9e-10", 1000], "ERR error rate must be at least 1e-09"),
+    (None, ["BF.INSERT", "k", "ERROR", "1e-30", "ITEMS", "a"], "Bad argument received"),
     (None, ["BF.RESERVE", "k", "0.01", "abc"], "ERR bad capacity"),
     (None, ["BF.RESERVE", "k", "0.01", "1.5"], "ERR bad capacity"),
     (None, ["BF.RESERVE", "k", "0.01", "blah"], "ERR bad capacity"),

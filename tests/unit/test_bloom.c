@@ -571,6 +571,7 @@ static void test_init_rejects_bad_parameters(void **state) {
     expect_status(fg_bloom_init(&f, 0, 100, 2, &alloc), FG_EINVAL);
     expect_status(fg_bloom_init(&f, 1, 100, 2, &alloc), FG_EINVAL);
     expect_status(fg_bloom_init(&f, NAN, 100, 2, &alloc), FG_EINVAL);
+    expect_status(fg_bloom_init(&f, FG_BLOOM_MIN_ERROR / 2, 100, 2, &alloc), FG_EINVAL);
     expect_status(fg_bloom_init(&f, 0.01, 0, 2, &alloc), FG_EINVAL);
     expect_status(fg_bloom_init(&f, 0.01, FG_BLOOM_MAX_CAPACITY + 1, 2, &alloc), FG_EINVAL);
     expect_status(fg_bloom_init(&f, 0.01, 100, FG_BLOOM_MAX_EXPANSION + 1, &alloc), FG_EINVAL);
