@@ -29,6 +29,13 @@
  * had (a new row) before anything is written, so a failed add changes
  * nothing. Rows shrink again when the tile's longest staircase gets shorter
  * (a failed shrink keeps the larger block: harmless).
+ *
+ * Tiers. An add raises one register of one bucket per tier whose retention
+ * holds its second: (newest bucket - count, newest bucket]. Those buckets
+ * map to distinct slots, so a slot holding another bucket holds an expired
+ * one, whose block is reused. Blocks (and the ring, on a tier's first
+ * write) are had before anything changes; buckets falling out of retention
+ * are freed when newest moves on.
  */
 
 #include "uv.h"
@@ -42,7 +49,10 @@
 #define LEN_WORDS 16 /* the 64 length bytes at the head of a tile block */
 #define REBASE_AT (1LL << 25)
 #define MAX_STAIR (FG_UV_MAX_RANK + 1)
-#define SERIAL_VERSION 1
+#define SERIAL_VERSION 2
+#define SERIAL_TIERS (2 + 2 + 2 + 4)
+#define SERIAL_BUCKET (8 + 2)
+#define SERIAL_PAIR (2 + 1)
 #define SERIAL_HEADER (1 + 4 + 8 + 8 + 4)
 #define SERIAL_ENTRY (2 + 4 + 1)
 
@@ -155,11 +165,127 @@ static inline uint32_t entry_make(const fg_uv *uv, int64_t sec, unsigned rank) {
 /* The oldest second a window may see. */
 static inline int64_t oldest_kept(const fg_uv *uv) { return uv->newest - uv->span; }
 
+static const int64_t tier_widths[FG_UV_TIERS] = {60, 3600, 86400};
+static const int64_t tier_limits[FG_UV_TIERS] = {FG_UV_MAX_MINUTES, FG_UV_MAX_HOURS, FG_UV_MAX_DAYS};
+
 fg_status fg_uv_init(fg_uv *uv, int64_t span) {
     if (span < 1 || span > FG_UV_MAX_SPAN) return FG_EINVAL;
     memset(uv, 0, sizeof(*uv));
     uv->span = span;
+    for (int k = 0; k < FG_UV_TIERS; k++) uv->tiers[k].width = tier_widths[k];
     return FG_OK;
+}
+
+fg_status fg_uv_init_tiers(fg_uv *uv, int64_t span, int64_t minutes, int64_t hours, int64_t days,
+                           int64_t tzoffset) {
+    const int64_t counts[FG_UV_TIERS] = {minutes, hours, days};
+    for (int k = 0; k < FG_UV_TIERS; k++)
+        if (counts[k] < 0 || counts[k] > tier_limits[k]) return FG_EINVAL;
+    /* Whole minutes, so hour and day edges are on the minute grid. */
+    if (tzoffset < -FG_UV_MAX_TZOFFSET || tzoffset > FG_UV_MAX_TZOFFSET || tzoffset % 60 != 0) return FG_EINVAL;
+    if (fg_uv_init(uv, span) != FG_OK) return FG_EINVAL;
+    uv->tzoffset = tzoffset;
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        uv->tiers[k].count = (uint32_t)counts[k];
+        uv->tiers[k].offset = k == 0 ? 0 : tzoffset; /* minutes need no shift */
+    }
+    return FG_OK;
+}
+
+/* ------------------------------------------------------------ the tiers */
+
+static inline int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
+static inline int64_t bucket_of(const fg_uv_tier *tier, int64_t sec) {
+    return floor_div(sec + tier->offset, tier->width);
+}
+static inline int64_t bucket_start(const fg_uv_tier *tier, int64_t b) { return b * tier->width - tier->offset; }
+static inline uint32_t slot_of(const fg_uv_tier *tier, int64_t b) {
+    int64_t n = tier->count;
+    return (uint32_t)((b % n + n) % n);
+}
+
+/* Whether bucket b is kept while the newest second is `newest`. */
+static inline bool retained(const fg_uv_tier *tier, int64_t b, int64_t newest) {
+    return tier->count > 0 && b > bucket_of(tier, newest) - (int64_t)tier->count;
+}
+
+/* What an add does to the tiers, with the memory it needs, had first. */
+typedef struct tier_plan {
+    int64_t slot[FG_UV_TIERS]; /* -1: the tier does not change */
+    int64_t number[FG_UV_TIERS];
+    uint8_t *block[FG_UV_TIERS];      /* a new bucket's registers */
+    fg_uv_bucket *ring[FG_UV_TIERS]; /* a new ring */
+    bool changes;
+} tier_plan;
+
+static void plan_release(tier_plan *plan, const fg_allocator *a) {
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        a->free(plan->block[k]);
+        a->free(plan->ring[k]);
+    }
+}
+
+/* Plans raising register reg to rank at second sec, newest being the
+ * newest second after the add. False (nothing held) without memory. */
+static bool plan_tiers(const fg_uv *uv, uint32_t reg, uint8_t rank, int64_t sec, int64_t newest, tier_plan *plan,
+                       const fg_allocator *a) {
+    memset(plan, 0, sizeof(*plan));
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        const fg_uv_tier *tier = &uv->tiers[k];
+        int64_t b = bucket_of(tier, sec);
+        plan->slot[k] = -1;
+        if (!retained(tier, b, newest)) continue;
+        uint32_t s = slot_of(tier, b);
+        const fg_uv_bucket *bucket = tier->ring ? &tier->ring[s] : NULL;
+        bool held = bucket != NULL && bucket->regs != NULL;
+        if (held && bucket->number == b && bucket->regs[reg] >= rank) continue;
+        plan->slot[k] = s;
+        plan->number[k] = b;
+        plan->changes = true;
+        if (tier->ring == NULL) {
+            plan->ring[k] = a->realloc(NULL, tier->count * sizeof(fg_uv_bucket));
+            if (plan->ring[k] == NULL) goto nomem;
+            memset(plan->ring[k], 0, tier->count * sizeof(fg_uv_bucket));
+        }
+        if (!held && (plan->block[k] = a->realloc(NULL, FG_UV_REGISTERS)) == NULL) goto nomem;
+    }
+    return true;
+nomem:
+    plan_release(plan, a);
+    return false;
+}
+
+static void apply_tiers(fg_uv *uv, const tier_plan *plan, uint32_t reg, uint8_t rank) {
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        if (plan->slot[k] < 0) continue;
+        fg_uv_tier *tier = &uv->tiers[k];
+        if (plan->ring[k] != NULL) tier->ring = plan->ring[k];
+        fg_uv_bucket *bucket = &tier->ring[plan->slot[k]];
+        if (plan->block[k] != NULL) {
+            bucket->regs = plan->block[k];
+            uv->buckets++;
+        }
+        if (plan->block[k] != NULL || bucket->number != plan->number[k]) {
+            memset(bucket->regs, 0, FG_UV_REGISTERS); /* new, or an expired bucket's block */
+            bucket->number = plan->number[k];
+        }
+        bucket->regs[reg] = rank;
+    }
+}
+
+/* Frees the buckets that newest has left behind. */
+static void expire_buckets(fg_uv *uv, const fg_allocator *a) {
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        fg_uv_tier *tier = &uv->tiers[k];
+        for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) {
+            fg_uv_bucket *bucket = &tier->ring[s];
+            if (bucket->regs == NULL || retained(tier, bucket->number, uv->newest)) continue;
+            a->free(bucket->regs);
+            bucket->regs = NULL;
+            bucket->number = 0;
+            uv->buckets--;
+        }
+    }
 }
 
 /* Resizes tile t to nrows (>= its longest staircase); new rows are zeroed,
@@ -250,18 +376,10 @@ static bool stair_after_add(const fg_uv *uv, int t, int j, int64_t sec, unsigned
     return true;
 }
 
-fg_uv_add_result fg_uv_add(fg_uv *uv, uint64_t hash, int64_t sec, const fg_allocator *a) {
-    if (sec < 0 || sec > FG_UV_MAX_SECOND) return FG_UV_BADTIME;
-    bool empty = uv->entries == 0;
-    if (!empty && sec < oldest_kept(uv)) return FG_UV_UNCHANGED;
-    uint32_t reg = fg_uv_register(hash);
-    int t = (int)(reg / FG_UV_TILE_REGISTERS), j = (int)(reg % FG_UV_TILE_REGISTERS);
-    int64_t newest = empty || sec > uv->newest ? sec : uv->newest;
-    stair next;
-    if (!stair_after_add(uv, t, j, sec, fg_uv_rank(hash), newest, &next)) return FG_UV_UNCHANGED;
-    if (next.len > uv->nrows[t] && !tile_resize(uv, t, next.len, a)) return FG_UV_NOMEM;
-
-    if (empty) uv->base = sec - uv->span;
+/* Writes register (t, j)'s new staircase, moving newest (and base). */
+static void write_stair(fg_uv *uv, int t, int j, const stair *next, int64_t newest, bool empty,
+                        const fg_allocator *a) {
+    if (empty) uv->base = newest - uv->span;
     bool rebased = newest - uv->base + 1 >= REBASE_AT;
     if (rebased) rebase(uv, newest);
     uv->newest = newest;
@@ -269,16 +387,39 @@ fg_uv_add_result fg_uv_add(fg_uv *uv, uint64_t hash, int64_t sec, const fg_alloc
     uint32_t *rows = tile_rows(uv->tiles[t]);
     unsigned old_len = lens[j];
     for (unsigned s = 0; s < old_len; s++) rows[s * FG_UV_TILE_REGISTERS + j] = 0;
-    for (unsigned s = 0; s < next.len; s++)
-        rows[s * FG_UV_TILE_REGISTERS + j] = entry_make(uv, next.sec[s], next.rank[s]);
-    lens[j] = (uint8_t)next.len;
-    uv->entries = uv->entries - old_len + next.len;
+    for (unsigned s = 0; s < next->len; s++)
+        rows[s * FG_UV_TILE_REGISTERS + j] = entry_make(uv, next->sec[s], next->rank[s]);
+    lens[j] = (uint8_t)next->len;
+    uv->entries = uv->entries - old_len + next->len;
     if (rebased) {
         for (int i = 0; i < FG_UV_TILES; i++)
             if (uv->tiles[i] != NULL) tile_shrink(uv, i, a);
-    } else if (next.len < old_len && old_len == uv->nrows[t]) {
+    } else if (next->len < old_len && old_len == uv->nrows[t]) {
         tile_shrink(uv, t, a);
     }
+}
+
+fg_uv_add_result fg_uv_add(fg_uv *uv, uint64_t hash, int64_t sec, const fg_allocator *a) {
+    if (sec < 0 || sec > FG_UV_MAX_SECOND) return FG_UV_BADTIME;
+    bool empty = uv->entries == 0;
+    uint32_t reg = fg_uv_register(hash);
+    uint8_t rank = fg_uv_rank(hash);
+    int t = (int)(reg / FG_UV_TILE_REGISTERS), j = (int)(reg % FG_UV_TILE_REGISTERS);
+    int64_t newest = empty || sec > uv->newest ? sec : uv->newest;
+    stair next;
+    /* A newer second always changes the staircase, so only it moves newest. */
+    bool stair_changes = (empty || sec >= oldest_kept(uv)) && stair_after_add(uv, t, j, sec, rank, newest, &next);
+    tier_plan plan;
+    if (!plan_tiers(uv, reg, rank, sec, newest, &plan, a)) return FG_UV_NOMEM;
+    if (!stair_changes && !plan.changes) return FG_UV_UNCHANGED;
+    if (stair_changes && next.len > uv->nrows[t] && !tile_resize(uv, t, next.len, a)) {
+        plan_release(&plan, a);
+        return FG_UV_NOMEM;
+    }
+    bool advanced = newest != uv->newest;
+    if (stair_changes) write_stair(uv, t, j, &next, newest, empty, a);
+    apply_tiers(uv, &plan, reg, rank);
+    if (advanced) expire_buckets(uv, a);
     return FG_UV_CHANGED;
 }
 
@@ -312,11 +453,54 @@ fg_status fg_uv_registers_last(const fg_uv *uv, int64_t n, int64_t now, uint8_t 
     return FG_OK;
 }
 
+/* The tier and number of the coarsest retained bucket that starts at
+ * cursor and ends by t2; -1 when there is none. */
+static int bucket_at(const fg_uv *uv, int64_t cursor, int64_t t2, int64_t *number) {
+    for (int k = FG_UV_TIERS - 1; k >= 0; k--) {
+        const fg_uv_tier *tier = &uv->tiers[k];
+        int64_t b = bucket_of(tier, cursor);
+        if (tier->count == 0 || bucket_start(tier, b) != cursor || cursor + tier->width > t2 ||
+            !retained(tier, b, uv->newest))
+            continue;
+        *number = b;
+        return k;
+    }
+    return -1;
+}
+
+fg_uv_window_result fg_uv_registers_between(const fg_uv *uv, int64_t t1, int64_t t2,
+                                            uint8_t regs[FG_UV_REGISTERS], int64_t *bad_edge) {
+    if (t1 < 0 || t2 > FG_UV_MAX_SECOND + 1 || t1 >= t2) return FG_UV_WINDOW_BAD;
+    memset(regs, 0, FG_UV_REGISTERS);
+    if (uv->entries == 0) return FG_UV_WINDOW_OK;
+    for (int64_t cursor = t1; cursor < t2;) {
+        if (t2 > uv->newest && cursor >= oldest_kept(uv)) {
+            uint8_t rest[FG_UV_REGISTERS];
+            fg_uv_registers_since(uv, cursor, rest);
+            fg_uv_merge_registers(regs, rest);
+            break;
+        }
+        int64_t b;
+        int k = bucket_at(uv, cursor, t2, &b);
+        if (k < 0) {
+            *bad_edge = cursor == t1 ? t1 : t2;
+            return FG_UV_WINDOW_OFF_GRID;
+        }
+        const fg_uv_tier *tier = &uv->tiers[k];
+        const fg_uv_bucket *bucket = tier->ring ? &tier->ring[slot_of(tier, b)] : NULL;
+        if (bucket != NULL && bucket->regs != NULL && bucket->number == b) fg_uv_merge_registers(regs, bucket->regs);
+        cursor = bucket_start(tier, b + 1);
+    }
+    return FG_UV_WINDOW_OK;
+}
+
 uint64_t fg_uv_bytes(const fg_uv *uv) {
     uint64_t bytes = sizeof(*uv);
     for (int t = 0; t < FG_UV_TILES; t++)
         if (uv->tiles[t] != NULL) bytes += tile_bytes(uv->nrows[t]);
-    return bytes;
+    for (int k = 0; k < FG_UV_TIERS; k++)
+        if (uv->tiers[k].ring != NULL) bytes += uv->tiers[k].count * sizeof(fg_uv_bucket);
+    return bytes + uv->buckets * FG_UV_REGISTERS;
 }
 
 /* -------------------------------------------------------------- checking */
@@ -350,8 +534,40 @@ static bool tile_storable(const fg_uv *uv, int t, uint64_t *entries, bool *has_n
     return true;
 }
 
+/* A bucket: in its slot, retained, not after newest, ranks 1..51 or 0,
+ * some register set. */
+static bool bucket_storable(const fg_uv *uv, const fg_uv_tier *tier, uint32_t s) {
+    const fg_uv_bucket *bucket = &tier->ring[s];
+    if (bucket->regs == NULL) return bucket->number == 0;
+    if (slot_of(tier, bucket->number) != s || !retained(tier, bucket->number, uv->newest) ||
+        bucket->number > bucket_of(tier, uv->newest))
+        return false;
+    uint8_t top = 0;
+    for (int i = 0; i < FG_UV_REGISTERS; i++) top = bucket->regs[i] > top ? bucket->regs[i] : top;
+    return top >= 1 && top <= FG_UV_MAX_RANK;
+}
+
+static bool tiers_storable(const fg_uv *uv) {
+    if (uv->tzoffset < -FG_UV_MAX_TZOFFSET || uv->tzoffset > FG_UV_MAX_TZOFFSET || uv->tzoffset % 60 != 0)
+        return false;
+    uint64_t buckets = 0;
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        const fg_uv_tier *tier = &uv->tiers[k];
+        if (tier->width != tier_widths[k] || tier->offset != (k == 0 ? 0 : uv->tzoffset) ||
+            tier->count > tier_limits[k])
+            return false;
+        if (tier->ring == NULL) continue;
+        if (tier->count == 0 || uv->entries == 0) return false;
+        for (uint32_t s = 0; s < tier->count; s++) {
+            if (!bucket_storable(uv, tier, s)) return false;
+            buckets += tier->ring[s].regs != NULL;
+        }
+    }
+    return buckets == uv->buckets;
+}
+
 bool fg_uv_storable(const fg_uv *uv) {
-    if (uv == NULL || uv->span < 1 || uv->span > FG_UV_MAX_SPAN) return false;
+    if (uv == NULL || uv->span < 1 || uv->span > FG_UV_MAX_SPAN || !tiers_storable(uv)) return false;
     if (uv->entries == 0) return uv->newest == 0 && uv->base == 0 && fg_uv_bytes(uv) == sizeof(*uv);
     if (uv->newest < 0 || uv->newest > FG_UV_MAX_SECOND) return false;
     if (uv->base > uv->newest - uv->span || uv->newest - uv->base + 1 >= REBASE_AT) return false;
@@ -377,7 +593,41 @@ static uint64_t get_le(const uint8_t **p, int bytes) {
     return v;
 }
 
-size_t fg_uv_serialized_size(const fg_uv *uv) { return SERIAL_HEADER + (size_t)uv->entries * SERIAL_ENTRY; }
+static uint32_t nonzero_registers(const uint8_t *regs) {
+    uint32_t n = 0;
+    for (int i = 0; i < FG_UV_REGISTERS; i++) n += regs[i] != 0;
+    return n;
+}
+
+size_t fg_uv_serialized_size(const fg_uv *uv) {
+    size_t size = SERIAL_HEADER + (size_t)uv->entries * SERIAL_ENTRY + SERIAL_TIERS;
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        const fg_uv_tier *tier = &uv->tiers[k];
+        size += 2;
+        for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++)
+            if (tier->ring[s].regs != NULL)
+                size += SERIAL_BUCKET + (size_t)nonzero_registers(tier->ring[s].regs) * SERIAL_PAIR;
+    }
+    return size;
+}
+
+static uint8_t *serialize_tier(const fg_uv_tier *tier, uint8_t *p) {
+    uint32_t held = 0;
+    for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) held += tier->ring[s].regs != NULL;
+    p = put_le(p, held, 2);
+    for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) {
+        const fg_uv_bucket *bucket = &tier->ring[s];
+        if (bucket->regs == NULL) continue;
+        p = put_le(p, (uint64_t)bucket->number, 8);
+        p = put_le(p, nonzero_registers(bucket->regs), 2);
+        for (int i = 0; i < FG_UV_REGISTERS; i++) {
+            if (bucket->regs[i] == 0) continue;
+            p = put_le(p, (uint64_t)i, 2);
+            *p++ = bucket->regs[i];
+        }
+    }
+    return p;
+}
 
 void fg_uv_serialize(const fg_uv *uv, uint8_t *out) {
     uint8_t *p = out;
@@ -398,6 +648,9 @@ void fg_uv_serialize(const fg_uv *uv, uint8_t *out) {
                 *p++ = (uint8_t)(e & RANK_MASK);
             }
     }
+    for (int k = 0; k < FG_UV_TIERS; k++) p = put_le(p, uv->tiers[k].count, 2);
+    p = put_le(p, (uint64_t)uv->tzoffset, 4);
+    for (int k = 0; k < FG_UV_TIERS; k++) p = serialize_tier(&uv->tiers[k], p);
 }
 
 /* Places the entries, sorted by register then second, into tiles sized
@@ -432,21 +685,71 @@ static fg_status load_entries(fg_uv *uv, const uint8_t *p, uint64_t count, const
     return FG_OK;
 }
 
+/* One tier's buckets, from *p (at most `end`): each retained, in its own
+ * slot, in slot order, with sorted registers of ranks 1..51. */
+static fg_status load_tier(fg_uv *uv, fg_uv_tier *tier, const uint8_t **p, const uint8_t *end,
+                           const fg_allocator *a) {
+    if (end - *p < 2) return FG_EINVAL;
+    uint64_t held = get_le(p, 2);
+    if (held > tier->count) return FG_EINVAL;
+    if (held > 0) {
+        if ((tier->ring = a->realloc(NULL, tier->count * sizeof(fg_uv_bucket))) == NULL) return FG_EOVERFLOW;
+        memset(tier->ring, 0, tier->count * sizeof(fg_uv_bucket));
+    }
+    int64_t prev_slot = -1;
+    for (uint64_t i = 0; i < held; i++) {
+        if (end - *p < SERIAL_BUCKET) return FG_EINVAL;
+        int64_t number = (int64_t)get_le(p, 8);
+        uint64_t nonzero = get_le(p, 2);
+        if (!retained(tier, number, uv->newest) || number > bucket_of(tier, uv->newest) ||
+            (int64_t)slot_of(tier, number) <= prev_slot || nonzero == 0 || nonzero > FG_UV_REGISTERS ||
+            (uint64_t)(end - *p) < nonzero * SERIAL_PAIR)
+            return FG_EINVAL;
+        fg_uv_bucket *bucket = &tier->ring[prev_slot = slot_of(tier, number)];
+        if ((bucket->regs = a->realloc(NULL, FG_UV_REGISTERS)) == NULL) return FG_EOVERFLOW;
+        memset(bucket->regs, 0, FG_UV_REGISTERS);
+        bucket->number = number;
+        uv->buckets++;
+        int64_t prev_reg = -1;
+        for (uint64_t n = 0; n < nonzero; n++) {
+            int64_t reg = (int64_t)get_le(p, 2);
+            uint8_t rank = *(*p)++;
+            if (reg >= FG_UV_REGISTERS || reg <= prev_reg || rank < 1 || rank > FG_UV_MAX_RANK) return FG_EINVAL;
+            bucket->regs[prev_reg = reg] = rank;
+        }
+    }
+    return FG_OK;
+}
+
+/* The tiers' parameters and buckets, which must end the payload exactly. */
+static fg_status load_tiers(fg_uv *uv, const uint8_t *p, const uint8_t *end, const fg_allocator *a) {
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        fg_status st = load_tier(uv, &uv->tiers[k], &p, end, a);
+        if (st != FG_OK) return st;
+    }
+    return p == end ? FG_OK : FG_EINVAL;
+}
+
 fg_status fg_uv_deserialize(fg_uv *uv, const uint8_t *in, size_t len, const fg_allocator *a) {
-    if (len < SERIAL_HEADER || in[0] != SERIAL_VERSION) return FG_EINVAL;
+    if (len < SERIAL_HEADER + SERIAL_TIERS || in[0] != SERIAL_VERSION) return FG_EINVAL;
     const uint8_t *p = in + 1;
-    fg_uv loaded;
-    if (fg_uv_init(&loaded, (int64_t)get_le(&p, 4)) != FG_OK) return FG_EINVAL;
-    loaded.newest = (int64_t)get_le(&p, 8);
-    loaded.base = (int64_t)get_le(&p, 8);
+    int64_t span = (int64_t)get_le(&p, 4), newest = (int64_t)get_le(&p, 8), base = (int64_t)get_le(&p, 8);
     uint64_t count = get_le(&p, 4);
-    if (count > (len - SERIAL_HEADER) / SERIAL_ENTRY || len != SERIAL_HEADER + count * SERIAL_ENTRY)
-        return FG_EINVAL;
+    if (count > (len - SERIAL_HEADER - SERIAL_TIERS) / SERIAL_ENTRY) return FG_EINVAL;
+    const uint8_t *tiers = p + count * SERIAL_ENTRY;
+    int64_t counts[FG_UV_TIERS];
+    for (int k = 0; k < FG_UV_TIERS; k++) counts[k] = (int64_t)get_le(&tiers, 2);
+    int64_t tzoffset = (int32_t)(uint32_t)get_le(&tiers, 4);
+    fg_uv loaded;
+    if (fg_uv_init_tiers(&loaded, span, counts[0], counts[1], counts[2], tzoffset) != FG_OK) return FG_EINVAL;
+    loaded.newest = newest;
+    loaded.base = base;
     /* Offsets must fit before anything is encoded. */
     if (loaded.newest < 0 || loaded.newest > FG_UV_MAX_SECOND || loaded.base > loaded.newest ||
         loaded.newest - loaded.base + 1 >= REBASE_AT)
         return FG_EINVAL;
     fg_status st = load_entries(&loaded, p, count, a);
+    if (st == FG_OK) st = load_tiers(&loaded, tiers, in + len, a);
     if (st == FG_OK && !fg_uv_storable(&loaded)) st = FG_EINVAL;
     if (st != FG_OK) {
         fg_uv_free(&loaded, a);
@@ -462,5 +765,12 @@ void fg_uv_free(fg_uv *uv, const fg_allocator *a) {
         uv->tiles[t] = NULL;
         uv->nrows[t] = 0;
     }
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        fg_uv_tier *tier = &uv->tiers[k];
+        for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) a->free(tier->ring[s].regs);
+        a->free(tier->ring);
+        tier->ring = NULL;
+    }
     uv->entries = 0;
+    uv->buckets = 0;
 }

@@ -17,10 +17,19 @@
  * theirs until a rebase, and queries mask them, so every window sees only
  * the seconds [newest - span, now].
  *
- * This is the staircase only: the bucket maxima of the design (past windows
- * on a minute/hour/day grid) are not here yet. The layout is the design's
- * "rows" form for every tile (no list form): small counters cost ~82 KB
- * instead of a few KB, and queries are a scalar (compiler-vectorised) scan.
+ * The staircase layout is the design's "rows" form for every tile (no list
+ * form): small counters cost ~82 KB instead of a few KB, and queries are a
+ * scalar (compiler-vectorised) scan.
+ *
+ * Bucket maxima: windows in the past. Three tiers (minutes, hours, days:
+ * 60, 3600 and 86400 s, hours and days shifted by tzoffset) each keep the
+ * register maxima of their last `count` buckets in a ring (slot b mod
+ * count holds bucket b). Every add within a tier's retention raises its
+ * bucket's register, so a union of whole retained buckets is exactly the
+ * registers of its items. A bucket is dense, one byte per register
+ * (16 KB), allocated when first written and freed once it falls out of
+ * retention: simpler than the design's sparse/6-bit forms, at 33% more
+ * memory per busy bucket and much more per nearly empty one.
  *
  * Times are whole seconds in [0, FG_UV_MAX_SECOND], passed in; no clock.
  */
@@ -41,6 +50,28 @@
 #define FG_UV_MAX_SPAN (180LL * 86400)
 #define FG_UV_MAX_SECOND 4294967295LL /* stored as u32 */
 #define FG_UV_HLL_BYTES 12304         /* a dense Redis HLL string */
+#define FG_UV_TIERS 3                 /* minutes, hours, days */
+#define FG_UV_MAX_MINUTES 1440
+#define FG_UV_MAX_HOURS 744
+#define FG_UV_MAX_DAYS 1100
+#define FG_UV_MAX_TZOFFSET 86400      /* |tzoffset| */
+#define FG_UV_DEFAULT_SPAN 604800
+#define FG_UV_DEFAULT_MINUTES 60
+#define FG_UV_DEFAULT_HOURS 48
+#define FG_UV_DEFAULT_DAYS 31
+
+/* One bucket of a tier: its number and registers (NULL: no item yet). */
+typedef struct fg_uv_bucket {
+    int64_t number; /* floor((second + offset) / width) */
+    uint8_t *regs;  /* FG_UV_REGISTERS bytes */
+} fg_uv_bucket;
+
+typedef struct fg_uv_tier {
+    int64_t width;      /* seconds per bucket */
+    int64_t offset;     /* added to a second before dividing (tzoffset or 0) */
+    uint32_t count;     /* buckets kept (0: no tier) */
+    fg_uv_bucket *ring; /* count slots, allocated with the first add */
+} fg_uv_tier;
 
 typedef struct fg_uv {
     int64_t span;     /* seconds of history, 1 .. FG_UV_MAX_SPAN */
@@ -52,11 +83,14 @@ typedef struct fg_uv {
      * oldest, 0 when empty). NULL with nrows 0 when the tile is empty. */
     uint8_t nrows[FG_UV_TILES];
     uint32_t *tiles[FG_UV_TILES];
+    int64_t tzoffset;
+    uint64_t buckets; /* buckets with registers, all tiers */
+    fg_uv_tier tiers[FG_UV_TIERS]; /* minutes, hours, days */
 } fg_uv;
 
 typedef enum fg_uv_add_result {
-    FG_UV_CHANGED = 1,    /* a register's staircase changed */
-    FG_UV_UNCHANGED = 0,  /* dominated, or older than newest - span */
+    FG_UV_CHANGED = 1,    /* a register's staircase or a bucket changed */
+    FG_UV_UNCHANGED = 0,  /* dominated, or older than every retention */
     FG_UV_BADTIME = -1,   /* second outside [0, FG_UV_MAX_SECOND] (nothing changed) */
     FG_UV_NOMEM = -2,     /* memory could not be had (nothing changed) */
 } fg_uv_add_result;
@@ -70,9 +104,23 @@ static inline uint8_t fg_uv_rank(uint64_t hash) {
     return (uint8_t)(__builtin_ctzll((hash >> 14) | (1ULL << 50)) + 1);
 }
 
-/* An empty counter keeping `span` seconds. FG_EINVAL when span is out of
- * range. Nothing is allocated until the first add. */
+typedef enum fg_uv_window_result {
+    FG_UV_WINDOW_OK = 0,
+    FG_UV_WINDOW_BAD = -1,      /* t1 >= t2, or an edge outside [0, FG_UV_MAX_SECOND + 1] */
+    FG_UV_WINDOW_OFF_GRID = -2, /* an edge off the grid of every tier retained there */
+} fg_uv_window_result;
+
+/* An empty counter keeping `span` seconds, without tiers (the staircase
+ * only). FG_EINVAL when span is out of range. Nothing is allocated until
+ * the first add. */
 fg_status fg_uv_init(fg_uv *uv, int64_t span);
+
+/* The same with tiers of `minutes`, `hours` and `days` buckets (0: none;
+ * at most FG_UV_MAX_*), hours and days starting at tzoffset seconds
+ * (whole minutes, |tzoffset| <= FG_UV_MAX_TZOFFSET). FG_EINVAL out of
+ * range. */
+fg_status fg_uv_init_tiers(fg_uv *uv, int64_t span, int64_t minutes, int64_t hours, int64_t days,
+                           int64_t tzoffset);
 
 /* Adds an item by its hash at second `sec`. */
 fg_uv_add_result fg_uv_add(fg_uv *uv, uint64_t hash, int64_t sec, const fg_allocator *a);
@@ -86,6 +134,15 @@ void fg_uv_registers_since(const fg_uv *uv, int64_t t1, uint8_t regs[FG_UV_REGIS
  * [now - n + 1, ...]. FG_EINVAL when n is not in [1, span]. */
 fg_status fg_uv_registers_last(const fg_uv *uv, int64_t n, int64_t now, uint8_t regs[FG_UV_REGISTERS]);
 
+/* The registers of the items added at seconds [t1, t2). The window is cut
+ * into whole retained buckets, coarsest first, from t1; once the cut
+ * reaches newest - span and t2 is after newest, the staircase gives the
+ * rest (so any window ending after newest and starting within the span is
+ * exact to the second). An edge the cut cannot reach is refused with
+ * FG_UV_WINDOW_OFF_GRID and *bad_edge set to it; regs is then undefined. */
+fg_uv_window_result fg_uv_registers_between(const fg_uv *uv, int64_t t1, int64_t t2,
+                                            uint8_t regs[FG_UV_REGISTERS], int64_t *bad_edge);
+
 /* Redis's estimate (Ertl's improved estimator, as PFCOUNT computes it). */
 uint64_t fg_uv_estimate(const uint8_t regs[FG_UV_REGISTERS]);
 
@@ -95,20 +152,25 @@ void fg_uv_to_redis_hll(const uint8_t regs[FG_UV_REGISTERS], uint8_t out[FG_UV_H
 /* Register maxima: acc[i] = max(acc[i], regs[i]) (unions of windows/keys). */
 void fg_uv_merge_registers(uint8_t acc[FG_UV_REGISTERS], const uint8_t regs[FG_UV_REGISTERS]);
 
-/* Bytes allocated: the struct and the tiles. */
+/* Bytes allocated: the struct, the tiles, the rings and the buckets. */
 uint64_t fg_uv_bytes(const fg_uv *uv);
 
 /* Whether the counter is one fg_uv_add could have built: span in range,
  * every staircase strictly ascending in time and descending in rank, ranks
  * in 1..51, times in [base, newest], rows at least the tile's longest
  * staircase with empty slots zero, `entries` exact, some entry at newest,
- * and base <= newest - span with offsets below the rebase limit. */
+ * and base <= newest - span with offsets below the rebase limit; tiers
+ * in range, every bucket retained, in its slot, ranks <= 51, `buckets`
+ * exact, and nothing at all while empty. */
 bool fg_uv_storable(const fg_uv *uv);
 
-/* Serialized form (little-endian): u8 version 1, u32 span, i64 newest,
+/* Serialized form (little-endian): u8 version 2, u32 span, i64 newest,
  * i64 base, u32 count, then count entries of u16 register, u32 second,
- * u8 rank, sorted by register then second. Exactly the stored state, so a
- * round trip is byte-identical. */
+ * u8 rank, sorted by register then second; then u16 minutes, u16 hours,
+ * u16 days, i32 tzoffset, and per tier u16 buckets, each i64 number,
+ * u16 non-zero registers and that many u16 register, u8 rank (sorted),
+ * buckets in slot order. Exactly the stored state, so a round trip is
+ * byte-identical. */
 size_t fg_uv_serialized_size(const fg_uv *uv);
 void fg_uv_serialize(const fg_uv *uv, uint8_t *out);
 

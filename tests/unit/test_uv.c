@@ -4,7 +4,9 @@
  * GETREG, PFCOUNT, and GET after PFDEBUG TODENSE), every window of random
  * streams (with backfills and rebases) against a brute-force reference,
  * the memory bound, allocation failures, edge times and the serialized form
- * with each corruption its loader refuses.
+ * with each corruption its loader refuses; and the bucket tiers: past
+ * windows on the grid against brute force, off-grid refusals, retention,
+ * memory and allocation failures.
  */
 #include "test_heap.h"
 #include "test_util.h"
@@ -396,10 +398,10 @@ static void test_serialization_round_trip(void **state) {
 
 /* A counter of three entries, serialized: register 5 holds (100, 9) and
  * (101, 3), register 70 holds (101, 1); span 50, newest 101, base 50
- * (the first second minus the span). */
+ * (the first second minus the span); 2 minute buckets, 1 hour bucket. */
 static size_t small_payload(uint8_t *out) {
     fg_uv uv;
-    expect_status(fg_uv_init(&uv, 50), FG_OK);
+    expect_status(fg_uv_init_tiers(&uv, 50, 2, 1, 0, 0), FG_OK);
     expect_i64(fg_uv_add(&uv, crafted(5, 9), 100, &alloc), FG_UV_CHANGED);
     expect_i64(fg_uv_add(&uv, crafted(5, 3), 101, &alloc), FG_UV_CHANGED);
     expect_i64(fg_uv_add(&uv, crafted(70, 1), 101, &alloc), FG_UV_CHANGED);
@@ -411,6 +413,9 @@ static size_t small_payload(uint8_t *out) {
 
 #define HEADER 25
 #define ENTRY(i) (HEADER + 7 * (i))
+#define TIERS ENTRY(3)
+#define MINUTE_TIER (TIERS + 10)
+#define HOUR_TIER (MINUTE_TIER + 18)
 
 static void expect_refused(const uint8_t *buf, size_t len, const char *what) {
     fg_uv uv;
@@ -419,13 +424,285 @@ static void expect_refused(const uint8_t *buf, size_t len, const char *what) {
     expect_i64(uv.span, 0x5A5A5A5A5A5A5A5ALL); /* untouched */
 }
 
+/* ------------------------------------------------------------- tiers */
+
+/* The registers of every add in [t1, t2): what any answerable window
+ * must give, whenever its items were added. */
+static void reference_between(const reference *ref, int64_t t1, int64_t t2, uint8_t *regs) {
+    memset(regs, 0, FG_UV_REGISTERS);
+    for (size_t i = 0; i < ref->n; i++) {
+        if (ref->sec[i] < t1 || ref->sec[i] >= t2) continue;
+        uint8_t r = fg_uv_rank(ref->hash[i]);
+        if (r > regs[fg_uv_register(ref->hash[i])]) regs[fg_uv_register(ref->hash[i])] = r;
+    }
+}
+
+/* Checks [t1, t2) against the reference when answered; returns the result. */
+static fg_uv_window_result check_between(const fg_uv *uv, const reference *all, int64_t t1, int64_t t2) {
+    static uint8_t got[FG_UV_REGISTERS], want[FG_UV_REGISTERS];
+    int64_t edge = -1;
+    fg_uv_window_result r = fg_uv_registers_between(uv, t1, t2, got, &edge);
+    if (r == FG_UV_WINDOW_OFF_GRID) assert_true(edge == t1 || edge == t2);
+    if (r != FG_UV_WINDOW_OK) return r;
+    reference_between(all, t1, t2, want);
+    for (int i = 0; i < FG_UV_REGISTERS; i++)
+        if (got[i] != want[i])
+            fail_msg("window [%lld, %lld): register %d = %d, expected %d", (long long)t1, (long long)t2, i, got[i],
+                     want[i]);
+    return r;
+}
+
+static int64_t floor_by(int64_t a, int64_t b) { return (a / b - (a % b != 0 && a < 0)) * b; }
+
+/* A random stream over about `days` days with backfills up to 40 days
+ * back; every accepted add goes to the reference. Windows of whole
+ * retained buckets of a random tier must be answered exactly. */
+static void run_tier_stream(uint64_t seed, int64_t span, int64_t tz, int adds, int64_t step) {
+    test_rng rng = {seed};
+    fg_uv uv;
+    reference all = {0};
+    expect_status(fg_uv_init_tiers(&uv, span, 60, 48, 31, tz), FG_OK);
+    int64_t now = 1700000000 + rng_range(&rng, 0, 86399);
+    for (int i = 1; i <= adds; i++) {
+        if (rng_range(&rng, 0, 1) == 0) now += rng_range(&rng, 0, step);
+        int64_t sec = now;
+        int kind = (int)rng_range(&rng, 0, 7);
+        if (kind == 0) sec -= rng_range(&rng, 0, 40 * 86400);
+        if (kind == 1) sec -= rng_range(&rng, 0, 7200);
+        uint64_t h = rng_next(&rng);
+        h = (h & ~(uint64_t)(FG_UV_REGISTERS - 1)) | (h % 512) * 32; /* 512 registers: many collisions */
+        fg_uv_add_result r = fg_uv_add(&uv, h, sec, &alloc);
+        assert_true(r == FG_UV_CHANGED || r == FG_UV_UNCHANGED);
+        reference_add(&all, h, sec);
+        if (i % (adds / 6) != 0) continue;
+        assert_true(fg_uv_storable(&uv));
+        for (int w = 0; w < 12; w++) {
+            const fg_uv_tier *tier = &uv.tiers[rng_range(&rng, 0, FG_UV_TIERS - 1)];
+            int64_t newest_b = floor_by(uv.newest + tier->offset, tier->width) / tier->width;
+            int64_t b = newest_b - rng_range(&rng, 0, tier->count - 1);
+            int64_t len = rng_range(&rng, 1, newest_b + 2 - b);
+            int64_t t1 = b * tier->width - tier->offset, t2 = t1 + len * tier->width;
+            expect_i64(check_between(&uv, &all, t1, t2), FG_UV_WINDOW_OK);
+        }
+        /* Ending after newest: from any second within the span. */
+        int64_t t1 = uv.newest - rng_range(&rng, 0, span);
+        expect_i64(check_between(&uv, &all, t1, uv.newest + 1 + rng_range(&rng, 0, 100)), FG_UV_WINDOW_OK);
+        /* From a day edge weeks back to after newest: days, hours, minutes, then the staircase. */
+        int64_t day = floor_by(uv.newest + tz, 86400) - tz - 20 * 86400;
+        expect_i64(check_between(&uv, &all, day, uv.newest + 1), FG_UV_WINDOW_OK);
+        /* Arbitrary windows: exact when answered. */
+        for (int w = 0; w < 6; w++) {
+            int64_t a = uv.newest - rng_range(&rng, 0, 3 * 86400), z = a + rng_range(&rng, 1, 2 * 86400);
+            check_between(&uv, &all, a, z);
+        }
+    }
+    fg_uv_free(&uv, &alloc);
+    reference_free(&all);
+}
+
+static void test_past_windows_match_brute_force(void **state) {
+    (void)state;
+    run_tier_stream(31, 3600, 0, 12000, 120);     /* ~8 days */
+    run_tier_stream(32, 600, 19800, 12000, 600);  /* +5:30, ~40 days */
+    run_tier_stream(33, 86400, -18000, 6000, 40); /* -5:00, ~1 day */
+}
+
+static void test_off_grid_and_bad_windows(void **state) {
+    (void)state;
+    fg_uv uv;
+    expect_status(fg_uv_init_tiers(&uv, 600, 60, 48, 31, 3600), FG_OK);
+    expect_status(fg_uv_init_tiers(&uv, 600, 60, 48, 31, 90), FG_EINVAL); /* not whole minutes */
+    expect_status(fg_uv_init_tiers(&uv, 600, 1441, 0, 0, 0), FG_EINVAL);
+    expect_status(fg_uv_init_tiers(&uv, 600, 0, 745, 0, 0), FG_EINVAL);
+    expect_status(fg_uv_init_tiers(&uv, 600, 0, 0, 1101, 0), FG_EINVAL);
+    expect_status(fg_uv_init_tiers(&uv, 600, -1, 0, 0, 0), FG_EINVAL);
+    expect_status(fg_uv_init_tiers(&uv, 600, 0, 0, 0, 86460), FG_EINVAL);
+    expect_status(fg_uv_init_tiers(&uv, 0, 60, 48, 31, 0), FG_EINVAL);
+    expect_status(fg_uv_init_tiers(&uv, 600, 60, 48, 31, 3600), FG_OK);
+    /* Days start at 23:00 UTC (tzoffset +1:00). */
+    int64_t midnight = 1700006400; /* a UTC midnight */
+    int64_t now = midnight + 10 * 86400 + 12 * 3600 + 30 * 60 + 17;
+    expect_i64(fg_uv_add(&uv, crafted(1, 3), now, &alloc), FG_UV_CHANGED);
+    expect_i64(fg_uv_add(&uv, crafted(2, 4), now - 5 * 86400, &alloc), FG_UV_CHANGED); /* days only */
+    expect_i64(fg_uv_add(&uv, crafted(3, 5), now - 40 * 86400, &alloc), FG_UV_UNCHANGED); /* beyond all */
+    static uint8_t regs[FG_UV_REGISTERS];
+    int64_t edge = 0, minute = now - 17;
+    expect_i64(fg_uv_registers_between(&uv, minute, minute, regs, &edge), FG_UV_WINDOW_BAD);
+    expect_i64(fg_uv_registers_between(&uv, -1, minute, regs, &edge), FG_UV_WINDOW_BAD);
+    expect_i64(fg_uv_registers_between(&uv, 0, FG_UV_MAX_SECOND + 2, regs, &edge), FG_UV_WINDOW_BAD);
+    /* In the past (t2 <= newest): both edges on a retained grid. */
+    expect_i64(fg_uv_registers_between(&uv, minute - 60, minute, regs, &edge), FG_UV_WINDOW_OK);
+    expect_i64(fg_uv_registers_between(&uv, minute - 59, minute, regs, &edge), FG_UV_WINDOW_OFF_GRID);
+    expect_i64(edge, minute - 59);
+    expect_i64(fg_uv_registers_between(&uv, minute - 120, minute - 1, regs, &edge), FG_UV_WINDOW_OFF_GRID);
+    expect_i64(edge, minute - 1);
+    /* A minute edge older than the 60 minutes: only the hour grid remains. */
+    int64_t hour = now - 17 - 30 * 60;
+    expect_i64(fg_uv_registers_between(&uv, hour - 3600 - 60, hour, regs, &edge), FG_UV_WINDOW_OFF_GRID);
+    expect_i64(edge, hour - 3600 - 60);
+    expect_i64(fg_uv_registers_between(&uv, hour - 3600, hour, regs, &edge), FG_UV_WINDOW_OK);
+    /* Days start at 23:00 UTC; 5 days back holds register 2. */
+    int64_t day = midnight + 10 * 86400 - 3600;
+    expect_i64(fg_uv_registers_between(&uv, midnight + 5 * 86400, day, regs, &edge), FG_UV_WINDOW_OFF_GRID);
+    expect_i64(fg_uv_registers_between(&uv, day - 6 * 86400, day - 86400, regs, &edge), FG_UV_WINDOW_OK);
+    expect_i64(regs[2], 4);
+    expect_i64(regs[1], 0);
+    /* Ending after newest: any second within the span; older needs the grid. */
+    expect_i64(fg_uv_registers_between(&uv, now - 599, now + 1, regs, &edge), FG_UV_WINDOW_OK);
+    expect_i64(regs[1], 3);
+    expect_i64(fg_uv_registers_between(&uv, now - 601, now + 1, regs, &edge), FG_UV_WINDOW_OFF_GRID);
+    expect_i64(fg_uv_registers_between(&uv, day - 6 * 86400, now + 1, regs, &edge), FG_UV_WINDOW_OK);
+    expect_i64(regs[1], 3);
+    expect_i64(regs[2], 4);
+    /* Beyond every retention. */
+    expect_i64(fg_uv_registers_between(&uv, day - 40 * 86400, day - 39 * 86400, regs, &edge),
+               FG_UV_WINDOW_OFF_GRID);
+    /* Without tiers only windows ending after newest are answered. */
+    fg_uv plain;
+    expect_status(fg_uv_init(&plain, 600), FG_OK);
+    expect_i64(fg_uv_add(&plain, crafted(1, 3), now, &alloc), FG_UV_CHANGED);
+    expect_i64(fg_uv_registers_between(&plain, minute - 60, minute, regs, &edge), FG_UV_WINDOW_OFF_GRID);
+    expect_i64(fg_uv_registers_between(&plain, now, now + 1, regs, &edge), FG_UV_WINDOW_OK);
+    expect_i64(regs[1], 3);
+    fg_uv_free(&plain, &alloc);
+    fg_uv_free(&uv, &alloc);
+}
+
+static void test_retention_and_memory(void **state) {
+    (void)state;
+    fg_uv uv;
+    expect_status(fg_uv_init_tiers(&uv, 60, 60, 0, 0, 0), FG_OK);
+    uint64_t ring = 60 * sizeof(fg_uv_bucket), tile = 64 + 64 * 4;
+    /* Two hours, one item a minute in register 0: tile 0 keeps one row. */
+    int64_t start = 1700006400;
+    for (int m = 0; m < 120; m++) {
+        expect_i64(fg_uv_add(&uv, crafted(0, 1), start + 60 * m, &alloc), FG_UV_CHANGED);
+        expect_i64(uv.buckets, m < 60 ? m + 1 : 60);
+    }
+    expect_i64(fg_uv_bytes(&uv), sizeof(fg_uv) + tile + ring + 60 * FG_UV_REGISTERS);
+    assert_true(fg_uv_storable(&uv));
+    /* Minute 60 is the oldest kept; minute 59 is gone and a backfill skips it. */
+    static uint8_t regs[FG_UV_REGISTERS];
+    int64_t edge;
+    expect_i64(fg_uv_registers_between(&uv, start + 3600, start + 3660, regs, &edge), FG_UV_WINDOW_OK);
+    expect_i64(regs[0], 1);
+    expect_i64(fg_uv_registers_between(&uv, start + 3540, start + 3600, regs, &edge), FG_UV_WINDOW_OFF_GRID);
+    expect_i64(fg_uv_add(&uv, crafted(5, 9), start + 3599, &alloc), FG_UV_UNCHANGED);
+    /* A backfill into a kept minute outside the span raises that bucket only. */
+    expect_i64(fg_uv_add(&uv, crafted(5, 9), start + 3601, &alloc), FG_UV_CHANGED);
+    expect_i64(fg_uv_registers_between(&uv, start + 3600, start + 3660, regs, &edge), FG_UV_WINDOW_OK);
+    expect_i64(regs[5], 9);
+    expect_i64(fg_uv_add(&uv, crafted(5, 9), start + 3601, &alloc), FG_UV_UNCHANGED);
+    /* A jump of two hours frees every old bucket. */
+    expect_i64(fg_uv_add(&uv, crafted(1, 2), start + 4 * 3600, &alloc), FG_UV_CHANGED);
+    expect_i64(uv.buckets, 1);
+    expect_i64(fg_uv_bytes(&uv), sizeof(fg_uv) + tile + ring + FG_UV_REGISTERS);
+    assert_true(fg_uv_storable(&uv));
+    fg_uv_free(&uv, &alloc);
+    expect_i64(fg_uv_bytes(&uv), sizeof(fg_uv));
+
+    /* The defaults, every bucket written: 139 dense buckets. */
+    expect_status(fg_uv_init_tiers(&uv, FG_UV_DEFAULT_SPAN, FG_UV_DEFAULT_MINUTES, FG_UV_DEFAULT_HOURS,
+                                   FG_UV_DEFAULT_DAYS, 0), FG_OK);
+    for (int64_t t = start - 31 * 86400 + 60; t <= start; t += 60)
+        expect_i64(fg_uv_add(&uv, crafted(0, 1), t, &alloc) >= 0, 1);
+    expect_i64(uv.buckets, 60 + 48 + 31);
+    expect_i64(fg_uv_bytes(&uv), sizeof(fg_uv) + tile + 139 * sizeof(fg_uv_bucket) + 139 * FG_UV_REGISTERS);
+    fg_uv_free(&uv, &alloc);
+}
+
+static void test_tier_allocation_failures_change_nothing(void **state) {
+    (void)state;
+    test_rng rng = {41};
+    fg_uv uv;
+    reference all = {0};
+    expect_status(fg_uv_init_tiers(&uv, 120, 10, 4, 2, 0), FG_OK);
+    int failures = 0;
+    int64_t now = 1700000000;
+    for (int i = 0; i < 2000; i++) {
+        now += rng_range(&rng, 0, 40);
+        uint64_t h = (rng_next(&rng) & ~(uint64_t)16383) | (uint64_t)rng_range(&rng, 0, 300);
+        int64_t sec = now - (rng_range(&rng, 0, 3) == 0 ? rng_range(&rng, 0, 3 * 86400) : 0);
+        size_t before_len, after_len;
+        uint8_t *before = snapshot(&uv, &before_len);
+        uint64_t bytes = fg_uv_bytes(&uv);
+        heap.fail_in = rng_range(&rng, 1, 4);
+        fg_uv_add_result r = fg_uv_add(&uv, h, sec, &alloc);
+        heap.fail_in = 0;
+        if (r == FG_UV_NOMEM) {
+            failures++;
+            uint8_t *after = snapshot(&uv, &after_len);
+            expect_i64(after_len, before_len);
+            assert_memory_equal(after, before, before_len);
+            expect_i64(fg_uv_bytes(&uv), bytes);
+            free(after);
+            r = fg_uv_add(&uv, h, sec, &alloc);
+        }
+        assert_true(r == FG_UV_CHANGED || r == FG_UV_UNCHANGED);
+        reference_add(&all, h, sec);
+        free(before);
+    }
+    assert_true(failures > 10);
+    assert_true(fg_uv_storable(&uv));
+    int64_t minute = floor_by(now, 60);
+    for (int m = 1; m <= 9; m++) expect_i64(check_between(&uv, &all, minute - 60 * m, minute), FG_UV_WINDOW_OK);
+
+    /* Loads that run out of memory at each step give everything back. */
+    size_t len;
+    uint8_t *buf = snapshot(&uv, &len);
+    fg_uv loaded;
+    for (int fail = 1; fail <= 12; fail++) {
+        heap.fail_in = fail;
+        expect_status(fg_uv_deserialize(&loaded, buf, len, &alloc), FG_EOVERFLOW);
+        heap.fail_in = 0;
+    }
+    free(buf);
+    fg_uv_free(&uv, &alloc);
+    reference_free(&all);
+}
+
+static void test_tier_serialization_round_trip(void **state) {
+    (void)state;
+    test_rng rng = {51};
+    fg_uv uv, back;
+    expect_status(fg_uv_init_tiers(&uv, 3600, 60, 48, 31, -3600), FG_OK);
+    int64_t now = 1700000000;
+    for (int i = 0; i < 20000; i++) {
+        now += rng_range(&rng, 0, 20);
+        fg_uv_add(&uv, rng_next(&rng), now - rng_range(&rng, 0, 5 * 86400), &alloc);
+    }
+    size_t len, len2;
+    uint8_t *buf = snapshot(&uv, &len);
+    expect_status(fg_uv_deserialize(&back, buf, len, &alloc), FG_OK);
+    assert_true(fg_uv_storable(&back));
+    expect_i64(back.buckets, uv.buckets);
+    uint8_t *again = snapshot(&back, &len2);
+    expect_i64(len2, len);
+    assert_memory_equal(again, buf, len);
+    static uint8_t a[FG_UV_REGISTERS], b[FG_UV_REGISTERS];
+    int64_t edge, hour = floor_by(now - 3600, 3600) + 3600;
+    for (int64_t t = hour - 47 * 3600; t < hour; t += 3600 * 5) {
+        expect_i64(fg_uv_registers_between(&uv, t, hour, a, &edge), FG_UV_WINDOW_OK);
+        expect_i64(fg_uv_registers_between(&back, t, hour, b, &edge), FG_UV_WINDOW_OK);
+        assert_memory_equal(a, b, sizeof(a));
+    }
+    free(again);
+    free(buf);
+    fg_uv_free(&back, &alloc);
+    fg_uv_free(&uv, &alloc);
+}
+
 static void test_loader_refuses_corruption(void **state) {
     (void)state;
     uint8_t good[128], bad[128];
     size_t len = small_payload(good);
     static const uint8_t expected[] = {
-        1, 50, 0, 0, 0, 101, 0, 0, 0, 0, 0, 0, 0, 50, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, /* header */
+        2, 50, 0, 0, 0, 101, 0, 0, 0, 0, 0, 0, 0, 50, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, /* header */
         5, 0, 100, 0, 0, 0, 9, 5, 0, 101, 0, 0, 0, 3, 70, 0, 101, 0, 0, 0, 1,          /* entries */
+        2, 0, 1, 0, 0, 0, 0, 0, 0, 0,                                                  /* tiers, tz */
+        1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 5, 0, 9, 70, 0, 1, /* minute 1: registers 5, 70 */
+        1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 5, 0, 9, 70, 0, 1, /* hour 0 */
+        0, 0,                                                  /* no days */
     };
     expect_i64(len, sizeof(expected));
     assert_memory_equal(good, expected, len);
@@ -440,7 +717,8 @@ static void test_loader_refuses_corruption(void **state) {
         edit;                          \
         expect_refused(bad, n, what);  \
     } while (0)
-    CORRUPT("version", bad[0] = 2);
+    CORRUPT("version 1", bad[0] = 1);
+    CORRUPT("version 3", bad[0] = 3);
     CORRUPT("short", n = len - 1);
     CORRUPT("long", n = len + 1);
     CORRUPT("header only", n = HEADER - 1);
@@ -461,7 +739,22 @@ static void test_loader_refuses_corruption(void **state) {
     /* base = -2^25: newest - base + 1 reaches the rebase limit. */
     CORRUPT("offsets beyond the rebase limit", (bad[13] = 0, bad[16] = 0xFE, bad[17] = 0xFF, bad[18] = 0xFF,
                                                 bad[19] = 0xFF, bad[20] = 0xFF));
-    CORRUPT("empty with a newest", (bad[21] = 0, n = HEADER));
+    CORRUPT("empty with a newest",
+            (bad[21] = 0, memmove(bad + HEADER, good + TIERS, 10), memset(bad + HEADER + 10, 0, 6), n = HEADER + 16));
+    CORRUPT("minutes beyond the limit", (bad[TIERS] = 0xA1, bad[TIERS + 1] = 0x05));
+    CORRUPT("tzoffset beyond a day", (bad[TIERS + 6] = 0x81, bad[TIERS + 7] = 0x51, bad[TIERS + 8] = 0x01));
+    CORRUPT("tzoffset not whole minutes", bad[TIERS + 6] = 30);
+    CORRUPT("more buckets than slots", bad[MINUTE_TIER] = 3);
+    CORRUPT("buckets in a tier without slots", bad[TIERS + 2] = 0);
+    CORRUPT("bucket after newest", bad[MINUTE_TIER + 2] = 2);
+    CORRUPT("bucket out of retention", memset(bad + MINUTE_TIER + 2, 0xFF, 8));
+    CORRUPT("bucket without registers", bad[MINUTE_TIER + 10] = 0);
+    CORRUPT("bucket register count too big", bad[MINUTE_TIER + 10] = 3);
+    CORRUPT("bucket rank 0", bad[MINUTE_TIER + 14] = 0);
+    CORRUPT("bucket rank 52", bad[MINUTE_TIER + 14] = 52);
+    CORRUPT("bucket registers unsorted", bad[MINUTE_TIER + 15] = 4);
+    CORRUPT("bucket register >= 16384", bad[MINUTE_TIER + 16] = 0x40);
+    CORRUPT("missing day tier", n = len - 2);
 #undef CORRUPT
 }
 
@@ -477,6 +770,11 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_allocation_failures_change_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_serialization_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loader_refuses_corruption, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_past_windows_match_brute_force, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_off_grid_and_bad_windows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retention_and_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tier_allocation_failures_change_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tier_serialization_round_trip, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
