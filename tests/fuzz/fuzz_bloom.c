@@ -26,25 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "bloom.h"
 
 #define UNIVERSE 512
-
-#define CHECK(cond)          \
-    do {                     \
-        if (!(cond)) abort(); \
-    } while (0)
-
-typedef struct reader {
-    const uint8_t *data;
-    size_t left;
-} reader;
-
-static uint64_t take(reader *r, int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes && r->left > 0; i++, r->left--) v = (v << 8) | *r->data++;
-    return v;
-}
 
 /* ------------------------------------------------------------- memory */
 

@@ -22,27 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "fixed_window.h"
 #include "gcra.h"
 #include "sliding_log.h"
 #include "sliding_window.h"
 
 #define START_US 1700000000000000LL
-
-typedef struct reader {
-    const uint8_t *data;
-    size_t left;
-} reader;
-
-static uint64_t take(reader *r, int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes && r->left > 0; i++, r->left--) v = (v << 8) | *r->data++;
-    return v;
-}
-
-static int64_t take_range(reader *r, int bytes, int64_t lo, int64_t hi) {
-    return lo + (int64_t)(take(r, bytes) % (uint64_t)(hi - lo + 1));
-}
 
 /* A limit: usually small, sometimes near the 64-bit edge. */
 static int64_t take_limit(reader *r) {
@@ -65,11 +51,6 @@ static int64_t next_time(reader *r, int64_t now, int64_t scale_us) {
     if ((step >> 12) == 0xF) return now - delta / 4;
     return now + delta;
 }
-
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) abort();                                                              \
-    } while (0)
 
 static void check_reply(const fg_decision *d, int64_t cost) {
     CHECK(d->remaining >= 0 && d->remaining <= d->limit);

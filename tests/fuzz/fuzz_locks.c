@@ -26,30 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "lock.h"
 
 #define START_US 1700000000000000LL
 #define OWNERS 8
-
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) abort();                                                              \
-    } while (0)
-
-typedef struct reader {
-    const uint8_t *data;
-    size_t left;
-} reader;
-
-static uint64_t take(reader *r, int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes && r->left > 0; i++, r->left--) v = (v << 8) | *r->data++;
-    return v;
-}
-
-static int64_t take_range(reader *r, int bytes, int64_t lo, int64_t hi) {
-    return lo + (int64_t)(take(r, bytes) % (uint64_t)(hi - lo + 1));
-}
 
 /* Owners of different lengths, two of them sharing a prefix, one with a
  * zero byte. */

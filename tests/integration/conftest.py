@@ -6,6 +6,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
+from topology import Cluster, assert_no_crash  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +46,21 @@ def r(server):
     c.execute_command("FLUSHALL")
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A 3-master cluster on loopback for one test file; every node must
+    still be free of crashes at the end."""
+    cl = Cluster(3)
+    try:
+        cl.start()
+        yield cl
+    finally:
+        for n in cl.nodes:
+            if n.alive():
+                assert_no_crash(n)
+        cl.stop()
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from harness import RawClient, RespError, digest, s
-from topology import Cluster, assert_no_crash
+from topology import assert_no_crash
 
 INFO_FIELDS = ["Capacity", "Size", "Number of filters", "Number of items inserted",
                "Expansion rate"]
@@ -839,19 +839,6 @@ def test_redis_py_bloom_client(server):
         assert c.dump("copy") == c.dump("bf")
     finally:
         c.close()
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    cl = Cluster(3)
-    try:
-        cl.start()
-        yield cl
-    finally:
-        for n in cl.nodes:
-            if n.alive():
-                assert_no_crash(n)
-        cl.stop()
 
 
 def dbsizes(cluster):

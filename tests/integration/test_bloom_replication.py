@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from harness import RawClient, Server, wait_for, wait_replica_synced
-from topology import assert_no_crash, aof_files, digest, read_aof_commands
+from topology import aof_command_names, assert_no_crash, digest, replicated_pair
 
 CALLS = 800 * int(os.environ.get("FLOODGATE_FUZZ_SCALE", "1"))  # per thread and round
 THREADS = 3
@@ -43,18 +43,8 @@ EXPECTED_ERRORS = ("non scaling filter is full", "item exists", "not found", "re
 def pair():
     """A master (AOF in plain commands; no PING to the replica, so the
     replication offset moves only with writes) and its replica."""
-    master = Server(["--appendonly", "yes", "--aof-use-rdb-preamble", "no",
-                     "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "3600"])
-    master.start()
-    replica = Server(["--replicaof", "127.0.0.1", master.port])
-    replica.start()
-    m, r = master.client(socket_timeout=60), replica.client(socket_timeout=60)
-    wait_for(lambda: r.info("replication")["master_link_status"] == "up", timeout=20)
-    yield master, replica, m, r
-    m.close()
-    r.close()
-    replica.cleanup()
-    master.cleanup()
+    yield from replicated_pair(["--appendonly", "yes", "--aof-use-rdb-preamble", "no",
+                     "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "3600"], socket_timeout=60)
 
 
 # -- random traffic -----------------------------------------------------------
@@ -215,14 +205,6 @@ def assert_same_values(expected, got, what):
     diff = [k for k in ALL_KEYS if expected[1][k] != got[1][k]]
     assert not diff, "%s: the values of %s differ" % (what, diff)
     assert expected[0] == got[0], "%s: DEBUG DIGEST differs" % what
-
-
-def aof_command_names(server):
-    names = set()
-    for f in aof_files(server):
-        if f.endswith(".aof"):
-            names |= {a[0].upper() for a in read_aof_commands(f) or []}
-    return names
 
 
 def test_random_traffic_replicates_and_aof_replays(pair, tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from topology import Cluster, assert_no_crash, s
+from topology import s
 
 
 def now_ms():
@@ -55,19 +55,6 @@ def fmt(cmd, k):
 
 def written(name):
     return not name.startswith(("FG.PEEK", "FG.RESET", "FG.INSPECT"))
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    cl = Cluster(3)
-    try:
-        cl.start()
-        yield cl
-    finally:
-        for n in cl.nodes:
-            if n.alive():
-                assert_no_crash(n)
-        cl.stop()
 
 
 def test_cluster_is_up(cluster):

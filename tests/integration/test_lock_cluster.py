@@ -14,7 +14,7 @@ import pytest
 
 from harness import RawClient, RespError, wait_for
 from test_lock_replication import lockinfo
-from topology import Cluster, assert_no_crash, s
+from topology import s
 
 LEASE_MS = 60000
 
@@ -63,19 +63,6 @@ def keys_of(argv, key):
     """The keys of a formatted call, as a client knows them."""
     return [a for a in fmt(argv, key) if isinstance(a, str) and
             (a == key or a.startswith("{%s}" % key))]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    cl = Cluster(3)
-    try:
-        cl.start()
-        yield cl
-    finally:
-        for n in cl.nodes:
-            if n.alive():
-                assert_no_crash(n)
-        cl.stop()
 
 
 def other_nodes(cluster, owner):

@@ -27,7 +27,7 @@ import pytest
 import redis
 
 from harness import RawClient, RespError, Server, wait_for, wait_replica_synced
-from topology import (assert_no_crash, aof_files, digest, read_aof_commands, s,
+from topology import (aof_command_names, assert_no_crash, digest, replicated_pair, s,
                       wait_aof_rewrite_done)
 
 # make soak multiplies the random calls.
@@ -98,18 +98,8 @@ def grant_token(c, key, owner="prober"):
 def pair():
     """A master (AOF in plain commands, so a rewrite emits FG.HOLD and
     FG.FSET) and its replica."""
-    master = Server(["--appendonly", "yes", "--aof-use-rdb-preamble", "no",
+    yield from replicated_pair(["--appendonly", "yes", "--aof-use-rdb-preamble", "no",
                      "--repl-diskless-sync-delay", "0"])
-    master.start()
-    replica = Server(["--replicaof", "127.0.0.1", master.port])
-    replica.start()
-    m, r = master.client(socket_timeout=30), replica.client(socket_timeout=30)
-    wait_for(lambda: r.info("replication")["master_link_status"] == "up", timeout=20)
-    yield master, replica, m, r
-    m.close()
-    r.close()
-    replica.cleanup()
-    master.cleanup()
 
 
 # -- random traffic -----------------------------------------------------------
@@ -342,14 +332,6 @@ def assert_same_data(expected, got, what):
             for k in DATA_KEYS if expected[1][k] != got[1][k]]
     assert not diff, "%s: keys differ:\n  %s" % (what, "\n  ".join(diff))
     assert expected[0] == got[0], "%s: DEBUG DIGEST differs" % what
-
-
-def aof_command_names(server):
-    names = set()
-    for f in aof_files(server):
-        if f.endswith(".aof"):
-            names |= {a[0].upper() for a in read_aof_commands(f) or []}
-    return names
 
 
 def test_random_traffic_replicates_and_aof_replays(pair, tmp_path):

@@ -14,7 +14,7 @@ import redis
 
 from harness import Server, wait_for, wait_replica_synced
 from topology import (assert_no_crash, aof_files, digest, inspect,
-                      read_aof_commands, s)
+                      read_aof_commands, replicated_pair, s)
 
 # make soak multiplies the random calls.
 CALLS = 30000 * int(os.environ.get("FLOODGATE_FUZZ_SCALE", "1"))
@@ -218,18 +218,8 @@ def assert_same_keys(m, r, keys, what):
 
 @pytest.fixture
 def pair():
-    master = Server(["--appendonly", "yes", "--repl-ping-replica-period", "3600",
+    yield from replicated_pair(["--appendonly", "yes", "--repl-ping-replica-period", "3600",
                      "--repl-diskless-sync-delay", "0"])
-    master.start()
-    replica = Server(["--replicaof", "127.0.0.1", master.port])
-    replica.start()
-    m, r = master.client(socket_timeout=30), replica.client(socket_timeout=30)
-    wait_for(lambda: r.info("replication")["master_link_status"] == "up", timeout=20)
-    yield master, replica, m, r
-    m.close()
-    r.close()
-    replica.cleanup()
-    master.cleanup()
 
 
 @pytest.mark.parametrize("cell_strings", [True, False], ids=["with-redis-cell-strings", "fg-only"])

@@ -232,3 +232,28 @@ class Cluster:
     def stop(self):
         for n in self.nodes:
             n.cleanup()
+
+
+def replicated_pair(master_args, socket_timeout=30):
+    """A master started with master_args and its replica, linked: yields
+    (master, replica, master client, replica client), and stops both."""
+    master = Server(master_args)
+    master.start()
+    replica = Server(["--replicaof", "127.0.0.1", master.port])
+    replica.start()
+    m, r = master.client(socket_timeout=socket_timeout), replica.client(socket_timeout=socket_timeout)
+    wait_for(lambda: r.info("replication")["master_link_status"] == "up", timeout=20)
+    yield master, replica, m, r
+    m.close()
+    r.close()
+    replica.cleanup()
+    master.cleanup()
+
+
+def aof_command_names(server):
+    """The names of the commands in a server's AOF files (upper case)."""
+    names = set()
+    for f in aof_files(server):
+        if f.endswith(".aof"):
+            names |= {a[0].upper() for a in read_aof_commands(f) or []}
+    return names
