@@ -227,6 +227,74 @@ static RedisModuleCommandArg bf_scandump_args[] = {KEY_ARG, INT_ARG("iterator"),
 static RedisModuleCommandArg bf_loadchunk_args[] = {
     KEY_ARG, INT_ARG("iterator"), STR_ARG("data"), {0}};
 
+/* Unique counters: "key window [key ...]", the further keys from argument
+ * 5 (after LAST n unit or BETWEEN start end) to the end; FG.UVSTORE has
+ * its destination first. */
+#define KEYS_FROM(position, key_flags)                                                             \
+    {                                                                                              \
+        .flags = (key_flags), .begin_search_type = REDISMODULE_KSPEC_BS_INDEX,                     \
+        .bs.index.pos = (position), .find_keys_type = REDISMODULE_KSPEC_FK_RANGE, .fk.range = {    \
+            -1,                                                                                    \
+            1,                                                                                     \
+            0                                                                                      \
+        }                                                                                          \
+    }
+static RedisModuleCommandKeySpec uv_reads_keys[] = {KEY_AT(1, READS), KEYS_FROM(5, READS), {0}};
+static RedisModuleCommandKeySpec uv_store_keys[] = {
+    KEY_AT(1, OVERWRITES), KEY_AT(2, READS), KEYS_FROM(6, READS), {0}};
+static RedisModuleCommandArg uv_units[] = {
+    {.name = "seconds", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "SECONDS"},
+    {.name = "minutes", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "MINUTES"},
+    {.name = "hours", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "HOURS"},
+    {.name = "days", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "DAYS"},
+    {0}};
+static RedisModuleCommandArg uv_last[] = {
+    INT_ARG("n"), {.name = "unit", .type = REDISMODULE_ARG_TYPE_ONEOF, .subargs = uv_units}, {0}};
+static RedisModuleCommandArg uv_between[] = {INT_ARG("start_us"), INT_ARG("end_us"), {0}};
+static RedisModuleCommandArg uv_windows[] = {
+    {.name = "last", .type = REDISMODULE_ARG_TYPE_BLOCK, .token = "LAST", .subargs = uv_last},
+    {.name = "between",
+     .type = REDISMODULE_ARG_TYPE_BLOCK,
+     .token = "BETWEEN",
+     .subargs = uv_between},
+    {0}};
+#define UV_WINDOW_ARG                                                                              \
+    { .name = "window", .type = REDISMODULE_ARG_TYPE_ONEOF, .subargs = uv_windows }
+#define UV_MORE_KEYS(spec)                                                                         \
+    {                                                                                              \
+        .name = "other_key", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = (spec),           \
+        .flags = REDISMODULE_CMD_ARG_OPTIONAL | REDISMODULE_CMD_ARG_MULTIPLE                       \
+    }
+static RedisModuleCommandArg uv_window_args[] = {KEY_ARG, UV_WINDOW_ARG, UV_MORE_KEYS(1), {0}};
+static RedisModuleCommandArg uv_store_args[] = {
+    KEY_ARG,
+    {.name = "source", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 1},
+    UV_WINDOW_ARG,
+    UV_MORE_KEYS(2),
+    {0}};
+#define UV_OPTION(n, t)                                                                            \
+    {                                                                                              \
+        .name = (n), .type = REDISMODULE_ARG_TYPE_INTEGER, .token = (t),                           \
+        .flags = REDISMODULE_CMD_ARG_OPTIONAL                                                      \
+    }
+static RedisModuleCommandArg uv_create_args[] = {KEY_ARG,
+                                                 UV_OPTION("seconds", "SPAN"),
+                                                 UV_OPTION("minute_buckets", "MINUTES"),
+                                                 UV_OPTION("hour_buckets", "HOURS"),
+                                                 UV_OPTION("day_buckets", "DAYS"),
+                                                 UV_OPTION("seconds", "TZOFFSET"),
+                                                 {0}};
+static RedisModuleCommandArg uv_add_args[] = {
+    KEY_ARG,
+    {.name = "item", .type = REDISMODULE_ARG_TYPE_STRING, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
+    {0}};
+static RedisModuleCommandArg uv_addat_args[] = {
+    KEY_ARG,
+    INT_ARG("unix_us"),
+    {.name = "item", .type = REDISMODULE_ARG_TYPE_STRING, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
+    {0}};
+static RedisModuleCommandArg uv_load_args[] = {KEY_ARG, STR_ARG("payload"), {0}};
+
 typedef struct command_doc {
     const char *name;
     const char *summary;
@@ -314,6 +382,22 @@ static const command_doc docs[] = {
      "O(N) in the chunk's bytes", 3, reads_key1, bf_scandump_args},
     {"BF.LOADCHUNK", "Restores a Bloom filter from the chunks of BF.SCANDUMP",
      "O(N) in the chunk's bytes", 4, loads_key1, bf_loadchunk_args},
+    {"FG.UVCREATE", "Creates a counter of distinct items over time windows", "O(1)", -2,
+     inserts_key1, uv_create_args},
+    {"FG.UVADD", "Adds items to a unique counter at the server's time", "O(N) in the items", -3,
+     adds_key1, uv_add_args},
+    {"FG.UVADDAT", "Adds items to a unique counter at a given time", "O(N) in the items", -4,
+     adds_key1, uv_addat_args},
+    {"FG.UVCOUNT", "Estimates the distinct items of unique counters in a time window",
+     "O(N) in the keys", -5, uv_reads_keys, uv_window_args},
+    {"FG.UVEXPORT", "Exports unique counters' time window as a HyperLogLog string",
+     "O(N) in the keys", -5, uv_reads_keys, uv_window_args},
+    {"FG.UVSTORE", "Stores unique counters' time window as a HyperLogLog string",
+     "O(N) in the keys", -6, uv_store_keys, uv_store_args},
+    {"FG.UVINFO", "Shows a unique counter's parameters and memory", "O(1)", 2, reads_key1,
+     key_only_args},
+    {"FG.UVLOAD", "Restores a unique counter from its serialized form (AOF rewrite)",
+     "O(N) in the payload", 3, inserts_key1, uv_load_args},
 };
 
 int register_command_docs(RedisModuleCtx *ctx) {

@@ -10,6 +10,8 @@
 #include "t_bloom.h"
 #include "t_lock.h"
 #include "t_ratelimit.h"
+#include "t_uv.h"
+#include "uv_types.h"
 
 #define FLOODGATE_MODULE_VERSION 100 /* 0.1.0 */
 
@@ -20,6 +22,7 @@ static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     ratelimit_info(ctx);
     lock_info(ctx);
     bloom_info(ctx);
+    uv_info(ctx);
 }
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
@@ -32,13 +35,14 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS |
                                           REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
     if (limiter_types_create(ctx) != REDISMODULE_OK || lock_types_create(ctx) != REDISMODULE_OK ||
-        bloom_types_create(ctx) != REDISMODULE_OK) {
+        bloom_types_create(ctx) != REDISMODULE_OK || uv_types_create(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "floodgate: could not create the data types");
         return REDISMODULE_ERR;
     }
     if (ratelimit_register_commands(ctx) != REDISMODULE_OK ||
         lock_register_commands(ctx) != REDISMODULE_OK ||
         bloom_register_commands(ctx) != REDISMODULE_OK ||
+        uv_register_commands(ctx) != REDISMODULE_OK ||
         register_command_docs(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "floodgate: could not register the commands");
         return REDISMODULE_ERR;

@@ -282,6 +282,7 @@ typedef struct RedisModuleCommandInfo {
       (RedisModuleKey * key, RedisModuleType * mt, void *new_value, void **old_value))             \
     X(RedisModuleType *, ModuleTypeGetType, (RedisModuleKey * key))                                \
     X(void *, ModuleTypeGetValue, (RedisModuleKey * key))                                          \
+    X(int, StringSet, (RedisModuleKey * key, RedisModuleString * str))                             \
     X(void, SaveSigned, (RedisModuleIO * io, int64_t value))                                       \
     X(int64_t, LoadSigned, (RedisModuleIO * io))                                                   \
     X(void, SaveUnsigned, (RedisModuleIO * io, uint64_t value))                                    \

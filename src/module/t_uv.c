@@ -1,0 +1,460 @@
+/*
+ * t_uv.c - unique counting over time windows: the FG.UV* commands
+ * (docs/uv.md; the algorithm in core/uv.h and docs/design-uv.md).
+ *
+ * Time. The core counts whole seconds; commands speak unix microseconds
+ * and truncate them. An add reads the server's clock once and is
+ * replicated as FG.UVADDAT with that instant and only the items that
+ * changed the counter, so replicas and AOF replay never read a clock and
+ * reach the master's exact state (every change in the core depends only on
+ * the state, the item's hash and the second). FG.UVADDAT refuses instants
+ * more than a minute ahead of the clock, which would move the counter's
+ * newest second and prune its history, except in the master's stream and
+ * while loading, where the master has already decided.
+ *
+ * Windows. LAST n unit ends at the server's current second and must fit in
+ * each counter's SPAN; BETWEEN is cut into buckets by the core and refused,
+ * naming the edge and the key's grid, when an edge is off that grid:
+ * rounding it would count another window than the one asked for. A union of
+ * keys is the maximum of their registers, exact for any mix of grids since
+ * each key's part is exact. Missing keys are empty, as in PFCOUNT.
+ *
+ * Keys of the multi-key commands sit before and after the window (key LAST
+ * n unit key ...), which no legacy key range expresses: Redis 7.0 routes
+ * module commands by the getkeys callback, so they report their keys there;
+ * the key specs (command_docs.c) describe the same positions.
+ */
+#include "t_uv.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "clock.h"
+#include "uv_types.h"
+
+#define US_PER_SEC       1000000LL
+#define MAX_US           ((FG_UV_MAX_SECOND + 1) * US_PER_SEC - 1)
+#define FUTURE_LIMIT_US  (60 * US_PER_SEC)
+#define WINDOW_ARGS      3 /* LAST n unit | BETWEEN start end */
+#define KEY_NAME_SHOWN   100
+
+static const char ERR_EXISTS[] = "ERR key exists";
+static const char ERR_WINDOW[] = "ERR window must be LAST n unit or BETWEEN start_us end_us";
+static const char ERR_UNIT[] = "ERR unit must be SECONDS, MINUTES, HOURS or DAYS";
+
+static long long stat_items_added, stat_windows_counted;
+
+/* ================================================================ windows */
+
+typedef struct uv_window {
+    bool last;
+    int64_t seconds;        /* LAST: the window's length */
+    int64_t start, end;     /* BETWEEN: [start, end) in seconds */
+} uv_window;
+
+static int64_t unit_seconds(RedisModuleString *arg) {
+    static const struct {
+        const char *plural, *singular;
+        int64_t seconds;
+    } units[] = {{"SECONDS", "SECOND", 1},
+                 {"MINUTES", "MINUTE", 60},
+                 {"HOURS", "HOUR", 3600},
+                 {"DAYS", "DAY", 86400}};
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (arg_is(arg, units[i].plural) || arg_is(arg, units[i].singular)) return units[i].seconds;
+    return 0;
+}
+
+/* Reads "LAST n unit" or "BETWEEN start_us end_us" at args[0..2]. */
+static int parse_window(RedisModuleCtx *ctx, RedisModuleString **args, uv_window *w) {
+    int64_t a, b;
+    if (arg_is(args[0], "LAST")) {
+        if (!parse_integer(ctx, args[1], "n", 1, FG_UV_MAX_SPAN, &a)) return 0;
+        int64_t unit = unit_seconds(args[2]);
+        if (unit == 0) return RedisModule_ReplyWithError(ctx, ERR_UNIT), 0;
+        *w = (uv_window){.last = true, .seconds = a * unit};
+        return 1;
+    }
+    if (!arg_is(args[0], "BETWEEN")) return RedisModule_ReplyWithError(ctx, ERR_WINDOW), 0;
+    if (!parse_integer(ctx, args[1], "start_us", 0, MAX_US + 1, &a) ||
+        !parse_integer(ctx, args[2], "end_us", 0, MAX_US + 1, &b))
+        return 0;
+    *w = (uv_window){.last = false, .start = a / US_PER_SEC, .end = b / US_PER_SEC};
+    if (w->start >= w->end)
+        return RedisModule_ReplyWithError(ctx, "ERR BETWEEN start must be before end (in whole "
+                                               "seconds)"),
+               0;
+    return 1;
+}
+
+/* "minutes for the last 60 minutes, hours for ..." or "no buckets". */
+static void describe_grid(const fg_uv *uv, char *buf, size_t size) {
+    static const char *const names[FG_UV_TIERS] = {"minutes", "hours", "days"};
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < FG_UV_TIERS && used < size; k++) {
+        if (uv->tiers[k].count == 0) continue;
+        int n = snprintf(buf + used, size - used, "%s%s for the last %u %s", used ? ", " : "",
+                         names[k], uv->tiers[k].count, names[k]);
+        if (n > 0) used += (size_t)n;
+    }
+    if (used == 0) snprintf(buf, size, "no buckets");
+}
+
+static void refuse_off_grid(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_uv *uv,
+                            int64_t edge) {
+    char grid[160];
+    size_t len;
+    const char *name = RedisModule_StringPtrLen(keyname, &len);
+    describe_grid(uv, grid, sizeof(grid));
+    reply_error_fmt(ctx, "ERR BETWEEN edge %lld is not on the grid of '%.*s' (%s)",
+                    (long long)(edge * US_PER_SEC), (int)(len < KEY_NAME_SHOWN ? len : KEY_NAME_SHOWN),
+                    name, grid);
+}
+
+/* One counter's registers for the window, into regs. Replies and returns 0
+ * when the window does not fit the counter. */
+static int window_registers(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_uv *uv,
+                            const uv_window *w, int64_t now, uint8_t *regs) {
+    if (w->last) {
+        if (w->seconds > uv->span) {
+            size_t len;
+            const char *name = RedisModule_StringPtrLen(keyname, &len);
+            reply_error_fmt(ctx,
+                            "ERR LAST window of %lld seconds is longer than the SPAN of '%.*s' "
+                            "(%lld seconds)",
+                            (long long)w->seconds,
+                            (int)(len < KEY_NAME_SHOWN ? len : KEY_NAME_SHOWN), name,
+                            (long long)uv->span);
+            return 0;
+        }
+        fg_uv_registers_last(uv, w->seconds, now, regs);
+        return 1;
+    }
+    int64_t edge = 0;
+    if (fg_uv_registers_between(uv, w->start, w->end, regs, &edge) == FG_UV_WINDOW_OFF_GRID) {
+        refuse_off_grid(ctx, keyname, uv, edge);
+        return 0;
+    }
+    return 1;
+}
+
+/* The union of the keys' windows into regs (zero when every key is
+ * missing). Replies and returns 0 on a wrong type or a window that does not
+ * fit. */
+static int union_registers(RedisModuleCtx *ctx, RedisModuleString **keys, int nkeys,
+                           const uv_window *w, uint8_t regs[FG_UV_REGISTERS]) {
+    int64_t now = server_clock_us() / US_PER_SEC;
+    uint8_t part[FG_UV_REGISTERS];
+    memset(regs, 0, FG_UV_REGISTERS);
+    for (int i = 0; i < nkeys; i++) {
+        RedisModuleKey *key = RedisModule_OpenKey(ctx, keys[i], REDISMODULE_READ);
+        fg_uv *uv = NULL;
+        uv_lookup found = uv_lookup_key(key, &uv);
+        int ok = found != UV_WRONGTYPE;
+        if (!ok) RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        if (ok && found == UV_FOUND) {
+            ok = window_registers(ctx, keys[i], uv, w, now, part);
+            if (ok) fg_uv_merge_registers(regs, part);
+        }
+        RedisModule_CloseKey(key);
+        if (!ok) return 0;
+    }
+    stat_windows_counted++;
+    return 1;
+}
+
+/* The keys of "key window [key ...]" starting at argv[at]: argv[at] and
+ * argv[at + 4 ..]. Gathered in `keys` (argc entries are enough). */
+static int gather_keys(RedisModuleString **argv, int argc, int at, RedisModuleString **keys) {
+    int n = 0;
+    keys[n++] = argv[at];
+    for (int i = at + 1 + WINDOW_ARGS; i < argc; i++) keys[n++] = argv[i];
+    return n;
+}
+
+/* The registers of "key window [key ...]" at argv[at]; 0 when it replied an
+ * error. */
+static int read_window(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int at,
+                       uint8_t regs[FG_UV_REGISTERS]) {
+    uv_window w;
+    if (!parse_window(ctx, argv + at + 1, &w)) return 0;
+    RedisModuleString **keys = RedisModule_Alloc(sizeof(*keys) * (size_t)argc);
+    int nkeys = gather_keys(argv, argc, at, keys);
+    int ok = union_registers(ctx, keys, nkeys, &w, regs);
+    RedisModule_Free(keys);
+    return ok;
+}
+
+/* For cluster routing and COMMAND GETKEYS: argv[1 .. at], then the keys
+ * after the window. */
+static int report_window_keys(RedisModuleCtx *ctx, int argc, int at) {
+    for (int i = 1; i <= at && i < argc; i++) RedisModule_KeyAtPos(ctx, i);
+    for (int i = at + 1 + WINDOW_ARGS; i < argc; i++) RedisModule_KeyAtPos(ctx, i);
+    return REDISMODULE_OK;
+}
+
+/* ================================================================= reads */
+
+/* FG.UVCOUNT key window [key ...] */
+static int count_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) return report_window_keys(ctx, argc, 1);
+    if (argc < 2 + WINDOW_ARGS) return RedisModule_WrongArity(ctx);
+    uint8_t regs[FG_UV_REGISTERS];
+    if (!read_window(ctx, argv, argc, 1, regs)) return REDISMODULE_OK;
+    return RedisModule_ReplyWithLongLong(ctx, (long long)fg_uv_estimate(regs));
+}
+
+/* FG.UVEXPORT key window [key ...] */
+static int export_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) return report_window_keys(ctx, argc, 1);
+    if (argc < 2 + WINDOW_ARGS) return RedisModule_WrongArity(ctx);
+    uint8_t regs[FG_UV_REGISTERS], hll[FG_UV_HLL_BYTES];
+    if (!read_window(ctx, argv, argc, 1, regs)) return REDISMODULE_OK;
+    fg_uv_to_redis_hll(regs, hll);
+    return RedisModule_ReplyWithStringBuffer(ctx, (const char *)hll, sizeof(hll));
+}
+
+/* FG.UVINFO key */
+static int info_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    fg_uv *uv = NULL;
+    switch (uv_lookup_key(key, &uv)) {
+    case UV_WRONGTYPE: RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE); break;
+    case UV_EMPTY: RedisModule_ReplyWithError(ctx, "ERR no such key"); break;
+    case UV_FOUND: {
+        const struct {
+            const char *name;
+            long long value;
+        } fields[] = {
+            {"span", uv->span},
+            {"minutes", uv->tiers[0].count},
+            {"hours", uv->tiers[1].count},
+            {"days", uv->tiers[2].count},
+            {"tzoffset", uv->tzoffset},
+            {"newest_us", uv->entries ? uv->newest * US_PER_SEC : 0},
+            {"entries", (long long)uv->entries},
+            {"buckets", (long long)uv->buckets},
+            {"bytes", (long long)fg_uv_bytes(uv)},
+        };
+        size_t n = sizeof(fields) / sizeof(fields[0]);
+        RedisModule_ReplyWithArray(ctx, (long)(2 * n));
+        for (size_t i = 0; i < n; i++) {
+            RedisModule_ReplyWithSimpleString(ctx, fields[i].name);
+            RedisModule_ReplyWithLongLong(ctx, fields[i].value);
+        }
+        break;
+    }
+    }
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+/* ================================================================ writes */
+
+static void key_changed(RedisModuleCtx *ctx, RedisModuleString *keyname, const char *event) {
+    RedisModule_SignalModifiedKey(ctx, keyname);
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, event, keyname);
+}
+
+/* Whether `at_us` comes from a master that has decided already (its
+ * replication stream, or the AOF being loaded). */
+static bool decided_elsewhere(RedisModuleCtx *ctx) {
+    return RedisModule_GetContextFlags(ctx) &
+           (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING);
+}
+
+/* Adds argv[2 + skip ..] at `at_us` to the counter of argv[1] (created with
+ * the defaults when missing), replies 1/0, and replicates FG.UVADDAT with
+ * the items that changed it. */
+static int add_items(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int skip,
+                     int64_t at_us) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    fg_uv *uv = NULL;
+    uv_lookup found = uv_lookup_key(key, &uv);
+    if (found == UV_WRONGTYPE) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    if (found == UV_EMPTY) {
+        uv = uv_create(FG_UV_DEFAULT_SPAN, FG_UV_DEFAULT_MINUTES, FG_UV_DEFAULT_HOURS,
+                       FG_UV_DEFAULT_DAYS, 0);
+        RedisModule_ModuleTypeSetValue(key, UvType, uv);
+    }
+    RedisModuleString **items = argv + 2 + skip;
+    int n = argc - 2 - skip, changed = 0;
+    int64_t sec = at_us / US_PER_SEC;
+    /* argv is the server's: the items to replicate are gathered aside. */
+    RedisModuleString **sent = RedisModule_Alloc(sizeof(*sent) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const char *item = RedisModule_StringPtrLen(items[i], &len);
+        if (fg_uv_add(uv, fg_uv_hash(item, len), sec, &uv_allocator) == FG_UV_CHANGED)
+            sent[changed++] = items[i];
+    }
+    stat_items_added += n;
+    if (changed > 0) {
+        RedisModule_Replicate(ctx, "FG.UVADDAT", "slv", argv[1], (long long)at_us, sent,
+                              (size_t)changed);
+        key_changed(ctx, argv[1], "fg.uvadd");
+    }
+    RedisModule_Free(sent);
+    RedisModule_CloseKey(key);
+    return RedisModule_ReplyWithLongLong(ctx, changed > 0);
+}
+
+/* FG.UVADD key item [item ...] */
+static int add_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    int64_t now_us = server_clock_us();
+    if (now_us < 0 || now_us > MAX_US)
+        return RedisModule_ReplyWithError(ctx, "ERR the server's clock is out of range");
+    return add_items(ctx, argv, argc, 0, now_us);
+}
+
+/* FG.UVADDAT key unix_us item [item ...] */
+static int addat_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    int64_t at_us;
+    if (!parse_integer(ctx, argv[2], "unix_us", 0, MAX_US, &at_us)) return REDISMODULE_OK;
+    if (!decided_elsewhere(ctx) && at_us > server_clock_us() + FUTURE_LIMIT_US)
+        return RedisModule_ReplyWithError(ctx,
+                                          "ERR unix_us is more than 60 seconds in the future");
+    return add_items(ctx, argv, argc, 1, at_us);
+}
+
+/* FG.UVCREATE's options, in the order of the parameters. */
+enum { OPT_SPAN, OPT_MINUTES, OPT_HOURS, OPT_DAYS, OPT_TZOFFSET, OPTIONS };
+
+static int parse_create(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
+                        int64_t value[OPTIONS]) {
+    static const struct {
+        const char *name;
+        int64_t min, max;
+    } options[OPTIONS] = {{"SPAN", 1, FG_UV_MAX_SPAN},
+                          {"MINUTES", 0, FG_UV_MAX_MINUTES},
+                          {"HOURS", 0, FG_UV_MAX_HOURS},
+                          {"DAYS", 0, FG_UV_MAX_DAYS},
+                          {"TZOFFSET", -FG_UV_MAX_TZOFFSET, FG_UV_MAX_TZOFFSET}};
+    bool given[OPTIONS] = {false};
+    for (int i = 2; i < argc; i += 2) {
+        int o = 0;
+        while (o < OPTIONS && !arg_is(argv[i], options[o].name)) o++;
+        if (o == OPTIONS) {
+            size_t len;
+            const char *arg = RedisModule_StringPtrLen(argv[i], &len);
+            return reply_error_fmt(ctx, "ERR unknown option '%.*s'",
+                                   (int)(len < KEY_NAME_SHOWN ? len : KEY_NAME_SHOWN), arg),
+                   0;
+        }
+        if (given[o]) return reply_error_fmt(ctx, "ERR %s given twice", options[o].name), 0;
+        if (i + 1 == argc) return reply_error_fmt(ctx, "ERR %s needs a value", options[o].name), 0;
+        if (!parse_integer(ctx, argv[i + 1], options[o].name, options[o].min, options[o].max,
+                           &value[o]))
+            return 0;
+        given[o] = true;
+    }
+    if (value[OPT_TZOFFSET] % 60 != 0)
+        return RedisModule_ReplyWithError(ctx, "ERR TZOFFSET must be whole minutes"), 0;
+    return 1;
+}
+
+/* FG.UVCREATE key [SPAN s] [MINUTES n] [HOURS n] [DAYS n] [TZOFFSET s] */
+static int create_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2) return RedisModule_WrongArity(ctx);
+    int64_t value[OPTIONS] = {FG_UV_DEFAULT_SPAN, FG_UV_DEFAULT_MINUTES, FG_UV_DEFAULT_HOURS,
+                              FG_UV_DEFAULT_DAYS, 0};
+    if (!parse_create(ctx, argv, argc, value)) return REDISMODULE_OK;
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
+        RedisModule_ReplyWithError(ctx, ERR_EXISTS);
+    } else {
+        fg_uv *uv = uv_create(value[OPT_SPAN], value[OPT_MINUTES], value[OPT_HOURS],
+                              value[OPT_DAYS], value[OPT_TZOFFSET]);
+        RedisModule_ModuleTypeSetValue(key, UvType, uv);
+        RedisModule_ReplicateVerbatim(ctx);
+        key_changed(ctx, argv[1], "fg.uvcreate");
+        RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+/* FG.UVLOAD key payload */
+static int load_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    size_t len;
+    const char *payload = RedisModule_StringPtrLen(argv[2], &len);
+    fg_uv *uv;
+    if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
+        RedisModule_ReplyWithError(ctx, ERR_EXISTS);
+    } else if ((uv = uv_decode(payload, len)) == NULL) {
+        RedisModule_ReplyWithError(ctx, "ERR bad payload");
+    } else {
+        RedisModule_ModuleTypeSetValue(key, UvType, uv);
+        RedisModule_ReplicateVerbatim(ctx);
+        key_changed(ctx, argv[1], "fg.uvload");
+        RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+/* FG.UVSTORE destination key window [key ...]: the union's HLL string into
+ * destination (any old value replaced, as SET does), replicated as that SET
+ * since the window depends on the clock. */
+static int store_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) return report_window_keys(ctx, argc, 2);
+    if (argc < 3 + WINDOW_ARGS) return RedisModule_WrongArity(ctx);
+    uint8_t regs[FG_UV_REGISTERS], hll[FG_UV_HLL_BYTES];
+    if (!read_window(ctx, argv, argc, 2, regs)) return REDISMODULE_OK;
+    fg_uv_to_redis_hll(regs, hll);
+    RedisModuleString *value = RedisModule_CreateString(ctx, (const char *)hll, sizeof(hll));
+    RedisModuleKey *dest = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_WRITE);
+    RedisModule_StringSet(dest, value);
+    RedisModule_CloseKey(dest);
+    RedisModule_Replicate(ctx, "SET", "ss", argv[1], value);
+    RedisModule_FreeString(ctx, value);
+    key_changed(ctx, argv[1], "fg.uvstore");
+    return RedisModule_ReplyWithLongLong(ctx, (long long)fg_uv_estimate(regs));
+}
+
+/* ========================================================= registration */
+
+typedef struct command_entry {
+    const char *name; /* lower case: the server's arity errors quote it */
+    RedisModuleCmdFunc fn;
+    const char *flags;
+    int first, last; /* legacy key range; 0 when the getkeys callback reports them */
+} command_entry;
+
+static const command_entry commands[] = {
+    {"fg.uvcreate", create_command, "write deny-oom", 1, 1},
+    {"fg.uvadd", add_command, "write deny-oom", 1, 1},
+    {"fg.uvaddat", addat_command, "write deny-oom", 1, 1},
+    {"fg.uvcount", count_command, "readonly getkeys-api", 0, 0},
+    {"fg.uvexport", export_command, "readonly getkeys-api", 0, 0},
+    {"fg.uvstore", store_command, "write deny-oom getkeys-api", 0, 0},
+    {"fg.uvinfo", info_command, "readonly fast", 1, 1},
+    {"fg.uvload", load_command, "write deny-oom", 1, 1},
+};
+
+int uv_register_commands(RedisModuleCtx *ctx) {
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        const command_entry *c = &commands[i];
+        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->first, c->last,
+                                      c->first ? 1 : 0) != REDISMODULE_OK)
+            return REDISMODULE_ERR;
+    }
+    return REDISMODULE_OK;
+}
+
+void uv_info(RedisModuleInfoCtx *ctx) {
+    if (RedisModule_InfoAddSection(ctx, "uv") != REDISMODULE_OK) return;
+    RedisModule_InfoAddFieldLongLong(ctx, "uv_items_added", stat_items_added);
+    RedisModule_InfoAddFieldLongLong(ctx, "uv_windows_counted", stat_windows_counted);
+}

@@ -1,0 +1,12 @@
+/*
+ * t_uv.h - unique counting over time windows (FG.UV*, docs/uv.md).
+ */
+#ifndef FG_T_UV_H
+#define FG_T_UV_H
+
+#include "redismodule_api.h"
+
+int uv_register_commands(RedisModuleCtx *ctx);
+void uv_info(RedisModuleInfoCtx *ctx);
+
+#endif
