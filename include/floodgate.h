@@ -450,6 +450,71 @@ int64_t fg_filter_cardinality(const fg_filter *filter);
 size_t fg_filter_bytes(const fg_filter *filter);
 void fg_filter_free(fg_filter *filter);
 
+/* --------------------------------------------------------- unique counting */
+
+/* Distinct items over time windows (docs/uv.md). On a server, the module's
+ * FG.UV* commands; on mem:, an in-process counter per key running the same
+ * code, stamped with the client's clock. Counts are HyperLogLog estimates
+ * (standard error 0.81%), equal to PFCOUNT of exactly the window's items. */
+
+#define FG_HLL_BYTES 12304 /* a dense Redis HyperLogLog string */
+
+typedef enum fg_time_unit {
+    FG_SECONDS = 1,
+    FG_MINUTES = 60,
+    FG_HOURS = 3600,
+    FG_DAYS = 86400,
+} fg_time_unit;
+
+/* A window: the last n units ending now, or [start_us, end_us) (unix
+ * microseconds, truncated to seconds). */
+typedef struct fg_window {
+    bool last;
+    int64_t n;
+    fg_time_unit unit;
+    int64_t start_us, end_us;
+} fg_window;
+
+static inline fg_window fg_last(int64_t n, fg_time_unit unit) {
+    fg_window w = {true, n, unit, 0, 0};
+    return w;
+}
+static inline fg_window fg_between(int64_t start_us, int64_t end_us) {
+    fg_window w = {false, 0, FG_SECONDS, start_us, end_us};
+    return w;
+}
+
+/* A counter's parameters (FG.UVCREATE's options). */
+typedef struct fg_distinct_options {
+    int64_t span_s;     /* exact sliding windows; default 604800 (7 days) */
+    int64_t minutes;    /* minute buckets kept; default 60 */
+    int64_t hours;      /* hour buckets kept; default 48 */
+    int64_t days;       /* day buckets kept; default 31 */
+    int64_t tzoffset_s; /* where hours and days begin; default 0 (UTC) */
+} fg_distinct_options;
+
+void fg_distinct_options_init(fg_distinct_options *opts);
+
+/* FG.UVCREATE; an existing key is FG_CODE_INVALID ("ERR key exists"). */
+fg_code fg_distinct_create(fg_client *client, const char *key, const fg_distinct_options *opts,
+                           fg_error *err);
+
+/* FG.UVADD of n items now, or FG.UVADDAT at at_us when at_us >= 0:
+ * *changed (may be NULL) true when the counter changed. A missing key is
+ * created with the defaults. */
+fg_code fg_distinct_add(fg_client *client, const char *key, const void *const *items,
+                        const size_t *lens, size_t n, int64_t at_us, bool *changed,
+                        fg_error *err);
+
+/* FG.UVCOUNT over the union of nkeys counters (one hash slot on a
+ * cluster): *count, 0 when every key is missing. */
+fg_code fg_distinct_count(fg_client *client, const char *const *keys, size_t nkeys,
+                          fg_window window, int64_t *count, fg_error *err);
+
+/* FG.UVEXPORT: the union's window as a dense HyperLogLog string. */
+fg_code fg_distinct_export(fg_client *client, const char *const *keys, size_t nkeys,
+                           fg_window window, uint8_t hll[FG_HLL_BYTES], fg_error *err);
+
 /* ----------------------------------------------------------------- counters */
 
 typedef struct fg_stats {

@@ -32,7 +32,8 @@
  * that do not wait in the server; a mem: client owns an in-process table
  * (mem_lock.c) that lock.c hands its calls to. redis+cluster: has neither.
  * Bloom filters are bloom.c's: a mem: client owns their table (mem_bloom.c),
- * and on a server they use exchange() like the checks.
+ * and on a server they use exchange() like the checks. Unique counters are
+ * distinct.c's, the same way (mem_distinct.c).
  *
  * Time is read once per call from opts.clock_us (default CLOCK_REALTIME). The
  * server uses its own clock unless opts.send_clock appends "AT <us>".
@@ -50,6 +51,7 @@
 #include "lease.h"
 #include "limit_args.h"
 #include "mem_bloom.h"
+#include "mem_distinct.h"
 #include "mem_lock.h"
 #include "mem_store.h"
 #include "url.h"
@@ -97,6 +99,7 @@ struct fg_client {
     fg_locks *locks;         /* BACKEND_SERVER: the lock calls' connections and renewal */
     fg_mem_locks *mem_locks; /* BACKEND_MEM: the locks themselves (mem_lock.c) */
     fg_mem_blooms *blooms;   /* BACKEND_MEM: the Bloom filters (mem_bloom.c) */
+    fg_mem_distincts *uvs;   /* BACKEND_MEM: the unique counters (mem_distinct.c) */
 
     atomic_uint_fast64_t decisions, denials_cached, lease_hits;
     fg_net_counters net; /* round trips, failures, reconnects */
@@ -923,7 +926,8 @@ static fg_client *client_for(const char *url, const fg_options *opts, fg_error *
         }
     } else if (kind == BACKEND_MEM) {
         if ((c->mem_locks = fg_mem_locks_new(c->opts.clock_us, c->opts.clock_arg)) == NULL ||
-            (c->blooms = fg_mem_blooms_new()) == NULL) {
+            (c->blooms = fg_mem_blooms_new()) == NULL ||
+            (c->uvs = fg_mem_distincts_new(c->opts.clock_us, c->opts.clock_arg)) == NULL) {
             fg_set_error(err, FG_CODE_NOMEM, "out of memory");
             fg_close(c);
             return NULL;
@@ -958,6 +962,7 @@ void fg_close(fg_client *c) {
     fg_locks_free(c->locks); /* first: its renewal thread uses the counters */
     fg_mem_locks_free(c->mem_locks);
     fg_mem_blooms_free(c->blooms);
+    fg_mem_distincts_free(c->uvs);
     if (c->leases != NULL) give_back_leases(c);
     fg_lease_table_free(c->leases);
     fg_conn_close(&c->conn);
@@ -1015,4 +1020,10 @@ fg_mem_blooms *fg_client_mem_blooms(fg_client *c) {
 void fg_client_exchange(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
                         fg_code *codes, fg_error *err) {
     exchange(c, cmds, n, replies, codes, err);
+}
+
+/* -------------------------------------------------------- unique counting */
+
+fg_mem_distincts *fg_client_mem_distincts(fg_client *c) {
+    return c->uvs;
 }

@@ -21,7 +21,7 @@
 
 #define FG_RECONNECT_DELAY_MS 100
 /* FG.PEEK FAMILY key 3 params COST n AT us */
-#define FG_CMD_MAX_ARGS 10
+#define FG_CMD_MAX_ARGS 12
 
 /* One command ready for hiredis, with the key it is routed by (a limit's
  * check; the lock calls use fg_argv). */

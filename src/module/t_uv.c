@@ -43,6 +43,7 @@
 static const char ERR_EXISTS[] = "ERR key exists";
 static const char ERR_WINDOW[] = "ERR window must be LAST n unit or BETWEEN start_us end_us";
 static const char ERR_UNIT[] = "ERR unit must be SECONDS, MINUTES, HOURS or DAYS";
+static const char ERR_CLOCK[] = "ERR the server's clock is out of range";
 
 static long long stat_items_added, stat_windows_counted;
 
@@ -148,6 +149,8 @@ static int union_registers(RedisModuleCtx *ctx, RedisModuleString **keys, int nk
                            const uv_window *w, uint8_t regs[FG_UV_REGISTERS]) {
     int64_t now = server_clock_us() / US_PER_SEC;
     uint8_t part[FG_UV_REGISTERS];
+    if (w->last && (now < 0 || now > FG_UV_MAX_SECOND))
+        return RedisModule_ReplyWithError(ctx, ERR_CLOCK), 0;
     memset(regs, 0, FG_UV_REGISTERS);
     for (int i = 0; i < nkeys; i++) {
         RedisModuleKey *key = RedisModule_OpenKey(ctx, keys[i], REDISMODULE_READ);
@@ -311,7 +314,7 @@ static int add_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (argc < 3) return RedisModule_WrongArity(ctx);
     int64_t now_us = server_clock_us();
     if (now_us < 0 || now_us > MAX_US)
-        return RedisModule_ReplyWithError(ctx, "ERR the server's clock is out of range");
+        return RedisModule_ReplyWithError(ctx, ERR_CLOCK);
     return add_items(ctx, argv, argc, 0, now_us);
 }
 

@@ -1,0 +1,361 @@
+/*
+ * mem_distinct.c - the unique counters of a mem: client: a table of core
+ * counters (src/core/uv.c) that answers as the module's FG.UV* commands do
+ * (src/module/t_uv.c), and the argument checks every backend shares.
+ *
+ * The checks are the module's, in its order and with its words, so that a
+ * bad argument is the same FG_CODE_INVALID on every backend and a server is
+ * only sent commands it accepts. What depends on a counter (a LAST window
+ * longer than its SPAN, a BETWEEN edge off its grid) is checked here for
+ * mem: and by the server otherwise, with the same messages.
+ *
+ * Time. Where a server reads its clock (FG.UVADD's second, LAST windows'
+ * end, FG.UVADDAT's future limit) the table reads the client's, once per
+ * call, before taking any lock. With an injected clock, tests can thus
+ * place items and windows exactly; fed the same instants, the table and a
+ * server hold the very same registers.
+ *
+ * The table has SHARDS shards, each a mutex and a chained hash table of
+ * entries (the key's bytes and its counter), as mem_bloom.c. A call holds
+ * its key's shard for the whole command. A count of several keys locks all
+ * their shards, in ascending order (so two counts never wait on each other
+ * in a cycle), and reads every key at one instant, as the server's
+ * single-threaded command does; the price is that a count of many keys
+ * stops adds to up to every shard while it scans (a scan is ~16K
+ * registers per key).
+ *
+ * Counters are never dropped: a mem: counter lives until fg_close (the API
+ * has no DEL), and its memory is bounded by the core (docs/uv.md, "Memory").
+ * Unlike a server, counter keys are apart from the other kinds' keys: the
+ * same name as a Bloom filter or a limit is no WRONGTYPE.
+ */
+#include "mem_distinct.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "limit_args.h" /* fg_set_error */
+#include "params.h"
+
+#define SHARDS      16 /* a power of two, at most 32 (a count's shard mask) */
+#define SHARD_SHIFT 60 /* shard = hash >> SHARD_SHIFT */
+#define MIN_BUCKETS 8
+#define MSG_MAX     160
+#define KEY_SHOWN   100 /* the module quotes at most this much of a key */
+
+static const fg_allocator heap = {realloc, free};
+
+/* The module's messages (src/module/t_uv.c). */
+static const char ERR_EXISTS[] = "ERR key exists";
+static const char ERR_UNIT[] = "ERR unit must be SECONDS, MINUTES, HOURS or DAYS";
+static const char ERR_ORDER[] = "ERR BETWEEN start must be before end (in whole seconds)";
+static const char ERR_FUTURE[] = "ERR unix_us is more than 60 seconds in the future";
+/* The server's clock is never out of range; an injected one may be. */
+static const char ERR_CLOCK[] = "ERR the client's clock is out of range";
+static const char ERR_NOMEM[] = "out of memory";
+
+typedef struct entry {
+    struct entry *next; /* in its bucket */
+    uint64_t hash;
+    fg_uv uv;
+    size_t keylen;
+    char key[];
+} entry;
+
+typedef struct shard {
+    pthread_mutex_t mu;
+    entry **buckets; /* NULL while empty */
+    size_t nbuckets; /* 0 or a power of two */
+    size_t count;
+} shard;
+
+struct fg_mem_distincts {
+    int64_t (*clock_us)(void *arg);
+    void *clock_arg;
+    shard shards[SHARDS];
+};
+
+/* ---------------------------------------------------------------- checks */
+
+static fg_code refused(const char *msg, fg_error *err) {
+    return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
+}
+
+static fg_code check_integer(int64_t v, const char *name, int64_t min, int64_t max, fg_error *err) {
+    char msg[MSG_MAX];
+    if (fg_param_integer(v, name, min, max, msg, sizeof(msg))) return FG_CODE_OK;
+    return refused(msg, err);
+}
+
+fg_code fg_distinct_options_check(const fg_distinct_options *o, fg_error *err) {
+    const struct {
+        const char *name;
+        int64_t value, min, max;
+    } options[] = {{"SPAN", o->span_s, 1, FG_UV_MAX_SPAN},
+                   {"MINUTES", o->minutes, 0, FG_UV_MAX_MINUTES},
+                   {"HOURS", o->hours, 0, FG_UV_MAX_HOURS},
+                   {"DAYS", o->days, 0, FG_UV_MAX_DAYS},
+                   {"TZOFFSET", o->tzoffset_s, -FG_UV_MAX_TZOFFSET, FG_UV_MAX_TZOFFSET}};
+    for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++)
+        if (check_integer(options[i].value, options[i].name, options[i].min, options[i].max, err) !=
+            FG_CODE_OK)
+            return FG_CODE_INVALID;
+    if (o->tzoffset_s % 60 != 0) return refused("ERR TZOFFSET must be whole minutes", err);
+    return FG_CODE_OK;
+}
+
+fg_code fg_window_convert(const fg_window *w, fg_distinct_range *out, fg_error *err) {
+    if (w->last) {
+        if (check_integer(w->n, "n", 1, FG_UV_MAX_SPAN, err) != FG_CODE_OK) return FG_CODE_INVALID;
+        if (w->unit != FG_SECONDS && w->unit != FG_MINUTES && w->unit != FG_HOURS &&
+            w->unit != FG_DAYS)
+            return refused(ERR_UNIT, err);
+        *out = (fg_distinct_range){.last = true, .seconds = w->n * (int64_t)w->unit};
+        return FG_CODE_OK;
+    }
+    if (check_integer(w->start_us, "start_us", 0, FG_DISTINCT_MAX_US + 1, err) != FG_CODE_OK ||
+        check_integer(w->end_us, "end_us", 0, FG_DISTINCT_MAX_US + 1, err) != FG_CODE_OK)
+        return FG_CODE_INVALID;
+    *out = (fg_distinct_range){.start = w->start_us / FG_DISTINCT_US_PER_SEC,
+                               .end = w->end_us / FG_DISTINCT_US_PER_SEC};
+    return out->start < out->end ? FG_CODE_OK : refused(ERR_ORDER, err);
+}
+
+fg_code fg_distinct_at_check(int64_t at_us, fg_error *err) {
+    return check_integer(at_us, "unix_us", 0, FG_DISTINCT_MAX_US, err);
+}
+
+/* ----------------------------------------------------------------- table */
+
+fg_mem_distincts *fg_mem_distincts_new(int64_t (*clock_us)(void *arg), void *clock_arg) {
+    fg_mem_distincts *m = calloc(1, sizeof(*m));
+    if (m == NULL) return NULL;
+    m->clock_us = clock_us;
+    m->clock_arg = clock_arg;
+    for (size_t i = 0; i < SHARDS; i++)
+        pthread_mutex_init(&m->shards[i].mu, NULL);
+    return m;
+}
+
+static void entry_free(entry *e) {
+    fg_uv_free(&e->uv, &heap);
+    free(e);
+}
+
+void fg_mem_distincts_free(fg_mem_distincts *m) {
+    if (m == NULL) return;
+    for (size_t i = 0; i < SHARDS; i++) {
+        shard *sh = &m->shards[i];
+        for (size_t b = 0; b < sh->nbuckets; b++)
+            for (entry *e = sh->buckets[b], *next; e != NULL; e = next) {
+                next = e->next;
+                entry_free(e);
+            }
+        free(sh->buckets);
+        pthread_mutex_destroy(&sh->mu);
+    }
+    free(m);
+}
+
+static int64_t clock_now_us(const fg_mem_distincts *m) {
+    if (m->clock_us) return m->clock_us(m->clock_arg);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * FG_DISTINCT_US_PER_SEC + ts.tv_nsec / 1000;
+}
+
+static uint64_t key_hash(const char *key, size_t len) {
+    return fg_uv_hash(key, len);
+}
+
+static unsigned shard_of(uint64_t hash) {
+    return (unsigned)(hash >> SHARD_SHIFT);
+}
+
+static entry *find(const shard *sh, uint64_t hash, const char *key, size_t len) {
+    if (sh->nbuckets == 0) return NULL;
+    for (entry *e = sh->buckets[hash & (sh->nbuckets - 1)]; e != NULL; e = e->next)
+        if (e->hash == hash && e->keylen == len && memcmp(e->key, key, len) == 0) return e;
+    return NULL;
+}
+
+/* Doubles the buckets when the shard holds as many entries (chains stay
+ * short); false when out of memory. */
+static bool make_room(shard *sh) {
+    if (sh->count < sh->nbuckets) return true;
+    size_t n = sh->nbuckets ? sh->nbuckets * 2 : MIN_BUCKETS;
+    entry **fresh = calloc(n, sizeof(*fresh));
+    if (fresh == NULL) return false;
+    for (size_t b = 0; b < sh->nbuckets; b++)
+        for (entry *e = sh->buckets[b], *next; e != NULL; e = next) {
+            next = e->next;
+            e->next = fresh[e->hash & (n - 1)];
+            fresh[e->hash & (n - 1)] = e;
+        }
+    free(sh->buckets);
+    sh->buckets = fresh;
+    sh->nbuckets = n;
+    return true;
+}
+
+/* A new counter for key in the shard (which must not hold the key), with
+ * checked options; NULL when out of memory. */
+static entry *insert(shard *sh, const char *key, size_t len, uint64_t hash,
+                     const fg_distinct_options *o) {
+    entry *e = malloc(sizeof(*e) + len);
+    if (e == NULL) return NULL;
+    if (!make_room(sh)) {
+        free(e);
+        return NULL;
+    }
+    /* Allocates nothing: the counter's memory comes with its first add. */
+    fg_uv_init_tiers(&e->uv, o->span_s, o->minutes, o->hours, o->days, o->tzoffset_s);
+    e->hash = hash;
+    e->keylen = len;
+    memcpy(e->key, key, len);
+    entry **head = &sh->buckets[hash & (sh->nbuckets - 1)];
+    e->next = *head;
+    *head = e;
+    sh->count++;
+    return e;
+}
+
+/* ------------------------------------------------------------- commands */
+
+fg_code fg_mem_uv_create(fg_mem_distincts *m, const char *key, const fg_distinct_options *o,
+                         fg_error *err) {
+    size_t len = strlen(key);
+    uint64_t hash = key_hash(key, len);
+    shard *sh = &m->shards[shard_of(hash)];
+    fg_code rc = FG_CODE_OK;
+    pthread_mutex_lock(&sh->mu);
+    if (find(sh, hash, key, len) != NULL)
+        rc = refused(ERR_EXISTS, err);
+    else if (insert(sh, key, len, hash, o) == NULL)
+        rc = fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
+    pthread_mutex_unlock(&sh->mu);
+    return rc;
+}
+
+/* The instant of an add: at_us, refused as the module refuses it when too
+ * far ahead of the clock, or the clock itself; -1 when refused. */
+static int64_t add_instant(const fg_mem_distincts *m, int64_t at_us, fg_error *err) {
+    int64_t now = clock_now_us(m);
+    if (at_us >= 0) {
+        if (at_us - FG_DISTINCT_FUTURE_US <= now) return at_us;
+        refused(ERR_FUTURE, err);
+        return -1;
+    }
+    if (now >= 0 && now <= FG_DISTINCT_MAX_US) return now;
+    refused(ERR_CLOCK, err);
+    return -1;
+}
+
+fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *items,
+                      const size_t *lens, size_t n, int64_t at_us, bool *changed, fg_error *err) {
+    static const fg_distinct_options defaults = {FG_UV_DEFAULT_SPAN, FG_UV_DEFAULT_MINUTES,
+                                                 FG_UV_DEFAULT_HOURS, FG_UV_DEFAULT_DAYS, 0};
+    int64_t us = add_instant(m, at_us, err);
+    if (us < 0) return FG_CODE_INVALID;
+    int64_t sec = us / FG_DISTINCT_US_PER_SEC;
+    fg_code rc = FG_CODE_OK;
+    size_t len = strlen(key);
+    uint64_t hash = key_hash(key, len);
+    shard *sh = &m->shards[shard_of(hash)];
+    bool any = false;
+    pthread_mutex_lock(&sh->mu);
+    entry *e = find(sh, hash, key, len);
+    if (e == NULL && (e = insert(sh, key, len, hash, &defaults)) == NULL)
+        rc = fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
+    for (size_t i = 0; i < n && rc == FG_CODE_OK; i++) {
+        const void *item = lens[i] > 0 ? items[i] : "";
+        fg_uv_add_result r = fg_uv_add(&e->uv, fg_uv_hash(item, lens[i]), sec, &heap);
+        if (r == FG_UV_NOMEM) rc = fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
+        any |= r == FG_UV_CHANGED;
+    }
+    pthread_mutex_unlock(&sh->mu);
+    if (rc == FG_CODE_OK && changed != NULL) *changed = any;
+    return rc;
+}
+
+/* "minutes for the last 60 minutes, hours for ..." or "no buckets", as the
+ * module describes a counter's grid. */
+static void describe_grid(const fg_uv *uv, char *buf, size_t size) {
+    static const char *const names[FG_UV_TIERS] = {"minutes", "hours", "days"};
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < FG_UV_TIERS && used < size; k++) {
+        if (uv->tiers[k].count == 0) continue;
+        int n = snprintf(buf + used, size - used, "%s%s for the last %u %s", used ? ", " : "",
+                         names[k], uv->tiers[k].count, names[k]);
+        if (n > 0) used += (size_t)n;
+    }
+    if (used == 0) snprintf(buf, size, "no buckets");
+}
+
+/* One counter's registers for the window, or the module's refusal. */
+static fg_code window_registers(const entry *e, const fg_distinct_range *w, int64_t now,
+                                uint8_t regs[FG_UV_REGISTERS], fg_error *err) {
+    int shown = (int)(e->keylen < KEY_SHOWN ? e->keylen : KEY_SHOWN);
+    if (w->last) {
+        if (w->seconds > e->uv.span)
+            return fg_set_error(err, FG_CODE_INVALID,
+                                "ERR LAST window of %lld seconds is longer than the SPAN of "
+                                "'%.*s' (%lld seconds)",
+                                (long long)w->seconds, shown, e->key, (long long)e->uv.span);
+        fg_uv_registers_last(&e->uv, w->seconds, now, regs);
+        return FG_CODE_OK;
+    }
+    int64_t edge = 0;
+    if (fg_uv_registers_between(&e->uv, w->start, w->end, regs, &edge) == FG_UV_WINDOW_OK)
+        return FG_CODE_OK;
+    char grid[MSG_MAX];
+    describe_grid(&e->uv, grid, sizeof(grid));
+    return fg_set_error(err, FG_CODE_INVALID,
+                        "ERR BETWEEN edge %lld is not on the grid of '%.*s' (%s)",
+                        (long long)(edge * FG_DISTINCT_US_PER_SEC), shown, e->key, grid);
+}
+
+/* The shards of the keys, as a bit mask. */
+static uint32_t shards_of(const char *const *keys, size_t nkeys) {
+    uint32_t mask = 0;
+    for (size_t i = 0; i < nkeys; i++)
+        mask |= 1u << shard_of(key_hash(keys[i], strlen(keys[i])));
+    return mask;
+}
+
+static void lock_shards(fg_mem_distincts *m, uint32_t mask) {
+    for (unsigned i = 0; i < SHARDS; i++)
+        if (mask & (1u << i)) pthread_mutex_lock(&m->shards[i].mu);
+}
+
+static void unlock_shards(fg_mem_distincts *m, uint32_t mask) {
+    for (unsigned i = SHARDS; i-- > 0;)
+        if (mask & (1u << i)) pthread_mutex_unlock(&m->shards[i].mu);
+}
+
+fg_code fg_mem_uv_registers(fg_mem_distincts *m, const char *const *keys, size_t nkeys,
+                            const fg_distinct_range *w, uint8_t regs[FG_UV_REGISTERS],
+                            fg_error *err) {
+    int64_t now = clock_now_us(m);
+    if (w->last && (now < 0 || now > FG_DISTINCT_MAX_US)) return refused(ERR_CLOCK, err);
+    now /= FG_DISTINCT_US_PER_SEC;
+    uint8_t part[FG_UV_REGISTERS];
+    uint32_t mask = shards_of(keys, nkeys);
+    fg_code rc = FG_CODE_OK;
+    memset(regs, 0, FG_UV_REGISTERS);
+    lock_shards(m, mask);
+    for (size_t i = 0; i < nkeys && rc == FG_CODE_OK; i++) {
+        size_t len = strlen(keys[i]);
+        uint64_t hash = key_hash(keys[i], len);
+        const entry *e = find(&m->shards[shard_of(hash)], hash, keys[i], len);
+        if (e == NULL) continue; /* missing keys are empty, as in PFCOUNT */
+        rc = window_registers(e, w, now, part, err);
+        if (rc == FG_CODE_OK) fg_uv_merge_registers(regs, part);
+    }
+    unlock_shards(m, mask);
+    return rc;
+}

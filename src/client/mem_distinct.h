@@ -1,0 +1,74 @@
+/*
+ * mem_distinct.h - the unique counters of a client (internal): the checks
+ * that every backend makes before anything is sent, and the in-process
+ * table of a mem: client. See mem_distinct.c and distinct.c.
+ *
+ * The table maps a key to a core counter (src/core/uv.h) and answers as the
+ * module's FG.UV* commands do (docs/uv.md): the same defaults, the same
+ * replies, the same error messages, with the client's clock where a server
+ * reads its own. Every function may be called from any number of threads at
+ * once, except fg_mem_distincts_free.
+ */
+#ifndef FG_MEM_DISTINCT_H
+#define FG_MEM_DISTINCT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "floodgate.h"
+#include "uv.h"
+
+#define FG_DISTINCT_US_PER_SEC 1000000LL
+/* The latest instant a command takes (the core's last second, to the µs). */
+#define FG_DISTINCT_MAX_US ((FG_UV_MAX_SECOND + 1) * FG_DISTINCT_US_PER_SEC - 1)
+/* How far ahead of the clock FG.UVADDAT may add. */
+#define FG_DISTINCT_FUTURE_US (60 * FG_DISTINCT_US_PER_SEC)
+
+/* A window in the core's terms: LAST `seconds`, or BETWEEN [start, end)
+ * in whole seconds. */
+typedef struct fg_distinct_range {
+    bool last;
+    int64_t seconds;
+    int64_t start, end;
+} fg_distinct_range;
+
+typedef struct fg_mem_distincts fg_mem_distincts;
+
+/* FG_CODE_OK when FG.UVCREATE accepts `o`'s values, else FG_CODE_INVALID
+ * with the module's message (the options in the module's order). */
+fg_code fg_distinct_options_check(const fg_distinct_options *o, fg_error *err);
+
+/* A window checked as FG.UVCOUNT parses it, converted; FG_CODE_INVALID with
+ * the module's message. */
+fg_code fg_window_convert(const fg_window *w, fg_distinct_range *out, fg_error *err);
+
+/* FG.UVADDAT's instant, checked as the module parses it (not the future
+ * limit, which needs the clock). */
+fg_code fg_distinct_at_check(int64_t at_us, fg_error *err);
+
+/* A table whose "now" is clock_us(clock_arg) (microseconds since the
+ * epoch; NULL: CLOCK_REALTIME). NULL when out of memory. */
+fg_mem_distincts *fg_mem_distincts_new(int64_t (*clock_us)(void *arg), void *clock_arg);
+void fg_mem_distincts_free(fg_mem_distincts *m);
+
+/* FG.UVCREATE with checked options. */
+fg_code fg_mem_uv_create(fg_mem_distincts *m, const char *key, const fg_distinct_options *o,
+                         fg_error *err);
+
+/* FG.UVADD (at_us < 0: the clock's second) or FG.UVADDAT (at_us checked)
+ * of n >= 1 items; *changed (may be NULL) as the command's reply. */
+fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *items,
+                      const size_t *lens, size_t n, int64_t at_us, bool *changed, fg_error *err);
+
+/* The registers of the union of the keys' windows (all zero when every key
+ * is missing), all keys read at one instant: FG.UVCOUNT and FG.UVEXPORT
+ * before their last step. */
+fg_code fg_mem_uv_registers(fg_mem_distincts *m, const char *const *keys, size_t nkeys,
+                            const fg_distinct_range *w, uint8_t regs[FG_UV_REGISTERS],
+                            fg_error *err);
+
+/* client.c: the counters of a mem: client; NULL for any other client. */
+fg_mem_distincts *fg_client_mem_distincts(fg_client *c);
+
+#endif
