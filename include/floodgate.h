@@ -450,6 +450,100 @@ int64_t fg_filter_cardinality(const fg_filter *filter);
 size_t fg_filter_bytes(const fg_filter *filter);
 void fg_filter_free(fg_filter *filter);
 
+/* ---------------------------------------------------------------- policies */
+
+/* Named policies (docs/policies.md): limits applied together, all or
+ * nothing, with a penalty box, shadow mode and allow/deny lists, kept in
+ * the server (FG.POLICY, FG.CHECK) or, on mem:, in the client's table,
+ * decided by the same code. */
+
+#define FG_MAX_POLICY_LIMITS 8
+
+typedef enum fg_list_kind { FG_LIST_EXACT, FG_LIST_BLOOM } fg_list_kind;
+
+typedef struct fg_list_spec {
+    fg_list_kind kind; /* default FG_LIST_EXACT */
+    double error;      /* FG_LIST_BLOOM: false-positive rate, default 0.001 */
+    int64_t capacity;  /* FG_LIST_BLOOM: expected entries, default 10000 */
+} fg_list_spec;
+
+typedef struct fg_policy_def {
+    size_t nlimits; /* 1 .. FG_MAX_POLICY_LIMITS */
+    fg_limit limits[FG_MAX_POLICY_LIMITS]; /* any algorithm but FG_SLIDING_LOG */
+    double ban_ms;        /* penalty box: 0 (the default) for none */
+    int64_t ban_after;    /* denials that ban; default 1 */
+    double ban_within_ms; /* the window they count in; 0: ban_ms */
+    bool shadow;          /* decide and count, never deny */
+    fg_list_spec allowlist, denylist;
+} fg_policy_def;
+
+/* An empty definition with the defaults above (no limits yet). */
+void fg_policy_def_init(fg_policy_def *def);
+
+/* FG.POLICY SET: creates or replaces a policy. A name is 1 to 64 letters,
+ * digits, '_', '-', '.' or '/'. On redis+cluster: every master gets it. */
+fg_code fg_policy_set(fg_client *client, const char *name, const fg_policy_def *def,
+                      fg_error *err);
+
+/* FG.POLICY DEL: *deleted (may be NULL) whether there was one. */
+fg_code fg_policy_delete(fg_client *client, const char *name, bool *deleted, fg_error *err);
+
+/* FG.POLICY ALLOW / DENY of n items: *added (may be NULL) how many were new. */
+fg_code fg_policy_list_add(fg_client *client, const char *name, bool deny,
+                           const void *const *items, const size_t *lens, size_t n,
+                           int64_t *added, fg_error *err);
+
+/* Who decided a policy check. */
+typedef enum fg_decider {
+    FG_BY_LIMIT,     /* limit_index */
+    FG_BY_PENALTY,   /* the key is in the penalty box */
+    FG_BY_DENYLIST,
+    FG_BY_ALLOWLIST,
+} fg_decider;
+
+typedef struct fg_policy_result {
+    fg_result result; /* as fg_check answers; source FG_SOURCE_SERVER or _MEMORY */
+    fg_decider decided_by;
+    int limit_index;    /* 0-based, when FG_BY_LIMIT */
+    bool shadow_denied; /* shadow mode turned a denial into this allowance */
+} fg_policy_result;
+
+/* FG.CHECK: one request of `cost` units for `key` under the policy `name`.
+ * `identity` (NULL: the key) is what the lists are checked against. A
+ * missing policy is FG_CODE_INVALID ("ERR no such policy 'name'"), unless
+ * the client has a policy_loader (fg_set_policy_loader), which is asked for
+ * it once; what it gives is set on the server and the check retried. */
+fg_code fg_policy_check(fg_client *client, const char *name, const char *key,
+                        const char *identity, int64_t cost, fg_policy_result *out,
+                        fg_error *err);
+
+/* The same, waiting up to timeout_ms (1 .. 86400000) for the request to be
+ * allowed, like Guava's tryAcquire(permits, timeout): in the server's FIFO
+ * queue of the key (FG.CHECK ... WAIT), or on mem: in the client's. On
+ * timeout the answer is the denial: no units are charged, but it counts
+ * towards the penalty as any denial does. A request that could not be
+ * allowed within the timeout is answered at once. A waiter whose deadline
+ * comes while others wait ahead of it is denied with retry_after 0 (it
+ * would fit, but not before them). The call blocks the calling thread
+ * only; it uses a connection of its own. */
+fg_code fg_policy_acquire(fg_client *client, const char *name, const char *key,
+                          const char *identity, int64_t cost, int64_t timeout_ms,
+                          fg_policy_result *out, fg_error *err);
+
+/* Asked for a policy the server does not have (from a database, a config
+ * service...): fill *def and return true, or return false when there is no
+ * such policy. Called from the thread of the check, without locks held. */
+typedef bool (*fg_policy_loader)(const char *name, fg_policy_def *def, void *arg);
+void fg_set_policy_loader(fg_client *client, fg_policy_loader loader, void *arg);
+
+/* Policies from a config file (libconfig syntax, docs/policies.md "Config
+ * files"): each is set as by fg_policy_set, and its listed items added.
+ * *applied (may be NULL) is how many; the first invalid entry stops the
+ * call with FG_CODE_INVALID and a message naming the file, line and field,
+ * before anything is sent. */
+fg_code fg_policies_apply_file(fg_client *client, const char *path, size_t *applied,
+                               fg_error *err);
+
 /* --------------------------------------------------------- unique counting */
 
 /* Distinct items over time windows (docs/uv.md). On a server, the module's

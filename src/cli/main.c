@@ -6,6 +6,7 @@
  *   floodgate inspect [--url URL] [--json] KEY
  *   floodgate reset   [--url URL] [--json] KEY
  *   floodgate simulate [--out DIR] [--plot]
+ *   floodgate policy apply|list|show|check|delete ...   (policy.c)
  *
  * Every subcommand is a thin layer over one library call: the tool parses
  * numbers (strictly: no inf, nan, hexadecimal or trailing garbage) but leaves
@@ -43,6 +44,12 @@ static const char usage[] =
     "          the decision check would give, without taking anything\n"
     "  inspect [--url URL] [--json] KEY    the stored state of KEY\n"
     "  reset   [--url URL] [--json] KEY    forget the state of KEY\n"
+    "  policy apply FILE | list | show NAME | delete NAME  [--url URL] [--json]\n"
+    "  policy check NAME KEY [--cost N] [--id ID] [--wait MS] [--url URL] [--json]\n"
+    "          named policies (docs/policies.md): apply a config file (on a\n"
+    "          cluster: to every master), list them, show one and its counters,\n"
+    "          check KEY against one (--wait: wait up to MS in its queue),\n"
+    "          delete one\n"
     "  simulate [--out DIR] [--plot]\n"
     "          run every algorithm on the same traffic (in process, simulated\n"
     "          clock); write DIR/<scenario>.csv and DIR/<scenario>-1s.csv, and\n"
@@ -62,7 +69,8 @@ static const char usage[] =
     "redis+cluster://host:port[,host:port...] or mem: (in process, forgotten at\n"
     "exit). Default: $FLOODGATE_URL, else mem:.\n"
     "\n"
-    "Exit status: 0 allowed (or done), 1 denied (inspect: no state), 2 error.\n";
+    "Exit status: 0 allowed (or done), 1 denied (inspect: no state; policy show:\n"
+    "no such policy), 2 error.\n";
 
 /* ------------------------------------------------------------------ errors */
 
@@ -374,5 +382,6 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(cmd, "reset")) return cmd_reset(argc - 2, argv + 2);
     if (!strcmp(cmd, "simulate")) return cli_simulate(argc - 2, argv + 2);
+    if (!strcmp(cmd, "policy")) return cli_policy(argc - 2, argv + 2);
     return cli_error("unknown command '%s' (see floodgate --help)", cmd);
 }

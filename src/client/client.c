@@ -33,7 +33,9 @@
  * (mem_lock.c) that lock.c hands its calls to. redis+cluster: has neither.
  * Bloom filters are bloom.c's: a mem: client owns their table (mem_bloom.c),
  * and on a server they use exchange() like the checks. Unique counters are
- * distinct.c's, the same way (mem_distinct.c).
+ * distinct.c's, the same way (mem_distinct.c), and named policies policy.c's
+ * (an fg_policies of every client: its loader, the mem: table, the
+ * connections of waiting checks).
  *
  * Time is read once per call from opts.clock_us (default CLOCK_REALTIME). The
  * server uses its own clock unless opts.send_clock appends "AT <us>".
@@ -100,6 +102,7 @@ struct fg_client {
     fg_mem_locks *mem_locks; /* BACKEND_MEM: the locks themselves (mem_lock.c) */
     fg_mem_blooms *blooms;   /* BACKEND_MEM: the Bloom filters (mem_bloom.c) */
     fg_mem_distincts *uvs;   /* BACKEND_MEM: the unique counters (mem_distinct.c) */
+    fg_policies *policies;   /* the named policies (policy.c) */
 
     atomic_uint_fast64_t decisions, denials_cached, lease_hits;
     fg_net_counters net; /* round trips, failures, reconnects */
@@ -713,6 +716,7 @@ fg_code fg_reset(fg_client *c, const char *key, bool *existed, fg_error *err) {
     /* The fallback table forgets the key too: its state is stale once the
      * server has been told to reset. */
     if (c->store != NULL) deleted = fg_mem_reset(c->store, key, strlen(key), now_us(c));
+    if (c->kind == BACKEND_MEM && fg_policies_forget(c->policies, key)) deleted = true;
     if (c->kind != BACKEND_MEM) {
         redisReply *r;
         rc = key_command(c, "FG.RESET", key, &r, err);
@@ -936,6 +940,11 @@ static fg_client *client_for(const char *url, const fg_options *opts, fg_error *
         fg_close(c);
         return NULL;
     }
+    if ((c->policies = fg_policies_new(url, &c->opts, &c->conn_config)) == NULL) {
+        fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+        fg_close(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -963,6 +972,7 @@ void fg_close(fg_client *c) {
     fg_mem_locks_free(c->mem_locks);
     fg_mem_blooms_free(c->blooms);
     fg_mem_distincts_free(c->uvs);
+    fg_policies_free(c->policies);
     if (c->leases != NULL) give_back_leases(c);
     fg_lease_table_free(c->leases);
     fg_conn_close(&c->conn);
@@ -1026,4 +1036,10 @@ void fg_client_exchange(fg_client *c, const fg_command *cmds, size_t n, redisRep
 
 fg_mem_distincts *fg_client_mem_distincts(fg_client *c) {
     return c->uvs;
+}
+
+/* ---------------------------------------------------------------- policies */
+
+fg_policies *fg_client_policies(fg_client *c) {
+    return c->policies;
 }

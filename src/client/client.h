@@ -43,4 +43,19 @@ fg_code fg_parse_grant(const redisReply *r, fg_lock_grant *out, fg_error *err);
 /* lock.c: n random bytes from getrandom(), else /dev/urandom. */
 void fg_random_bytes(void *buf, size_t n);
 
+typedef struct fg_policies fg_policies;
+
+/* policy.c: the policy side of a client of `url` (fg_open's, parsed
+ * already): its loader, the mem: table, the connections of waiting checks
+ * and of a cluster's masters. NULL when out of memory. */
+fg_policies *fg_policies_new(const char *url, const fg_options *opts, const fg_conn_config *cfg);
+void fg_policies_free(fg_policies *p);
+
+/* policy.c: fg_reset of a mem: client forgets the key's policy state too;
+ * whether it had a live one. */
+bool fg_policies_forget(fg_policies *p, const char *key);
+
+/* client.c: the client's policy side. */
+fg_policies *fg_client_policies(fg_client *c);
+
 #endif

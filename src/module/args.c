@@ -42,20 +42,24 @@ bool arg_is(RedisModuleString *arg, const char *keyword) {
     return strlen(keyword) == len && strncasecmp(s, keyword, len) == 0;
 }
 
+bool read_integer(RedisModuleString *arg, const char *name, int64_t min, int64_t max,
+                  int64_t *out, char *msg, size_t msglen) {
+    long long v;
+    if (RedisModule_StringToLongLong(arg, &v) != REDISMODULE_OK) {
+        snprintf(msg, msglen, "ERR %s must be an integer", name);
+        return false;
+    }
+    if (!fg_param_integer(v, name, min, max, msg, msglen)) return false;
+    *out = v;
+    return true;
+}
+
 int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
                   int64_t min, int64_t max, int64_t *out) {
-    long long v;
     char msg[FG_PARAM_MSG];
-    if (RedisModule_StringToLongLong(arg, &v) != REDISMODULE_OK) {
-        reply_error_fmt(ctx, "ERR %s must be an integer", name);
-        return 0;
-    }
-    if (!fg_param_integer(v, name, min, max, msg, sizeof(msg))) {
-        RedisModule_ReplyWithError(ctx, msg);
-        return 0;
-    }
-    *out = v;
-    return 1;
+    if (read_integer(arg, name, min, max, out, msg, sizeof(msg))) return 1;
+    RedisModule_ReplyWithError(ctx, msg);
+    return 0;
 }
 
 /* Digits with at most one '.', and an optional decimal exponent. */
@@ -83,23 +87,31 @@ static bool is_plain_decimal(const char *s, size_t len) {
     return i == len;
 }
 
-int parse_decimal(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, double *out) {
+bool read_decimal(RedisModuleString *arg, const char *name, double *out, char *msg,
+                  size_t msglen) {
     /* Most limits are whole numbers: the integer parser is far cheaper. */
     long long whole;
     if (RedisModule_StringToLongLong(arg, &whole) == REDISMODULE_OK) {
         *out = (double)whole;
-        return 1;
+        return true;
     }
     size_t len;
     const char *s = RedisModule_StringPtrLen(arg, &len);
     double v;
     if (!is_plain_decimal(s, len) || RedisModule_StringToDouble(arg, &v) != REDISMODULE_OK ||
         !isfinite(v)) {
-        reply_error_fmt(ctx, "ERR %s must be a number", name);
-        return 0;
+        snprintf(msg, msglen, "ERR %s must be a number", name);
+        return false;
     }
     *out = v;
-    return 1;
+    return true;
+}
+
+int parse_decimal(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, double *out) {
+    char msg[FG_PARAM_MSG];
+    if (read_decimal(arg, name, out, msg, sizeof(msg))) return 1;
+    RedisModule_ReplyWithError(ctx, msg);
+    return 0;
 }
 
 int reply_param_error(RedisModuleCtx *ctx, const char *msg) {

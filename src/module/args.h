@@ -21,6 +21,13 @@ int parse_integer(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name,
  * no inf, nan, hex or spaces. */
 int parse_decimal(RedisModuleCtx *ctx, RedisModuleString *arg, const char *name, double *out);
 
+/* The same without a client to answer (loaders): false with the message
+ * ("ERR <name> ...") in msg. */
+bool read_integer(RedisModuleString *arg, const char *name, int64_t min, int64_t max,
+                  int64_t *out, char *msg, size_t msglen);
+bool read_decimal(RedisModuleString *arg, const char *name, double *out, char *msg,
+                  size_t msglen);
+
 /* Replies a core/params.h refusal; returns 0 so a parser can return it. */
 int reply_param_error(RedisModuleCtx *ctx, const char *msg);
 

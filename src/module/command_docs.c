@@ -267,8 +267,8 @@ static RedisModuleCommandArg uv_windows[] = {
     }
 static RedisModuleCommandArg uv_window_args[] = {KEY_ARG, UV_WINDOW_ARG, UV_MORE_KEYS(1), {0}};
 static RedisModuleCommandArg uv_store_args[] = {
-    KEY_ARG,
-    {.name = "source", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 1},
+    {.name = "destination", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 0},
+    {.name = "key", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 1},
     UV_WINDOW_ARG,
     UV_MORE_KEYS(2),
     {0}};
@@ -294,6 +294,40 @@ static RedisModuleCommandArg uv_addat_args[] = {
     {.name = "item", .type = REDISMODULE_ARG_TYPE_STRING, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
     {0}};
 static RedisModuleCommandArg uv_load_args[] = {KEY_ARG, STR_ARG("payload"), {0}};
+
+/* Policies: FG.CHECK's key is argument 2; FG.POLICY's subcommands have
+ * no keys. */
+#define POLICY_ARG                                                                                 \
+    { .name = "policy", .type = REDISMODULE_ARG_TYPE_STRING }
+#define ITEMS_ARG                                                                                  \
+    { .name = "item", .type = REDISMODULE_ARG_TYPE_STRING, .flags = REDISMODULE_CMD_ARG_MULTIPLE }
+static RedisModuleCommandArg check_args[] = {
+    POLICY_ARG,
+    {.name = "key", .type = REDISMODULE_ARG_TYPE_KEY, .key_spec_index = 0},
+    COST_ARG,
+    {.name = "identity",
+     .type = REDISMODULE_ARG_TYPE_STRING,
+     .token = "ID",
+     .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+    WAIT_ARG,
+    AT_ARG,
+    {0}};
+static RedisModuleCommandArg plstate_args[] = {KEY_ARG, STR_ARG("payload"), PXAT_ARG, {0}};
+static RedisModuleCommandArg policy_set_args[] = {
+    STR_ARG("name"),
+    {.name = "rule", .type = REDISMODULE_ARG_TYPE_STRING, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
+    {0}};
+static RedisModuleCommandArg policy_name_args[] = {STR_ARG("name"), {0}};
+static RedisModuleCommandArg policy_items_args[] = {STR_ARG("name"), ITEMS_ARG, {0}};
+static RedisModuleCommandArg policy_lists[] = {
+    {.name = "allow", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "ALLOW"},
+    {.name = "deny", .type = REDISMODULE_ARG_TYPE_PURE_TOKEN, .token = "DENY"},
+    {0}};
+static RedisModuleCommandArg policy_unlist_args[] = {
+    STR_ARG("name"),
+    {.name = "list", .type = REDISMODULE_ARG_TYPE_ONEOF, .subargs = policy_lists},
+    ITEMS_ARG,
+    {0}};
 
 typedef struct command_doc {
     const char *name;
@@ -398,6 +432,27 @@ static const command_doc docs[] = {
      key_only_args},
     {"FG.UVLOAD", "Restores a unique counter from its serialized form (AOF rewrite)",
      "O(N) in the payload", 3, inserts_key1, uv_load_args},
+    {"FG.CHECK", "Checks a request against a named policy: its limits together, penalty, lists; "
+                 "may wait in FIFO order",
+     "O(L) in the policy's limits", -3, updates_key2, check_args},
+    {"FG.PLSTATE", "Sets the policy state of a key with absolute times (replication and AOF)",
+     "O(L) in the state's limits", -3, overwrites_key1, plstate_args},
+    {"FG.POLICY", "Manages the named policies of FG.CHECK", "Depends on the subcommand", 0, NULL,
+     NULL},
+    {"FG.POLICY|SET", "Creates or replaces a policy", "O(R) in the rules", -4, NULL,
+     policy_set_args},
+    {"FG.POLICY|DEL", "Deletes a policy and its lists", "O(N) in the lists' items", 3, NULL,
+     policy_name_args},
+    {"FG.POLICY|GET", "Shows a policy's rules, lists and counters", "O(R) in the rules", 3, NULL,
+     policy_name_args},
+    {"FG.POLICY|LIST", "Lists the names of the policies, sorted", "O(N) in the policies", 2, NULL,
+     NULL},
+    {"FG.POLICY|ALLOW", "Adds items to a policy's allow list", "O(N) in the items", -4, NULL,
+     policy_items_args},
+    {"FG.POLICY|DENY", "Adds items to a policy's deny list", "O(N) in the items", -4, NULL,
+     policy_items_args},
+    {"FG.POLICY|UNLIST", "Removes items from a policy's exact allow or deny list",
+     "O(N) in the items", -5, NULL, policy_unlist_args},
 };
 
 int register_command_docs(RedisModuleCtx *ctx) {

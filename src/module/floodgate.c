@@ -6,9 +6,11 @@
 #include "command_docs.h"
 #include "limiter_types.h"
 #include "lock_types.h"
+#include "policy_types.h"
 #include "redismodule_api.h"
 #include "t_bloom.h"
 #include "t_lock.h"
+#include "t_policy.h"
 #include "t_ratelimit.h"
 #include "t_uv.h"
 #include "uv_types.h"
@@ -23,6 +25,26 @@ static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     lock_info(ctx);
     bloom_info(ctx);
     uv_info(ctx);
+    policy_info(ctx);
+}
+
+/* FLUSHDB and SWAPDB replace keys under the lock and policy waiters. A
+ * module has one callback per server event (a second subscription
+ * replaces the first), so the families share this one. */
+static void on_keys_replaced(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent,
+                             void *data) {
+    (void)data;
+    if (eid.id == REDISMODULE_EVENT_FLUSHDB && subevent != REDISMODULE_SUBEVENT_FLUSHDB_END) return;
+    lock_keys_replaced(ctx);
+    policy_keys_replaced(ctx);
+}
+
+static int subscribe_key_replacements(RedisModuleCtx *ctx) {
+    RedisModuleEvent flush = {REDISMODULE_EVENT_FLUSHDB, 1}, swap = {REDISMODULE_EVENT_SWAPDB, 1};
+    if (RedisModule_SubscribeToServerEvent(ctx, flush, on_keys_replaced) != REDISMODULE_OK ||
+        RedisModule_SubscribeToServerEvent(ctx, swap, on_keys_replaced) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    return REDISMODULE_OK;
 }
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
@@ -35,7 +57,8 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS |
                                           REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
     if (limiter_types_create(ctx) != REDISMODULE_OK || lock_types_create(ctx) != REDISMODULE_OK ||
-        bloom_types_create(ctx) != REDISMODULE_OK || uv_types_create(ctx) != REDISMODULE_OK) {
+        bloom_types_create(ctx) != REDISMODULE_OK || uv_types_create(ctx) != REDISMODULE_OK ||
+        policy_types_create(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "floodgate: could not create the data types");
         return REDISMODULE_ERR;
     }
@@ -43,11 +66,14 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         lock_register_commands(ctx) != REDISMODULE_OK ||
         bloom_register_commands(ctx) != REDISMODULE_OK ||
         uv_register_commands(ctx) != REDISMODULE_OK ||
+        policy_register_commands(ctx) != REDISMODULE_OK ||
         register_command_docs(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "floodgate: could not register the commands");
         return REDISMODULE_ERR;
     }
-    if (RedisModule_RegisterInfoFunc(ctx, info_callback) != REDISMODULE_OK) return REDISMODULE_ERR;
+    if (RedisModule_RegisterInfoFunc(ctx, info_callback) != REDISMODULE_OK ||
+        subscribe_key_replacements(ctx) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
     /* Configs (floodgate.<name>) take their values from the command line or
      * redis.conf at LoadConfigs. */
     if (ratelimit_register_configs(ctx) != REDISMODULE_OK ||

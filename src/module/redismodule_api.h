@@ -46,9 +46,15 @@
 #define REDISMODULE_NOTIFY_MODULE  (1 << 13)
 
 /* Server events (SubscribeToServerEvent); every one has data version 1. */
+#define REDISMODULE_EVENT_PERSISTENCE 1
 #define REDISMODULE_EVENT_FLUSHDB     2
+#define REDISMODULE_EVENT_LOADING     3
 #define REDISMODULE_EVENT_SWAPDB      11
 #define REDISMODULE_SUBEVENT_FLUSHDB_END 1
+#define REDISMODULE_SUBEVENT_PERSISTENCE_AOF_START      1
+#define REDISMODULE_SUBEVENT_LOADING_RDB_START  0
+#define REDISMODULE_SUBEVENT_LOADING_AOF_START  1
+#define REDISMODULE_SUBEVENT_LOADING_REPL_START 2
 
 #define REDISMODULE_OPTIONS_HANDLE_IO_ERRORS           (1 << 0)
 #define REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (1 << 1)
@@ -337,6 +343,7 @@ typedef struct RedisModuleCommandInfo {
     X(int, DictSetC, (RedisModuleDict * d, void *key, size_t keylen, void *ptr))                   \
     X(void *, DictGetC, (RedisModuleDict * d, void *key, size_t keylen, int *nokey))               \
     X(int, DictDelC, (RedisModuleDict * d, void *key, size_t keylen, void *oldval))                \
+    X(int, DictReplaceC, (RedisModuleDict * d, void *key, size_t keylen, void *ptr))               \
     X(RedisModuleDictIter *, DictIteratorStartC,                                                   \
       (RedisModuleDict * d, const char *op, void *key, size_t keylen))                             \
     X(void *, DictNextC, (RedisModuleDictIter * di, size_t * keylen, void **dataptr))              \
@@ -344,7 +351,14 @@ typedef struct RedisModuleCommandInfo {
     X(int, IsKeysPositionRequest, (RedisModuleCtx * ctx))                                          \
     X(void, KeyAtPos, (RedisModuleCtx * ctx, int pos))                                             \
     X(RedisModuleCallReply *, Call, (RedisModuleCtx * ctx, const char *cmdname, const char *fmt, ...)) \
-    X(void, FreeCallReply, (RedisModuleCallReply * reply))
+    X(void, FreeCallReply, (RedisModuleCallReply * reply))                                         \
+    X(RedisModuleCallReply *, CallReplyArrayElement, (RedisModuleCallReply * reply, size_t idx))   \
+    X(const char *, CallReplyStringPtr, (RedisModuleCallReply * reply, size_t * len))              \
+    X(int, CreateSubcommand,                                                                       \
+      (RedisModuleCommand * parent, const char *name, RedisModuleCmdFunc cmdfunc,                  \
+       const char *strflags, int firstkey, int lastkey, int keystep))                              \
+    X(int, InfoBeginDictField, (RedisModuleInfoCtx * ctx, const char *name))                       \
+    X(int, InfoEndDictField, (RedisModuleInfoCtx * ctx))
 
 #define FG_OPTIONAL_APIS(X) X(uint64_t, CachedMicroseconds, (void))
 

@@ -598,10 +598,7 @@ static void arm_every_queue(RedisModuleCtx *ctx) {
     RedisModule_DictIteratorStop(it);
 }
 
-static void on_flush_or_swap(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent,
-                             void *data) {
-    (void)data;
-    if (eid.id == REDISMODULE_EVENT_FLUSHDB && subevent != REDISMODULE_SUBEVENT_FLUSHDB_END) return;
+void lock_keys_replaced(RedisModuleCtx *ctx) {
     arm_every_queue(ctx);
 }
 
@@ -1358,12 +1355,9 @@ int lock_register_commands(RedisModuleCtx *ctx) {
                                       c->firstkey ? 1 : 0) != REDISMODULE_OK)
             return REDISMODULE_ERR;
     }
-    RedisModuleEvent flush = {REDISMODULE_EVENT_FLUSHDB, 1}, swap = {REDISMODULE_EVENT_SWAPDB, 1};
     if (RedisModule_SubscribeToKeyspaceEvents(
             ctx, REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED,
-            on_keyspace_event) != REDISMODULE_OK ||
-        RedisModule_SubscribeToServerEvent(ctx, flush, on_flush_or_swap) != REDISMODULE_OK ||
-        RedisModule_SubscribeToServerEvent(ctx, swap, on_flush_or_swap) != REDISMODULE_OK)
+            on_keyspace_event) != REDISMODULE_OK)
         return REDISMODULE_ERR;
     return REDISMODULE_OK;
 }

@@ -27,6 +27,7 @@
 #include "args.h"
 #include "clock.h"
 #include "limiter_types.h"
+#include "policy_types.h"
 
 typedef union limiter_params {
     fg_gcra_params gcra;
@@ -162,6 +163,10 @@ static int set_explicit_time(const char *name, int value, void *privdata, RedisM
     (void)name, (void)privdata, (void)err;
     explicit_time_allowed = value;
     return REDISMODULE_OK;
+}
+
+bool ratelimit_explicit_time_allowed(void) {
+    return explicit_time_allowed;
 }
 
 int ratelimit_register_configs(RedisModuleCtx *ctx) {
@@ -526,12 +531,20 @@ static int key_family(RedisModuleKey *key, void **value) {
     return FAMILY_COUNT;
 }
 
+/* Whether a key holds a policy's state (FG.CHECK), which FG.RESET also
+ * deletes. */
+static bool holds_policy_state(RedisModuleKey *key) {
+    plstat *v;
+    return plstat_lookup_key(key, &v) == PLSTAT_FOUND;
+}
+
 /* FG.RESET key */
 static int reset_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     void *value;
     int family = key_family(key, &value);
+    if (family == FAMILY_COUNT && holds_policy_state(key)) family = 0;
     if (family == FAMILY_COUNT) {
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);

@@ -1,0 +1,496 @@
+#!/usr/bin/python3
+"""Unique counting against a real server: one FG.UV counter against the
+classic 84 HyperLogLog keys (docs/design-uv.md, "Benchmark plan", point 2).
+
+    make bench-uv-server                          (about a minute)
+    QUICK=1 /usr/bin/python3 bench/uv_server.py   (1M items; not for comparison)
+
+Starts its own redis-server (127.0.0.1, a free port, `--save ""
+--appendonly no`, build/floodgate.so) pinned to CPU 0, runs itself and
+redis-benchmark on CPU 1, and stops the server (by PID) at exit.
+
+Workload: UV_EVENTS items (default 10M) over the 24 hours ending at the
+server's clock when the feed starts, at a diurnal rate (1 + 0.7 sin)
+with a 10-minute spike at 4x; 60% of the events from 1M regulars (skewed:
+id = 1M u^2.5), 40% from a tail of 40M ids (uniform), so ~4.7M distinct:
+the in-process benchmark's workload (bench/uv_bench.c). Each second's
+items go, pipelined, as one `FG.UVADDAT {uv}:c <second> items...` and one
+`PFADD` into their hour key, `{uv}:h0` .. `{uv}:h23` (hours counted from the
+start of the day), and for the last hour one more into their minute key,
+`{uv}:m0` .. `{uv}:m59`: the 84 keys hold exactly the day, with no partial
+key at either end.
+
+Measures (server time is INFO commandstats' usec_per_call over 1,000 calls
+in 5 batches, each after CONFIG RESETSTAT, pipelined 100 at a time: the
+median batch; the round trip is the median of 201 unpipelined calls):
+  - FG.UVCOUNT LAST 24 HOURS, and BETWEEN over exactly the fed day and its
+    last hour (the sets the keys hold), against PFCOUNT of the 84 keys, of
+    the 24 hour keys and of the 60 minute keys;
+  - each count's error against the exact distinct count of its window (kept
+    here: every id's last second). LAST 24 HOURS ends at the second it runs,
+    so it misses the first seconds of the day, as many as the feed took;
+    its exact count is of that window;
+  - MEMORY USAGE of the counter against the sum over the keys;
+  - FG.UVEXPORT -> SET -> PFCOUNT equals FG.UVCOUNT for the same window;
+  - throughput of FG.UVADD, PFADD and INCR with redis-benchmark (-P 16,
+    -c 50), one item and ten items per command, as ratios to INCR of the
+    same round (5 interleaved rounds, the median).
+
+Prints markdown and writes it to BENCH_OUT (default bench/results/uv-server.md;
+QUICK: bench/results/uv-server-quick.md). Environment: QUICK=1, UV_EVENTS,
+MODULE, REDIS_SERVER, REDIS_BENCHMARK.
+"""
+
+import array
+import math
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import redis
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICK = os.environ.get("QUICK", "") not in ("", "0")
+EVENTS = int(os.environ.get("UV_EVENTS", 1000000 if QUICK else 10000000))
+MODULE = os.environ.get("MODULE", os.path.join(ROOT, "build", "floodgate.so"))
+REDIS_SERVER = os.environ.get("REDIS_SERVER", "redis-server")
+REDIS_BENCHMARK = os.environ.get("REDIS_BENCHMARK", "redis-benchmark")
+OUT = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results",
+                                               "uv-server-quick.md" if QUICK else "uv-server.md"))
+SERVER_CPU, CLIENT_CPU = 0, 1
+
+DAY = 86400
+REGULARS = 1000000
+TAIL = 40000000
+SPIKE_AT, SPIKE_LEN = 15 * 3600, 600
+COUNTER = "{uv}:c"
+HOUR_KEYS = ["{uv}:h%d" % h for h in range(24)]
+MINUTE_KEYS = ["{uv}:m%d" % m for m in range(60)]
+CALLS = 100 if QUICK else 1000
+BATCHES = 5
+RTT_CALLS = 51 if QUICK else 201
+BATCH_SECONDS = 300  # seconds of items per pipelined batch
+ROUNDS = 1 if QUICK else 5
+THROUGHPUT_N = 200000 if QUICK else 2000000  # commands per run (a tenth with 10 items)
+
+
+def log(msg):
+    print("uv_server.py: " + msg, file=sys.stderr, flush=True)
+
+
+def die(msg):
+    log("ERROR: " + msg)
+    sys.exit(1)
+
+
+# ------------------------------------------------------------------ server
+
+class Server:
+    """Our own redis-server on a free loopback port, pinned to SERVER_CPU."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="floodgate-uvbench.")
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log"),
+             "--loadmodule", MODULE])
+        self.client = redis.Redis(host="127.0.0.1", port=self.port)
+        for _ in range(100):
+            if self.proc.poll() is not None:
+                die("redis-server exited at start: " + self.log_tail())
+            try:
+                if self.client.ping():
+                    break
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        else:
+            die("redis-server does not answer on port %d" % self.port)
+        subprocess.run(["taskset", "-a", "-cp", str(SERVER_CPU), str(self.proc.pid)], check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def log_tail(self):
+        try:
+            with open(os.path.join(self.dir, "redis.log")) as f:
+                return "".join(f.readlines()[-20:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- workload
+
+def events_per_second():
+    """Events at each second of the day, from the cumulative rate: exactly
+    EVENTS in all (as bench/uv_bench.c)."""
+    def rate(s):
+        r = 1 + 0.7 * math.sin(2 * math.pi * s / DAY)
+        return 4 * r if SPIKE_AT <= s < SPIKE_AT + SPIKE_LEN else r
+    rates = [rate(s) for s in range(DAY)]
+    total, cum, first = sum(rates), 0.0, []
+    for r in rates:
+        first.append(int(EVENTS * cum / total))
+        cum += r
+    first.append(EVENTS)
+    return [first[s + 1] - first[s] for s in range(DAY)]
+
+
+def bulk(b):
+    return b"$%d\r\n%b\r\n" % (len(b), b)
+
+
+def command(*parts):
+    """A RESP command from already-encoded bulk strings."""
+    return b"*%d\r\n" % len(parts) + b"".join(parts)
+
+
+class Exact:
+    """Exact distinct counts of windows ending at the day's last second: the
+    last second (+1) each id was seen at, and how many ids were last seen at
+    each second. Distinct in [t, end] = the sum of that from t on."""
+
+    def __init__(self):
+        self.last = array.array("i", bytes(4 * (REGULARS + TAIL)))
+        self.last_at = [0] * DAY
+
+    def since(self, t):
+        return sum(self.last_at[max(t, 0):])
+
+
+def feed(srv, start):
+    """Feeds the day [start, start + DAY) second by second; returns the
+    exact counts and the seconds the feed took."""
+    rng = random.Random(20240601)
+    rnd = rng.random
+    exact = Exact()
+    last, last_at = exact.last, exact.last_at
+    regulars = {}  # id -> its RESP bulk string (the regulars repeat)
+    counts = events_per_second()
+    ucmd, pfadd, key = bulk(b"FG.UVADDAT"), bulk(b"PFADD"), bulk(COUNTER.encode())
+    hour_keys = [bulk(k.encode()) for k in HOUR_KEYS]
+    minute_keys = [bulk(k.encode()) for k in MINUTE_KEYS]
+    sock = socket.create_connection(("127.0.0.1", srv.port))
+    t0 = time.monotonic()
+    pending, replies = [], 0
+    for s in range(DAY):
+        items = []
+        for _ in range(counts[s]):
+            if rnd() < 0.6:
+                i = int(REGULARS * rnd() ** 2.5)
+                b = regulars.get(i)
+                if b is None:
+                    b = regulars[i] = bulk(b"u%d" % i)
+            else:
+                i = REGULARS + int(rnd() * TAIL)
+                b = bulk(b"u%d" % i)
+            items.append(b)
+            seen = last[i]
+            if seen:
+                last_at[seen - 1] -= 1
+            last[i] = s + 1
+            last_at[s] += 1
+        if items:
+            us = bulk(b"%d" % ((start + s) * 1000000))
+            pending.append(command(ucmd, key, us, *items))
+            pending.append(command(pfadd, hour_keys[s // 3600], *items))
+            replies += 2
+            if s >= DAY - 3600:
+                pending.append(command(pfadd, minute_keys[(s - (DAY - 3600)) // 60], *items))
+                replies += 1
+        if (s + 1) % BATCH_SECONDS == 0 or s == DAY - 1:
+            sock.sendall(b"".join(pending))
+            read_integer_replies(sock, replies)
+            pending, replies = [], 0
+        if (s + 1) % 7200 == 0:
+            log("fed %2d h of 24 (%.0f s)" % ((s + 1) // 3600, time.monotonic() - t0))
+    sock.close()
+    return exact, time.monotonic() - t0
+
+
+def read_integer_replies(sock, n):
+    """Reads n integer replies; any other reply (an error) stops the run."""
+    data = b""
+    while data.count(b"\r\n") < n:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            die("the server closed the connection during the feed")
+        data += chunk
+    for line in data.split(b"\r\n")[:n]:
+        if not line.startswith(b":"):
+            die("feed: unexpected reply %r" % line[:200])
+
+
+# ------------------------------------------------------------- measuring
+
+def server_time_per_call(r, args):
+    """usec_per_call of INFO commandstats, in BATCHES batches of CALLS /
+    BATCHES calls (each after CONFIG RESETSTAT): the median batch, and the
+    fastest and slowest (other work on the server's CPU shows there)."""
+    per_batch = CALLS // BATCHES
+    batches = []
+    for _ in range(BATCHES):
+        r.config_resetstat()
+        for done in range(0, per_batch, 100):
+            pipe = r.pipeline(transaction=False)
+            for _ in range(min(100, per_batch - done)):
+                pipe.execute_command(*args)
+            pipe.execute()
+        name = "cmdstat_" + args[0].lower()
+        stat = r.info("commandstats").get(name)
+        if stat is None or stat["calls"] != per_batch:
+            die("commandstats for %s: %r" % (args[0], stat))
+        batches.append(stat["usec_per_call"])
+    return statistics.median(batches), min(batches), max(batches)
+
+
+def round_trip_us(r, args):
+    times = []
+    for _ in range(RTT_CALLS):
+        t0 = time.perf_counter()
+        r.execute_command(*args)
+        times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times)
+
+
+def in_one_second(r, calls):
+    """The replies of calls sent back to back, and the server second they
+    ran at (retried until TIME agrees before and after)."""
+    for _ in range(20):
+        pipe = r.pipeline(transaction=False)
+        pipe.time()
+        for args in calls:
+            pipe.execute_command(*args)
+        pipe.time()
+        out = pipe.execute()
+        if out[0][0] == out[-1][0]:
+            return out[1:-1], out[0][0]
+    die("could not run %r within one second" % (calls,))
+
+
+def error(count, exact):
+    return (count - exact) / exact
+
+
+def memory_usage(r, key):
+    return r.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0")
+
+
+def redis_benchmark(port, n, args):
+    argv = ["taskset", "-c", str(CLIENT_CPU), REDIS_BENCHMARK, "-h", "127.0.0.1", "-p", str(port),
+            "-c", "50", "-P", "16", "-r", "100000", "-n", str(n), "-q", "--csv"] + args
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rows = [line.split(",") for line in p.stdout.splitlines() if line and not line.startswith('"test"')]
+    if p.returncode != 0 or "Error" in p.stdout + p.stderr or not rows:
+        die("redis-benchmark failed: %s\n%s%s" % (" ".join(argv), p.stdout, p.stderr))
+    return float(rows[-1][1].strip('"'))
+
+
+THROUGHPUT = [
+    ("INCR", ["INCR", "uvb:incr:__rand_int__"], 1),
+    ("PFADD, 1 item", ["PFADD", "uvb:hll1", "item:__rand_int__"], 1),
+    ("FG.UVADD, 1 item", ["FG.UVADD", "uvb:uv1", "item:__rand_int__"], 1),
+    ("PFADD, 10 items", ["PFADD", "uvb:hll10"] + ["i%d:__rand_int__" % i for i in range(10)], 10),
+    ("FG.UVADD, 10 items", ["FG.UVADD", "uvb:uv10"] + ["i%d:__rand_int__" % i for i in range(10)], 10),
+]
+
+
+def throughput(srv):
+    r = srv.client
+    for name, args, _ in THROUGHPUT:  # every command works before it is timed
+        r.execute_command(*[a.replace("__rand_int__", "probe") for a in args])
+    r.flushall()
+    redis_benchmark(srv.port, THROUGHPUT_N // 5, THROUGHPUT[0][1])  # warm-up, not recorded
+    ratios = {name: [] for name, _, _ in THROUGHPUT}
+    rates = {name: [] for name, _, _ in THROUGHPUT}
+    for rnd in range(ROUNDS):
+        incr = None
+        for name, args, items in THROUGHPUT:
+            r.flushall()
+            ops = redis_benchmark(srv.port, THROUGHPUT_N // items, args)
+            incr = ops if incr is None else incr
+            rates[name].append(ops)
+            ratios[name].append(ops / incr)
+            log("round %d %-20s %10.0f ops/s  x%.3f" % (rnd + 1, name, ops, ops / incr))
+    r.flushall()
+    return rates, ratios
+
+
+# ------------------------------------------------------------------ report
+
+def header(r):
+    info = r.info("server")
+    cpu = "unknown CPU"
+    try:
+        out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
+        cpu = next(l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name"))
+    except (OSError, StopIteration):
+        pass
+    git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                         text=True).stdout.strip() or "no commit"
+    if subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "src"], stdout=subprocess.PIPE,
+                      text=True).stdout.strip():
+        git += " (src modified)"
+    return [
+        "# floodgate unique counting against a server",
+        "",
+        "- date: %s" % time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "- mode: %s" % ("QUICK (smoke test, not for comparison)" if QUICK else "full"),
+        "- machine: nproc %d, %s, %s %s" % (os.cpu_count(), cpu, os.uname().sysname, os.uname().release),
+        "- redis-server %s on CPU %d (`--save \"\" --appendonly no`, 127.0.0.1); client and "
+        "redis-benchmark on CPU %d" % (info["redis_version"], SERVER_CPU, CLIENT_CPU),
+        "- module: %s, git %s" % (MODULE, git),
+        "- load average at start: %s" % " ".join(open("/proc/loadavg").read().split()[:3]),
+    ]
+
+
+def main():
+    if not os.path.exists(MODULE):
+        die("module not found: %s (run 'make module')" % MODULE)
+    if (os.cpu_count() or 1) < 2:
+        die("needs 2 CPUs (server on CPU 0, client on CPU 1)")
+    os.sched_setaffinity(0, {CLIENT_CPU})
+    srv = Server()
+    try:
+        lines = header(srv.client)
+        lines += measure(srv)
+    finally:
+        srv.stop()
+    text = "\n".join(lines) + "\n"
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w") as f:
+        f.write(text)
+    print(text)
+    log("written: " + OUT)
+
+
+def measure(srv):
+    r = srv.client
+    try:
+        r.execute_command("FG.UVCOUNT", COUNTER, "LAST", "1", "SECONDS")
+    except redis.ResponseError as e:
+        die("the module has no working FG.UVCOUNT: %s" % e)
+    end = r.time()[0]
+    start = end - DAY + 1
+    log("feeding %d items over the day ending at %d" % (EVENTS, end))
+    exact, feed_s = feed(srv, start)
+    day_exact = exact.since(0)
+    hour_exact = exact.since(DAY - 3600)
+    day_us, hour_us, end_us = start * 1000000, (end - 3599) * 1000000, (end + 1) * 1000000
+
+    last24 = ["FG.UVCOUNT", COUNTER, "LAST", "24", "HOURS"]
+    between_day = ["FG.UVCOUNT", COUNTER, "BETWEEN", day_us, end_us]
+    between_hour = ["FG.UVCOUNT", COUNTER, "BETWEEN", hour_us, end_us]
+    pf84 = ["PFCOUNT"] + MINUTE_KEYS + HOUR_KEYS
+    pf24 = ["PFCOUNT"] + HOUR_KEYS
+    pf60 = ["PFCOUNT"] + MINUTE_KEYS
+
+    (count24, count_day, count_hour), at = in_one_second(r, [last24, between_day, between_hour])
+    exact24 = exact.since(at - 86399 - start)
+    count84, count_h24, count_m60 = (r.execute_command(*c) for c in (pf84, pf24, pf60))
+
+    log("timing the counts")
+    rows = []
+    for label, args, count, want in (
+            ("`FG.UVCOUNT c LAST 24 HOURS`", last24, count24, exact24),
+            ("`FG.UVCOUNT c BETWEEN` the fed day", between_day, count_day, day_exact),
+            ("`PFCOUNT` of the 84 keys", pf84, count84, day_exact),
+            ("`PFCOUNT` of the 24 hour keys", pf24, count_h24, day_exact),
+            ("`FG.UVCOUNT c BETWEEN` its last hour", between_hour, count_hour, hour_exact),
+            ("`PFCOUNT` of the 60 minute keys", pf60, count_m60, hour_exact)):
+        rows.append((label, server_time_per_call(r, args), round_trip_us(r, args), count, want))
+
+    (export, again), at2 = in_one_second(r, [["FG.UVEXPORT", COUNTER, "LAST", "24", "HOURS"], last24])
+    r.set("{uv}:export", export)
+    exported = r.pfcount("{uv}:export")
+    r.delete("{uv}:export")
+
+    counter_bytes = memory_usage(r, COUNTER)
+    fields = [v.decode() if isinstance(v, bytes) else v for v in r.execute_command("FG.UVINFO", COUNTER)]
+    info = dict(zip(fields[::2], fields[1::2]))
+    hour_bytes = sum(memory_usage(r, k) for k in HOUR_KEYS)
+    minute_bytes = sum(memory_usage(r, k) for k in MINUTE_KEYS)
+
+    log("throughput")
+    rates, ratios = throughput(srv)
+
+    out = ["- load average at end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]), ""]
+    out.append("## Counting the last 24 hours: one counter against 84 keys")
+    out.append("")
+    out.append("%d items (%d distinct) over the 24 h ending at the server's clock, fed in %.0f s "
+               "(%.0f items/s, to the counter and to the keys). Server time: `usec_per_call` of "
+               "`INFO commandstats`, %d calls in %d batches of %d (pipelined 100 at a time, "
+               "`CONFIG RESETSTAT` before each), the median batch; round trip: median of "
+               "%d unpipelined calls. `LAST 24 HOURS` ran %d s after the day's last second, so its "
+               "window misses the day's first %d s; its exact count is that window's."
+               % (EVENTS, day_exact, feed_s, EVENTS / feed_s, CALLS, BATCHES, CALLS // BATCHES, RTT_CALLS,
+                  at - end, at - end))
+    out.append("")
+    out.append("| count | server µs/call | (batches: min-max) | round trip µs | count | exact | error |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|")
+    for label, (usec, fastest, slowest), rtt, count, want in rows:
+        out.append("| %s | %.1f | %.1f-%.1f | %.0f | %d | %d | %+.2f%% |"
+                   % (label, usec, fastest, slowest, rtt, count, want, 100 * error(count, want)))
+    out.append("")
+    out.append("`FG.UVCOUNT c LAST 24 HOURS` takes %.1f µs of server time (target: at most 50 µs), "
+               "%.0fx less than `PFCOUNT` of the 84 keys and %.0fx less than of the 24 hour keys."
+               % (rows[0][1][0], rows[2][1][0] / rows[0][1][0], rows[3][1][0] / rows[0][1][0]))
+    out.append("Over the same items the counter and the keys give the same count (the same "
+               "registers): the day %d and %d (%s), its last hour %d and %d (%s)."
+               % (count_day, count84, "equal" if count_day == count84 else "DIFFERENT", count_hour,
+                  count_m60, "equal" if count_hour == count_m60 else "DIFFERENT"))
+    out.append("")
+    out.append("| memory (`MEMORY USAGE ... SAMPLES 0`) | bytes |")
+    out.append("|---|---:|")
+    out.append("| the counter `{uv}:c` (FG.UVINFO: %s entries, %s buckets, %s bytes) | %d |"
+               % (info["entries"], info["buckets"], info["bytes"], counter_bytes))
+    out.append("| the 24 hour keys | %d |" % hour_bytes)
+    out.append("| the 60 minute keys | %d |" % minute_bytes)
+    out.append("| the 84 keys | %d |" % (hour_bytes + minute_bytes))
+    out.append("")
+    same = "equal" if exported == again else "DIFFERENT"
+    out.append("Export: `FG.UVEXPORT c LAST 24 HOURS` gave %d bytes (%s); `SET` then `PFCOUNT` "
+               "of it: %d; `FG.UVCOUNT` in the same second: %d (%s)."
+               % (len(export), "a dense HLL" if export[:4] == b"HYLL" else "NOT an HLL", exported, again,
+                  same))
+    out.append("")
+    out.append("## Adds: throughput against INCR")
+    out.append("")
+    out.append("redis-benchmark `-c 50 -P 16 -r 100000 -n %d` (a tenth with 10 items) on CPU %d, "
+               "%d interleaved round%s, the server FLUSHALLed before each run. INCR's keys are "
+               "random among 100,000 (as in bench/run.sh); the counter and the HLL are one key "
+               "each, items random among 100,000 (`__rand_int__`, drawn independently for each "
+               "item)." % (THROUGHPUT_N, CLIENT_CPU, ROUNDS, "" if ROUNDS == 1 else "s"))
+    out.append("")
+    out.append("| command | ops/s (median) | items/s | x INCR (median) | x INCR (min-max) |")
+    out.append("|---|---:|---:|---:|---:|")
+    for name, args, items in THROUGHPUT:
+        med = statistics.median(rates[name])
+        out.append("| %s | %.0f | %.0f | %.2f | %.2f-%.2f |"
+                   % (name, med, med * items, statistics.median(ratios[name]), min(ratios[name]),
+                      max(ratios[name])))
+    out.append("")
+    if exported != again or count_day != count84 or count_hour != count_m60:
+        die("a count differs from the one it must equal:\n" + "\n".join(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()

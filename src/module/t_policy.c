@@ -1,0 +1,1043 @@
+/*
+ * t_policy.c - policies (docs/policies.md): FG.POLICY SET, DEL, GET, LIST,
+ * ALLOW, DENY and UNLIST (subcommands of one container command), FG.CHECK,
+ * and the internal FG.PLSTATE.
+ *
+ * FG.POLICY commands change server state, not keys: they are deterministic,
+ * so each is replicated as it was sent, and only when it changed something.
+ * The registry itself is policy_registry.c.
+ *
+ * A check goes: the arguments (any error answers and changes nothing), the
+ * policy, the deny list, the allow list, the key, the carrying over of its
+ * state to the policy's current rules (fg_policy_rescale), the decision
+ * (fg_policy_decide). An "evaluation" holds all of that with the key still
+ * open, so that its caller may either settle it -- store the state if it
+ * changed, with its absolute expiry, replicate it as FG.PLSTATE key
+ * <payload> PXAT <ms>, emit the events, count the answer -- or discard it.
+ * A check is never replicated itself: replicas and AOF replay apply states
+ * and never read a clock.
+ *
+ * Waiting follows t_lock.c, whose comments explain the Redis 7.0 pitfalls:
+ *
+ * - A request denied by its limits or by the penalty box, whose retry_after
+ *   is known and within its WAIT timeout, becomes a blocked client in the
+ *   FIFO queue of its key; its decision is discarded, so it charges
+ *   nothing and counts towards no penalty until its final answer. A WAIT
+ *   request that finds others waiting is queued behind them even when it
+ *   would fit (no overtaking), unless it is answered at once anyway (a
+ *   list decision, a request that can never fit, a wait beyond its
+ *   timeout).
+ * - Each queue has one module timer, armed at its head's retry time. When
+ *   it fires the head is evaluated again, against the policy of that name
+ *   as it is then (deleted: ERR no such policy; replaced: the new rules,
+ *   carried over): allowed, it is settled and answered, and the next head
+ *   is tried; denied with a retry within its deadline, the timer is armed
+ *   again; otherwise it is answered with its final denial.
+ * - Each waiter has a module timer for its deadline (not the blocked
+ *   client's timeout, and no timeout callback, so CLIENT UNBLOCK leaves
+ *   waiters alone). At its deadline a waiter gets a final decision: the
+ *   head is served; a waiter behind others is denied (its penalty effects
+ *   stored), or, when its request would fit but earlier waiters come
+ *   first, answered a denial that stores nothing, with retry_after_ms 0.
+ * - What may let a waiter through without a check on its key -- DEL,
+ *   expiry, FG.PLSTATE, a policy changed, a waiter ahead leaving -- arms
+ *   the queue's timer to fire at once (FLUSHDB does not: see
+ *   subscribe_events). Keys are written only in timers and commands, never
+ *   in event callbacks.
+ * - Timers run outside any command: they stop on a server that is no
+ *   longer a master (-UNBLOCKED) or no longer serves the key's slot
+ *   (-TRYAGAIN), and never write there. No client blocks in MULTI, a
+ *   script, RedisModule_Call or on a replica: WAIT is then ignored.
+ *
+ * Queues live in the master's memory only: a waiter is a connection.
+ */
+#include "t_policy.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "clock.h"
+#include "limiter_types.h" /* us_to_ms_ceil */
+#include "policy_registry.h"
+#include "policy_types.h"
+#include "t_ratelimit.h"
+
+#define MAX_WAIT_MS 86400000
+#define MAX_AT_US   (INT64_MAX / 1000) /* as the other checks' AT */
+
+static const char ERR_OVERFLOW[] = "ERR overflow: these parameters exceed 64-bit time arithmetic";
+
+/* ============================================================= deciding */
+
+/* One request for a key, from FG.CHECK or from a waiter. */
+typedef struct request {
+    const char *policy;
+    size_t policy_len;
+    RedisModuleString *key;
+    const char *identity; /* what the lists are asked about: ID, or the key */
+    size_t identity_len;
+    int64_t cost;
+} request;
+
+/* What a client is told: an error, or the seven fields of FG.CHECK. */
+typedef struct answer {
+    bool is_error;
+    char error[POLICY_MSG_MAX];
+    long long allowed, limit, remaining, retry_after_ms, reset_after_ms, shadow_denied;
+    char decided_by[16];
+} answer;
+
+typedef enum verdict { BY_ERROR, BY_LIST, BY_STATE } verdict;
+
+typedef struct evaluation {
+    verdict kind;
+    policy *p;           /* BY_LIST, BY_STATE */
+    bool allowlisted;    /* BY_LIST: the allow list, else the deny list */
+    RedisModuleKey *key; /* BY_STATE: open until settled or discarded */
+    bool existed;        /* the key held a state */
+    bool rescaled;       /* carrying it over changed it */
+    int64_t now_us, cost;
+    fg_policy_state carried; /* the state decided on */
+    fg_policy_decision d;
+    fg_policy_state next;
+    answer a; /* the error (BY_ERROR), else filled when settled */
+} evaluation;
+
+static void fail(evaluation *ev, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void fail(evaluation *ev, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ev->a.error, sizeof(ev->a.error), fmt, ap);
+    va_end(ap);
+    ev->a.is_error = true;
+    ev->kind = BY_ERROR;
+}
+
+static void close_key(evaluation *ev) {
+    if (ev->key) RedisModule_CloseKey(ev->key);
+    ev->key = NULL;
+}
+
+/* Decides r at now_us, writing nothing. ev->key stays open when the
+ * decision came from the key's state. */
+static void evaluate(RedisModuleCtx *ctx, const request *r, int64_t now_us, evaluation *ev) {
+    memset(ev, 0, sizeof(*ev));
+    ev->now_us = now_us;
+    ev->cost = r->cost;
+    policy *p = ev->p = registry_find(r->policy, r->policy_len);
+    if (!p) return fail(ev, "ERR no such policy '%.*s'", (int)r->policy_len, r->policy);
+    if (list_contains(&p->deny, r->identity, r->identity_len) ||
+        list_contains(&p->allow, r->identity, r->identity_len)) {
+        ev->kind = BY_LIST;
+        ev->allowlisted = !list_contains(&p->deny, r->identity, r->identity_len);
+        return;
+    }
+    ev->key = RedisModule_OpenKey(ctx, r->key, REDISMODULE_READ | REDISMODULE_WRITE);
+    plstat *v = NULL;
+    plstat_lookup found = plstat_lookup_key(ev->key, &v);
+    if (found == PLSTAT_WRONGTYPE) {
+        close_key(ev);
+        return fail(ev, "%s", REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    if (found == PLSTAT_FOUND) {
+        size_t len;
+        const char *name = plstat_policy(v, &len);
+        if (len != p->name_len || memcmp(name, p->name, len) != 0) {
+            close_key(ev);
+            return fail(ev, "ERR key holds the state of policy '%.*s'", (int)len, name);
+        }
+        fg_policy_state cur;
+        plstat_state(v, &cur);
+        ev->existed = true;
+        ev->rescaled = fg_policy_rescale(&cur, &p->rules, now_us, &ev->carried);
+    } else {
+        fg_policy_state_init(&ev->carried, &p->rules);
+    }
+    if (fg_policy_decide(&ev->carried, &p->rules, now_us, r->cost, &ev->d, &ev->next) != FG_OK) {
+        close_key(ev);
+        return fail(ev, "%s", ERR_OVERFLOW);
+    }
+    ev->kind = BY_STATE;
+}
+
+static void discard(evaluation *ev) {
+    close_key(ev);
+}
+
+static long long ns_to_ms_ceil(int64_t ns) {
+    return ns < 0 ? -1 : ns / FG_NS_PER_MS + (ns % FG_NS_PER_MS > 0);
+}
+
+static answer answer_of(const evaluation *ev) {
+    if (ev->kind == BY_ERROR) return ev->a;
+    answer a = {.retry_after_ms = -1};
+    if (ev->kind == BY_LIST) {
+        a.allowed = ev->allowlisted;
+        snprintf(a.decided_by, sizeof(a.decided_by), ev->allowlisted ? "allowlist" : "denylist");
+        return a;
+    }
+    const fg_policy_decision *d = &ev->d;
+    a.allowed = d->allowed;
+    a.limit = d->d.limit;
+    a.remaining = d->d.remaining;
+    a.retry_after_ms = ns_to_ms_ceil(d->d.retry_after_ns);
+    a.reset_after_ms = ns_to_ms_ceil(d->d.reset_after_ns);
+    a.shadow_denied = d->shadow_denied;
+    if (d->decided_by == FG_POLICY_BY_PENALTY)
+        snprintf(a.decided_by, sizeof(a.decided_by), "penalty");
+    else
+        snprintf(a.decided_by, sizeof(a.decided_by), "limit:%u", d->limit_index + 1);
+    return a;
+}
+
+static void reply_answer(RedisModuleCtx *ctx, const answer *a) {
+    if (a->is_error) {
+        RedisModule_ReplyWithError(ctx, a->error);
+        return;
+    }
+    RedisModule_ReplyWithArray(ctx, 7);
+    RedisModule_ReplyWithLongLong(ctx, a->allowed);
+    RedisModule_ReplyWithLongLong(ctx, a->limit);
+    RedisModule_ReplyWithLongLong(ctx, a->remaining);
+    RedisModule_ReplyWithLongLong(ctx, a->retry_after_ms);
+    RedisModule_ReplyWithLongLong(ctx, a->reset_after_ms);
+    RedisModule_ReplyWithCString(ctx, a->decided_by);
+    RedisModule_ReplyWithLongLong(ctx, a->shadow_denied);
+}
+
+/* ============================================================== settling */
+
+/* The key's absolute expiry for a state neutral at at_us in the decision's
+ * time; with AT, counted from the server's clock (as t_ratelimit.c). */
+static int64_t expiry_ms(int64_t at_us, int64_t clock_skew_us) {
+    int64_t at;
+    if (__builtin_add_overflow(at_us, clock_skew_us, &at)) at = INT64_MAX;
+    return us_to_ms_ceil(at < 0 ? 0 : at);
+}
+
+/* FG.PLSTATE key <payload> PXAT <expire_ms> */
+static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const policy *p,
+                            const fg_policy_state *s, int64_t expire_ms) {
+    size_t len;
+    uint8_t *payload = plstat_payload(p->name, p->name_len, s, &len);
+    number_arg ms;
+    format_number(&ms, expire_ms);
+    RedisModule_Replicate(ctx, "FG.PLSTATE", "sbcb", keyname, (const char *)payload, len, "PXAT",
+                          ms.str, ms.len);
+    RedisModule_Free(payload);
+}
+
+/* Writes the evaluation's new state, decided at now_us (a state already
+ * neutral deletes the key instead); whether the key changed. */
+static bool store(RedisModuleCtx *ctx, const request *r, evaluation *ev, int64_t now_us,
+                  int64_t clock_skew_us) {
+    int64_t neutral_at = fg_policy_expires_at_us(&ev->next, &ev->p->rules);
+    if (neutral_at <= now_us) {
+        if (!ev->existed) return false;
+        RedisModule_DeleteKey(ev->key);
+        RedisModule_Replicate(ctx, "DEL", "s", r->key);
+        return true;
+    }
+    int64_t expire_ms = expiry_ms(neutral_at, clock_skew_us);
+    plstat_store(ev->key, ev->p->name, ev->p->name_len, &ev->next, expire_ms);
+    replicate_state(ctx, r->key, ev->p, &ev->next, expire_ms);
+    return true;
+}
+
+static void count_answer(const evaluation *ev) {
+    if (ev->kind == BY_ERROR) return;
+    policy_counters *c = &ev->p->counters;
+    bool allowed = ev->kind == BY_LIST ? ev->allowlisted : ev->d.allowed;
+    if (allowed)
+        c->allowed++;
+    else
+        c->denied++;
+    if (ev->kind == BY_STATE) {
+        c->shadow_denied += ev->d.shadow_denied;
+        c->banned += ev->d.banned_now;
+    }
+}
+
+/* Makes an evaluation the final answer: its state is stored if it changed,
+ * the answer counted, and ev->a filled. */
+static void settle(RedisModuleCtx *ctx, const request *r, evaluation *ev, int64_t now_us,
+                   int64_t clock_skew_us) {
+    bool wrote = false;
+    if (ev->kind == BY_STATE) {
+        if (ev->rescaled || ev->d.changed) wrote = store(ctx, r, ev, now_us, clock_skew_us);
+        close_key(ev);
+    }
+    if (wrote) {
+        RedisModule_SignalModifiedKey(ctx, r->key);
+        if (ev->d.allowed && !ev->d.shadow_denied && r->cost > 0)
+            RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.check", r->key);
+        if (ev->d.banned_now)
+            RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.penalty", r->key);
+    }
+    count_answer(ev);
+    ev->a = answer_of(ev);
+}
+
+/* ================================================================ queues */
+
+typedef struct waiter waiter;
+
+typedef struct wait_queue {
+    int dbid;
+    RedisModuleString *key;
+    waiter *head, *tail;
+    RedisModuleTimerID timer;
+    bool timer_armed;
+    int64_t timer_at_us; /* when the armed timer fires */
+} wait_queue;
+
+struct waiter {
+    RedisModuleBlockedClient *bc;
+    wait_queue *q;
+    waiter *prev, *next;
+    request req; /* req.key is q->key; req.policy and req.identity point below or into it */
+    char policy[POLICY_NAME_MAX];
+    char *identity; /* ID's copy; NULL when the key is the identity */
+    int64_t deadline_us;
+    RedisModuleTimerID deadline;
+    bool has_deadline;
+};
+
+static RedisModuleDict *queues;  /* db + key name -> wait_queue */
+static RedisModuleDict *waiters; /* blocked client handle -> waiter */
+
+/* The dict key of a queue: the db number, then the key name. */
+typedef struct queue_name {
+    char stack[256];
+    char *buf;
+    size_t len;
+} queue_name;
+
+static void queue_name_make(queue_name *n, int dbid, RedisModuleString *key) {
+    size_t klen;
+    const char *k = RedisModule_StringPtrLen(key, &klen);
+    n->len = sizeof(dbid) + klen;
+    n->buf = n->len <= sizeof(n->stack) ? n->stack : RedisModule_Alloc(n->len);
+    memcpy(n->buf, &dbid, sizeof(dbid));
+    memcpy(n->buf + sizeof(dbid), k, klen);
+}
+
+static void queue_name_done(queue_name *n) {
+    if (n->buf != n->stack) RedisModule_Free(n->buf);
+}
+
+static wait_queue *queue_find(int dbid, RedisModuleString *key) {
+    if (RedisModule_DictSize(queues) == 0) return NULL;
+    queue_name n;
+    queue_name_make(&n, dbid, key);
+    wait_queue *q = RedisModule_DictGetC(queues, n.buf, n.len, NULL);
+    queue_name_done(&n);
+    return q;
+}
+
+static wait_queue *queue_get(int dbid, RedisModuleString *key) {
+    wait_queue *q = queue_find(dbid, key);
+    if (q) return q;
+    q = RedisModule_Alloc(sizeof(*q));
+    memset(q, 0, sizeof(*q));
+    q->dbid = dbid;
+    size_t klen;
+    const char *k = RedisModule_StringPtrLen(key, &klen);
+    q->key = RedisModule_CreateString(NULL, k, klen);
+    queue_name n;
+    queue_name_make(&n, dbid, key);
+    RedisModule_DictSetC(queues, n.buf, n.len, q);
+    queue_name_done(&n);
+    return q;
+}
+
+static void queue_disarm(RedisModuleCtx *ctx, wait_queue *q) {
+    if (q->timer_armed) RedisModule_StopTimer(ctx, q->timer, NULL);
+    q->timer_armed = false;
+}
+
+static void queue_drop_if_empty(RedisModuleCtx *ctx, wait_queue *q) {
+    if (q->head) return;
+    queue_disarm(ctx, q);
+    queue_name n;
+    queue_name_make(&n, q->dbid, q->key);
+    RedisModule_DictDelC(queues, n.buf, n.len, NULL);
+    queue_name_done(&n);
+    RedisModule_FreeString(NULL, q->key);
+    RedisModule_Free(q);
+}
+
+static void queue_timer_fired(RedisModuleCtx *ctx, void *data);
+
+/* Makes the queue's timer fire at at_us (at once when at_us <= now_us); an
+ * armed timer that fires sooner is kept. */
+static void queue_arm(RedisModuleCtx *ctx, wait_queue *q, int64_t at_us, int64_t now_us) {
+    if (q->timer_armed && q->timer_at_us <= at_us) return;
+    queue_disarm(ctx, q);
+    int64_t wait_us = at_us > now_us ? at_us - now_us : 0;
+    q->timer = RedisModule_CreateTimer(ctx, (mstime_t)us_to_ms_ceil(wait_us), queue_timer_fired, q);
+    q->timer_armed = true;
+    q->timer_at_us = at_us;
+}
+
+static void arm_every_queue(RedisModuleCtx *ctx) {
+    if (RedisModule_DictSize(queues) == 0) return;
+    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(queues, "^", NULL, 0);
+    wait_queue *q;
+    while (RedisModule_DictNextC(it, NULL, (void **)&q))
+        queue_arm(ctx, q, 0, 0);
+    RedisModule_DictIteratorStop(it);
+}
+
+/* Takes a waiter out of its queue (which stays, possibly empty) and frees it. */
+static void waiter_remove(RedisModuleCtx *ctx, waiter *w) {
+    wait_queue *q = w->q;
+    if (w->has_deadline) RedisModule_StopTimer(ctx, w->deadline, NULL);
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        q->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        q->tail = w->prev;
+    RedisModule_DictDelC(waiters, &w->bc, sizeof(w->bc), NULL);
+    RedisModule_Free(w->identity);
+    RedisModule_Free(w);
+}
+
+/* Tells a waiter its answer (written by waiter_reply); the waiter is gone
+ * afterwards. */
+static void waiter_answer(RedisModuleCtx *ctx, waiter *w, const answer *a) {
+    answer *copy = RedisModule_Alloc(sizeof(*copy));
+    *copy = *a;
+    RedisModule_UnblockClient(w->bc, copy);
+    waiter_remove(ctx, w);
+}
+
+static void waiter_fail(RedisModuleCtx *ctx, waiter *w, const char *error) {
+    answer a = {.is_error = true};
+    snprintf(a.error, sizeof(a.error), "%s", error);
+    waiter_answer(ctx, w, &a);
+}
+
+/* The waiter leaves; the one behind it, if any, may now go. */
+static void waiter_abandon(RedisModuleCtx *ctx, waiter *w) {
+    wait_queue *q = w->q;
+    waiter_remove(ctx, w);
+    if (q->head)
+        queue_arm(ctx, q, 0, 0);
+    else
+        queue_drop_if_empty(ctx, q);
+}
+
+/* ============================================================== serving */
+
+static int64_t ns_to_us_ceil(int64_t ns) {
+    return ns / FG_NS_PER_US + (ns % FG_NS_PER_US > 0);
+}
+
+/* Whether a waiter's evaluation lets it wait on (a denial by its limits or
+ * the penalty box that may end by deadline_us); *wake_us is then when. */
+static bool waits_on(const evaluation *ev, int64_t deadline_us, int64_t *wake_us) {
+    if (ev->kind != BY_STATE || ev->d.allowed) return false;
+    int64_t ns = fg_policy_wait_ns(&ev->carried, &ev->p->rules, ev->now_us, ev->cost, &ev->d);
+    if (ns < 0) return false;
+    *wake_us = ev->now_us + ns_to_us_ceil(ns);
+    return *wake_us <= deadline_us;
+}
+
+/* Answers the waiters of q from the head while they are allowed or
+ * finally denied; arms the timer for the first that waits on. ctx must
+ * have q's database selected. */
+static void serve(RedisModuleCtx *ctx, wait_queue *q, int64_t now_us) {
+    while (q->head) {
+        waiter *w = q->head;
+        evaluation ev;
+        int64_t wake_us;
+        evaluate(ctx, &w->req, now_us, &ev);
+        if (waits_on(&ev, w->deadline_us, &wake_us)) {
+            discard(&ev);
+            queue_arm(ctx, q, wake_us, now_us);
+            return;
+        }
+        settle(ctx, &w->req, &ev, now_us, 0);
+        waiter_answer(ctx, w, &ev.a);
+    }
+    queue_drop_if_empty(ctx, q);
+}
+
+/* Whether this node still serves the key's slot (t_lock.c): RedisModule_Call
+ * checks the slot and fails when another node serves it. */
+static bool key_served_here(RedisModuleCtx *ctx, RedisModuleString *keyname) {
+    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_CLUSTER)) return true;
+    RedisModuleCallReply *reply = RedisModule_Call(ctx, "EXISTS", "s", keyname);
+    if (!reply) return false;
+    RedisModule_FreeCallReply(reply);
+    return true;
+}
+
+/* Why a timer may not decide for q's key here (NULL: it may); selects the
+ * queue's database. */
+static const char *cannot_serve(RedisModuleCtx *ctx, wait_queue *q) {
+    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER))
+        return "UNBLOCKED the server is no longer a master";
+    RedisModule_SelectDb(ctx, q->dbid);
+    if (!key_served_here(ctx, q->key))
+        return "TRYAGAIN the key moved to another node: ask the node that serves it";
+    return NULL;
+}
+
+static void queue_timer_fired(RedisModuleCtx *ctx, void *data) {
+    wait_queue *q = data;
+    q->timer_armed = false;
+    const char *error = cannot_serve(ctx, q);
+    if (error) {
+        while (q->head)
+            waiter_fail(ctx, q->head, error);
+        queue_drop_if_empty(ctx, q);
+        return;
+    }
+    serve(ctx, q, server_clock_us());
+}
+
+/* The waiter's deadline: its final answer now. */
+static void deadline_passed(RedisModuleCtx *ctx, void *data) {
+    waiter *w = data;
+    wait_queue *q = w->q;
+    w->has_deadline = false;
+    const char *error = cannot_serve(ctx, q);
+    if (error) {
+        waiter_fail(ctx, w, error);
+        queue_drop_if_empty(ctx, q);
+        return;
+    }
+    int64_t now_us = server_clock_us();
+    w->deadline_us = now_us; /* so that it does not wait on */
+    if (q->head == w) {
+        serve(ctx, q, now_us);
+        return;
+    }
+    evaluation ev;
+    evaluate(ctx, &w->req, now_us, &ev);
+    if (ev.kind == BY_STATE && ev.d.allowed && !ev.d.shadow_denied && w->req.cost > 0) {
+        /* It would fit, but earlier waiters come first: denied, charged
+         * nothing, and free to try again at once without WAIT. */
+        discard(&ev);
+        answer a = answer_of(&ev);
+        a.allowed = 0;
+        a.retry_after_ms = 0;
+        ev.p->counters.denied++;
+        waiter_answer(ctx, w, &a);
+        return;
+    }
+    settle(ctx, &w->req, &ev, now_us, 0);
+    waiter_answer(ctx, w, &ev.a);
+}
+
+/* ====================================================== blocked clients */
+
+static int waiter_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv, (void)argc;
+    reply_answer(ctx, RedisModule_GetBlockedClientPrivateData(ctx));
+    return REDISMODULE_OK;
+}
+
+static void free_answer(RedisModuleCtx *ctx, void *privdata) {
+    (void)ctx;
+    RedisModule_Free(privdata);
+}
+
+/* Also called when the server unblocks the client itself (a master that
+ * becomes a replica answers -UNBLOCKED). */
+static void waiter_disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
+    waiter *w = RedisModule_DictGetC(waiters, &bc, sizeof(bc), NULL);
+    if (w) waiter_abandon(ctx, w);
+}
+
+/* Whether this client may wait: never inside MULTI, a script or
+ * RedisModule_Call, and only on a master. */
+static bool can_block(RedisModuleCtx *ctx) {
+    int flags = RedisModule_GetContextFlags(ctx);
+    if (flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+                 REDISMODULE_CTX_FLAGS_DENY_BLOCKING | REDISMODULE_CTX_FLAGS_REPLICATED))
+        return false;
+    return (flags & REDISMODULE_CTX_FLAGS_MASTER) != 0;
+}
+
+/* Blocks the client at the tail of its key's queue (id: its ID, NULL when
+ * the key is the identity); first_try_us is when its request could first
+ * be allowed, were it alone. */
+static void enqueue(RedisModuleCtx *ctx, const request *r, RedisModuleString *id,
+                    int64_t timeout_ms, int64_t now_us, int64_t first_try_us) {
+    wait_queue *q = queue_get(RedisModule_GetSelectedDb(ctx), r->key);
+    waiter *w = RedisModule_Alloc(sizeof(*w));
+    memset(w, 0, sizeof(*w));
+    w->q = q;
+    memcpy(w->policy, r->policy, r->policy_len);
+    w->req = (request){w->policy, r->policy_len, q->key, NULL, 0, r->cost};
+    if (id) {
+        w->identity = RedisModule_Alloc(r->identity_len ? r->identity_len : 1);
+        memcpy(w->identity, r->identity, r->identity_len);
+        w->req.identity = w->identity;
+        w->req.identity_len = r->identity_len;
+    } else {
+        w->req.identity = RedisModule_StringPtrLen(q->key, &w->req.identity_len);
+    }
+    w->deadline_us = now_us + timeout_ms * 1000;
+    w->bc = RedisModule_BlockClient(ctx, waiter_reply, NULL, free_answer, 0);
+    RedisModule_SetDisconnectCallback(w->bc, waiter_disconnected);
+    w->deadline = RedisModule_CreateTimer(ctx, timeout_ms, deadline_passed, w);
+    w->has_deadline = true;
+    RedisModule_DictSetC(waiters, &w->bc, sizeof(w->bc), w);
+    w->prev = q->tail;
+    if (q->tail)
+        q->tail->next = w;
+    else
+        q->head = w;
+    q->tail = w;
+    if (q->head == w) queue_arm(ctx, q, first_try_us, now_us);
+}
+
+/* ============================================================= FG.CHECK */
+
+typedef struct check_options {
+    RedisModuleString *id; /* NULL: the key is the identity */
+    int64_t cost;
+    int64_t wait_ms; /* 0: no WAIT */
+    int64_t at_us;   /* -1: the server's clock */
+} check_options;
+
+/* [COST n] [ID identity] [WAIT timeout_ms] [AT unix_us], in any order. */
+static int parse_check_options(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
+                               check_options *o) {
+    *o = (check_options){NULL, 1, 0, -1};
+    for (int i = 0; i < argc; i += 2) {
+        static const char *const names[] = {"COST", "ID", "WAIT", "AT"};
+        int which = -1;
+        for (int n = 0; n < 4; n++)
+            if (arg_is(argv[i], names[n])) which = n;
+        if (which < 0)
+            return RedisModule_ReplyWithError(ctx, "ERR syntax error: the options are COST n, "
+                                                   "ID identity, WAIT timeout_ms and AT unix_us"),
+                   0;
+        if (i + 1 >= argc) return reply_error_fmt(ctx, "ERR %s needs a value", names[which]), 0;
+        RedisModuleString *v = argv[i + 1];
+        switch (which) {
+        case 0:
+            if (!parse_integer(ctx, v, "COST", 0, INT64_MAX, &o->cost)) return 0;
+            break;
+        case 1: o->id = v; break;
+        case 2:
+            if (!parse_integer(ctx, v, "WAIT", 1, MAX_WAIT_MS, &o->wait_ms)) return 0;
+            break;
+        default:
+            if (!parse_integer(ctx, v, "AT", 0, MAX_AT_US, &o->at_us)) return 0;
+        }
+    }
+    if (o->wait_ms && o->at_us >= 0)
+        return RedisModule_ReplyWithError(ctx, "ERR WAIT and AT cannot be combined"), 0;
+    return 1;
+}
+
+/* Whether a server config has a value, read through the server (only when
+ * an AOF rewrite starts). */
+static bool config_is(RedisModuleCtx *ctx, const char *name, const char *expected) {
+    RedisModuleCallReply *reply = RedisModule_Call(ctx, "CONFIG", "cc", "GET", name);
+    if (!reply) return false;
+    RedisModuleCallReply *value = RedisModule_CallReplyArrayElement(reply, 1);
+    size_t len = 0;
+    const char *s = value ? RedisModule_CallReplyStringPtr(value, &len) : NULL;
+    bool is = s && len == strlen(expected) && memcmp(s, expected, len) == 0;
+    RedisModule_FreeCallReply(reply);
+    return is;
+}
+
+/* Whether a request that may wait does, and from when it may be tried:
+ * denied by its limits or the penalty box with a wait within its timeout,
+ * or allowed while others wait ahead of it (it must not overtake them). */
+static bool should_wait(const evaluation *ev, bool queued_ahead, int64_t timeout_ms,
+                        int64_t *first_try_us) {
+    if (ev->kind != BY_STATE) return false;
+    *first_try_us = ev->now_us;
+    if (ev->d.allowed) return queued_ahead && !ev->d.shadow_denied && ev->cost > 0;
+    return waits_on(ev, ev->now_us + timeout_ms * 1000, first_try_us);
+}
+
+/* FG.CHECK policy key [COST n] [ID identity] [WAIT timeout_ms] [AT unix_us] */
+static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    request r = {.key = argv[2]};
+    r.policy = RedisModule_StringPtrLen(argv[1], &r.policy_len);
+    if (!policy_name_valid(r.policy, r.policy_len))
+        return RedisModule_ReplyWithError(ctx, ERR_POLICY_NAME);
+    check_options o;
+    if (!parse_check_options(ctx, argv + 3, argc - 3, &o)) return REDISMODULE_OK;
+    if (o.at_us >= 0 && !ratelimit_explicit_time_allowed())
+        return RedisModule_ReplyWithError(
+            ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
+    r.cost = o.cost;
+    r.identity = RedisModule_StringPtrLen(o.id ? o.id : r.key, &r.identity_len);
+
+    int64_t server_now_us = server_clock_us();
+    int64_t now_us = o.at_us >= 0 ? o.at_us : server_now_us;
+    bool may_wait = o.wait_ms > 0 && can_block(ctx);
+    wait_queue *q = may_wait ? queue_find(RedisModule_GetSelectedDb(ctx), r.key) : NULL;
+    evaluation ev;
+    evaluate(ctx, &r, now_us, &ev);
+    int64_t first_try_us;
+    if (may_wait && should_wait(&ev, q && q->head, o.wait_ms, &first_try_us)) {
+        ev.p->counters.waited++;
+        discard(&ev);
+        enqueue(ctx, &r, o.id, o.wait_ms, now_us, first_try_us);
+        return REDISMODULE_OK;
+    }
+    settle(ctx, &r, &ev, now_us, server_now_us - now_us);
+    reply_answer(ctx, &ev.a);
+    return REDISMODULE_OK;
+}
+
+/* =========================================================== FG.PLSTATE */
+
+/* FG.PLSTATE key payload [PXAT unix_ms] */
+static int plstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3 && argc != 5) return RedisModule_WrongArity(ctx);
+    int64_t expire_ms = REDISMODULE_NO_EXPIRE;
+    if (argc == 5) {
+        if (!arg_is(argv[3], "PXAT"))
+            return RedisModule_ReplyWithError(ctx, "ERR syntax error: the only option is "
+                                                   "PXAT unix_ms");
+        if (!parse_integer(ctx, argv[4], "PXAT", 0, INT64_MAX / 1000, &expire_ms))
+            return REDISMODULE_OK;
+    }
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    plstat *v;
+    if (plstat_lookup_key(key, &v) == PLSTAT_WRONGTYPE) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    size_t len;
+    const char *payload = RedisModule_StringPtrLen(argv[2], &len);
+    bool stored = plstat_store_payload(key, (const uint8_t *)payload, len, expire_ms);
+    RedisModule_CloseKey(key);
+    if (!stored) return RedisModule_ReplyWithError(ctx, "ERR invalid policy state payload");
+    RedisModule_ReplicateVerbatim(ctx);
+    RedisModule_SignalModifiedKey(ctx, argv[1]);
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.plstate", argv[1]);
+    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), argv[1]);
+    if (q) queue_arm(ctx, q, 0, 0);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* ============================================================ FG.POLICY */
+
+/* The policy named by arg; NULL after replying the error. */
+static policy *named_policy(RedisModuleCtx *ctx, RedisModuleString *arg) {
+    size_t len;
+    const char *name = RedisModule_StringPtrLen(arg, &len);
+    if (!policy_name_valid(name, len)) {
+        RedisModule_ReplyWithError(ctx, ERR_POLICY_NAME);
+        return NULL;
+    }
+    policy *p = registry_find(name, len);
+    if (!p) reply_error_fmt(ctx, "ERR no such policy '%.*s'", (int)len, name);
+    return p;
+}
+
+/* A policy changed: waiters are decided again by what it is now. */
+static void policies_changed(RedisModuleCtx *ctx) {
+    arm_every_queue(ctx);
+}
+
+/* FG.POLICY SET name rule [rule ...] */
+static int policy_set_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    size_t len;
+    const char *name = RedisModule_StringPtrLen(argv[2], &len);
+    char msg[POLICY_MSG_MAX];
+    policy *p = policy_parse(name, len, argv + 3, argc - 3, msg, sizeof(msg));
+    if (!p || !registry_install(p, msg, sizeof(msg))) return RedisModule_ReplyWithError(ctx, msg);
+    RedisModule_ReplicateVerbatim(ctx);
+    policies_changed(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* FG.POLICY DEL name */
+static int policy_del_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    size_t len;
+    const char *name = RedisModule_StringPtrLen(argv[2], &len);
+    if (!policy_name_valid(name, len)) return RedisModule_ReplyWithError(ctx, ERR_POLICY_NAME);
+    bool deleted = registry_delete(name, len);
+    if (deleted) {
+        RedisModule_ReplicateVerbatim(ctx);
+        policies_changed(ctx);
+    }
+    return RedisModule_ReplyWithLongLong(ctx, deleted);
+}
+
+static void reply_word(RedisModuleCtx *ctx, RedisModuleString *word) {
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(word, &len);
+    RedisModule_ReplyWithStringBuffer(ctx, s, len);
+}
+
+/* Each LIMIT rule's words: the algorithm, then its numbers as given. */
+static void reply_limits(RedisModuleCtx *ctx, const policy *p) {
+    RedisModule_ReplyWithArray(ctx, p->rules.nlimits);
+    for (uint32_t i = 0; i < p->rules.nlimits; i++) {
+        fg_policy_algorithm a = p->rules.limits[i].algorithm;
+        int n = policy_algorithm_params(a);
+        RedisModule_ReplyWithArray(ctx, 1 + n);
+        RedisModule_ReplyWithCString(ctx, policy_algorithm_word(a));
+        for (int j = 1; j <= n; j++)
+            reply_word(ctx, p->words[p->limit_at[i] + j]);
+    }
+}
+
+/* [ban_ms, n, window_ms], the defaults filled in; [] without a penalty. */
+static void reply_penalty(RedisModuleCtx *ctx, const policy *p) {
+    if (p->ban_at < 0) {
+        RedisModule_ReplyWithArray(ctx, 0);
+        return;
+    }
+    RedisModule_ReplyWithArray(ctx, 3);
+    reply_word(ctx, p->words[p->ban_at]);
+    if (p->after_at >= 0)
+        reply_word(ctx, p->words[p->after_at]);
+    else
+        RedisModule_ReplyWithStringBuffer(ctx, "1", 1);
+    reply_word(ctx, p->words[p->within_at >= 0 ? p->within_at : p->ban_at]);
+}
+
+static void reply_list(RedisModuleCtx *ctx, const policy_list *l) {
+    RedisModule_ReplyWithArray(ctx, 2);
+    RedisModule_ReplyWithCString(ctx, list_kind_name(l->kind));
+    RedisModule_ReplyWithLongLong(ctx, (long long)list_entries(l));
+}
+
+static void reply_counter(RedisModuleCtx *ctx, const char *name, long long value) {
+    RedisModule_ReplyWithCString(ctx, name);
+    RedisModule_ReplyWithLongLong(ctx, value);
+}
+
+/* FG.POLICY GET name */
+static int policy_get_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    policy *p = named_policy(ctx, argv[2]);
+    if (!p) return REDISMODULE_OK;
+    RedisModule_ReplyWithMap(ctx, 11);
+    RedisModule_ReplyWithCString(ctx, "name");
+    RedisModule_ReplyWithStringBuffer(ctx, p->name, p->name_len);
+    RedisModule_ReplyWithCString(ctx, "limits");
+    reply_limits(ctx, p);
+    RedisModule_ReplyWithCString(ctx, "penalty");
+    reply_penalty(ctx, p);
+    reply_counter(ctx, "shadow", p->rules.shadow);
+    RedisModule_ReplyWithCString(ctx, "allowlist");
+    reply_list(ctx, &p->allow);
+    RedisModule_ReplyWithCString(ctx, "denylist");
+    reply_list(ctx, &p->deny);
+    reply_counter(ctx, "allowed", p->counters.allowed);
+    reply_counter(ctx, "denied", p->counters.denied);
+    reply_counter(ctx, "banned", p->counters.banned);
+    reply_counter(ctx, "shadow_denied", p->counters.shadow_denied);
+    reply_counter(ctx, "waited", p->counters.waited);
+    return REDISMODULE_OK;
+}
+
+static void reply_name(policy *p, void *ctx) {
+    RedisModule_ReplyWithStringBuffer(ctx, p->name, p->name_len);
+}
+
+/* FG.POLICY LIST */
+static int policy_list_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv;
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModule_ReplyWithArray(ctx, (long)registry_count());
+    registry_for_each(reply_name, ctx);
+    return REDISMODULE_OK;
+}
+
+/* Adds argv[3..] to a list. A Bloom list that cannot grow stops the
+ * command there: what was added before is replicated alone. */
+static int add_to_list(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, bool deny) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    policy *p = named_policy(ctx, argv[2]);
+    if (!p) return REDISMODULE_OK;
+    policy_list *l = deny ? &p->deny : &p->allow;
+    long long added = 0;
+    int i = 3;
+    for (; i < argc; i++) {
+        size_t len;
+        const char *item = RedisModule_StringPtrLen(argv[i], &len);
+        int r = list_add(l, item, len);
+        if (r < 0) break;
+        added += r;
+    }
+    if (added > 0) {
+        if (i == argc)
+            RedisModule_ReplicateVerbatim(ctx);
+        else
+            RedisModule_Replicate(ctx, "FG.POLICY", "v", argv + 1, (size_t)(i - 1));
+        policies_changed(ctx);
+    }
+    if (i < argc)
+        return RedisModule_ReplyWithError(ctx, "ERR the Bloom list cannot grow: "
+                                               "not enough memory");
+    return RedisModule_ReplyWithLongLong(ctx, added);
+}
+
+/* FG.POLICY ALLOW name item [item ...] */
+static int policy_allow_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return add_to_list(ctx, argv, argc, false);
+}
+
+/* FG.POLICY DENY name item [item ...] */
+static int policy_deny_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return add_to_list(ctx, argv, argc, true);
+}
+
+/* FG.POLICY UNLIST name ALLOW|DENY item [item ...] */
+static int policy_unlist_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 5) return RedisModule_WrongArity(ctx);
+    bool deny = arg_is(argv[3], "DENY");
+    if (!deny && !arg_is(argv[3], "ALLOW"))
+        return RedisModule_ReplyWithError(ctx, "ERR UNLIST takes ALLOW or DENY");
+    policy *p = named_policy(ctx, argv[2]);
+    if (!p) return REDISMODULE_OK;
+    policy_list *l = deny ? &p->deny : &p->allow;
+    if (l->kind == LIST_BLOOM)
+        return RedisModule_ReplyWithError(ctx, "ERR a Bloom list cannot remove items");
+    long long removed = 0;
+    for (int i = 4; i < argc; i++) {
+        size_t len;
+        const char *item = RedisModule_StringPtrLen(argv[i], &len);
+        removed += list_remove(l, item, len);
+    }
+    if (removed > 0) {
+        RedisModule_ReplicateVerbatim(ctx);
+        policies_changed(ctx);
+    }
+    return RedisModule_ReplyWithLongLong(ctx, removed);
+}
+
+/* ================================================================ events */
+
+/* What may free a key without a check on it: its waiters look again. */
+static int on_keyspace_event(RedisModuleCtx *ctx, int type, const char *event,
+                             RedisModuleString *key) {
+    /* Of the module's own events only FG.RESET removes a key; the others
+     * (every admitted check raises one) are not worth a lookup. */
+    if (type == REDISMODULE_NOTIFY_MODULE && strcmp(event, "fg.reset") != 0) return REDISMODULE_OK;
+    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), key);
+    if (q) queue_arm(ctx, q, 0, 0);
+    return REDISMODULE_OK;
+}
+
+/* A file or a full sync starts to load: what it holds replaces the
+ * registry (its aux data fills it again), and a file without policies
+ * leaves none behind. */
+static void on_loading(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent, void *data) {
+    (void)eid, (void)data;
+    if (subevent != REDISMODULE_SUBEVENT_LOADING_RDB_START &&
+        subevent != REDISMODULE_SUBEVENT_LOADING_AOF_START &&
+        subevent != REDISMODULE_SUBEVENT_LOADING_REPL_START)
+        return;
+    registry_clear();
+    arm_every_queue(ctx);
+}
+
+/* An AOF rewritten without the RDB preamble has no aux data: the policies
+ * would be lost at the next restart. */
+static void on_persistence(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent,
+                           void *data) {
+    (void)eid, (void)data;
+    if (subevent != REDISMODULE_SUBEVENT_PERSISTENCE_AOF_START || registry_count() == 0) return;
+    if (config_is(ctx, "aof-use-rdb-preamble", "no"))
+        RedisModule_Log(ctx, "warning",
+                        "floodgate: this AOF rewrite has no RDB preamble, so it does not keep "
+                        "the %llu policies: they will be lost at restart unless applied again "
+                        "(set aof-use-rdb-preamble yes)",
+                        (unsigned long long)registry_count());
+}
+
+/* ========================================================= registration */
+
+typedef struct subcommand {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+} subcommand;
+
+static const subcommand policy_subcommands[] = {
+    {"SET", policy_set_command, "write deny-oom"},
+    {"DEL", policy_del_command, "write"},
+    {"GET", policy_get_command, "readonly"},
+    {"LIST", policy_list_command, "readonly"},
+    {"ALLOW", policy_allow_command, "write deny-oom"},
+    {"DENY", policy_deny_command, "write deny-oom"},
+    {"UNLIST", policy_unlist_command, "write"},
+};
+
+void policy_keys_replaced(RedisModuleCtx *ctx) {
+    arm_every_queue(ctx);
+}
+
+/* FLUSHDB and SWAPDB reach policy_keys_replaced through floodgate.c: a
+ * module has one callback per server event. */
+static int subscribe_events(RedisModuleCtx *ctx) {
+    RedisModuleEvent loading = {REDISMODULE_EVENT_LOADING, 1},
+                     persistence = {REDISMODULE_EVENT_PERSISTENCE, 1};
+    if (RedisModule_SubscribeToKeyspaceEvents(
+            ctx,
+            REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED |
+                REDISMODULE_NOTIFY_MODULE,
+            on_keyspace_event) != REDISMODULE_OK ||
+        RedisModule_SubscribeToServerEvent(ctx, loading, on_loading) != REDISMODULE_OK ||
+        RedisModule_SubscribeToServerEvent(ctx, persistence, on_persistence) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    return REDISMODULE_OK;
+}
+
+int policy_register_commands(RedisModuleCtx *ctx) {
+    queues = RedisModule_CreateDict(NULL);
+    waiters = RedisModule_CreateDict(NULL);
+    if (RedisModule_CreateCommand(ctx, "FG.CHECK", check_command, "write deny-oom", 2, 2, 1) !=
+            REDISMODULE_OK ||
+        RedisModule_CreateCommand(ctx, "FG.PLSTATE", plstate_command, "write deny-oom", 1, 1, 1) !=
+            REDISMODULE_OK ||
+        RedisModule_CreateCommand(ctx, "FG.POLICY", NULL, "", 0, 0, 0) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    RedisModuleCommand *parent = RedisModule_GetCommand(ctx, "FG.POLICY");
+    if (!parent) return REDISMODULE_ERR;
+    for (size_t i = 0; i < sizeof(policy_subcommands) / sizeof(policy_subcommands[0]); i++) {
+        const subcommand *s = &policy_subcommands[i];
+        if (RedisModule_CreateSubcommand(parent, s->name, s->fn, s->flags, 0, 0, 0) !=
+            REDISMODULE_OK)
+            return REDISMODULE_ERR;
+    }
+    return subscribe_events(ctx);
+}
+
+static void info_policy(policy *p, void *arg) {
+    RedisModuleInfoCtx *ctx = arg;
+    char field[sizeof("policy_") + POLICY_NAME_MAX];
+    snprintf(field, sizeof(field), "policy_%.*s", (int)p->name_len, p->name);
+    RedisModule_InfoBeginDictField(ctx, field);
+    RedisModule_InfoAddFieldLongLong(ctx, "allowed", p->counters.allowed);
+    RedisModule_InfoAddFieldLongLong(ctx, "denied", p->counters.denied);
+    RedisModule_InfoAddFieldLongLong(ctx, "banned", p->counters.banned);
+    RedisModule_InfoAddFieldLongLong(ctx, "shadow_denied", p->counters.shadow_denied);
+    RedisModule_InfoAddFieldLongLong(ctx, "waited", p->counters.waited);
+    RedisModule_InfoEndDictField(ctx);
+}
+
+void policy_info(RedisModuleInfoCtx *ctx) {
+    if (RedisModule_InfoAddSection(ctx, "policies") != REDISMODULE_OK) return;
+    RedisModule_InfoAddFieldLongLong(ctx, "policies", (long long)registry_count());
+    registry_for_each(info_policy, ctx);
+}

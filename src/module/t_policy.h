@@ -1,0 +1,17 @@
+/*
+ * t_policy.h - the policy commands: FG.POLICY, FG.CHECK and FG.PLSTATE.
+ */
+#ifndef FG_T_POLICY_H
+#define FG_T_POLICY_H
+
+#include "redismodule_api.h"
+
+/* Registers the commands and subscribes to the events that concern
+ * waiters and the registry. */
+int policy_register_commands(RedisModuleCtx *ctx);
+void policy_info(RedisModuleInfoCtx *ctx);
+
+/* FLUSHDB or SWAPDB replaced keys: waiters are decided again soon. */
+void policy_keys_replaced(RedisModuleCtx *ctx);
+
+#endif

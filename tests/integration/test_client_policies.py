@@ -1,0 +1,553 @@
+"""libfloodgate's policies (fg_policy_*) against real servers with the module:
+the same answers as mem: (a differential run on one injected clock, sent as
+AT, and a scripted sequence), the server's own messages for refused
+definitions and requests (without a round trip), config files applied on a
+server and on mem:, the floodgate tool's policy subcommands, the loader on a
+miss, waiting in the key's queue (FIFO among threads, a timeout answered with
+a denial that charges nothing, immediate answers), error mapping, and a
+3-master cluster where changes reach every master.
+
+The C program is tests/client/policy_client.c (a line protocol, a
+differential mode and a threaded FIFO scenario, see its top comment); it is
+built when missing.
+"""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from harness import REPO, RawClient, Server
+from test_client import program
+
+FLOODGATE = os.path.join(REPO, "build", "floodgate")
+T0 = 1900000000000000  # a whole second, far from the wall clock
+
+
+@pytest.fixture(autouse=True)
+def needs_policies(server):
+    c = server.client()
+    try:
+        if c.execute_command("COMMAND", "INFO", "FG.CHECK") == [None]:
+            pytest.skip("the module has no policies yet")
+    finally:
+        c.close()
+
+
+class PolicyClient:
+    """policy_client: one command per line, one answer per line."""
+
+    def __init__(self, url, clock_us=None, send=False):
+        argv = [program("policy_client"), url]
+        if clock_us is not None:
+            argv += [str(clock_us)] + (["send"] if send else [])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        self.opened = self.proc.stdout.readline().strip()
+        assert self.opened == "ok opened", self.opened
+
+    def __call__(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().rstrip("\n")
+
+    def round_trips(self):
+        return int(self("stats").split()[1])
+
+    def close(self):
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=10) == 0
+
+
+def url(server):
+    return "redis://127.0.0.1:%d" % server.port
+
+
+def cluster_url(cluster):
+    return "redis+cluster://" + ",".join("127.0.0.1:%d" % n.port for n in cluster.nodes)
+
+
+def decode(v):
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, list):
+        return [decode(x) for x in v]
+    return v
+
+
+def get(client, name):
+    """FG.POLICY GET as a dict."""
+    r = decode(client.execute_command("FG.POLICY", "GET", name))
+    return dict(zip(r[0::2], r[1::2]))
+
+
+def raw_error(server, *argv):
+    """The server's error reply to a command, verbatim."""
+    with RawClient(server.port) as rc:
+        return rc.error_of(*argv)
+
+
+# ------------------------------------------------------------ differential
+
+def test_differential_on_one_clock(timed):
+    """Random policies, replacements, deletes, list additions and checks at
+    instants of one injected clock: mem: and the server agree on every code,
+    message and field."""
+    for seed in (11, 12, 13):
+        out = subprocess.run([program("policy_client"), "diff", url(timed), str(seed), "4000"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        words = out.stdout.split()
+        assert words[:3] == ["OK", "4000", "operations:"], out.stdout
+        counts = [int(words[i]) for i in (3, 5, 9, 14, 17)]
+        allowed, by_limits, by_penalty, by_lists, shadow = counts
+        assert allowed > 1000 and by_limits > 100 and by_lists > 20 and shadow > 10, out.stdout
+        assert by_penalty > 0, out.stdout
+
+
+SCRIPT = [
+    ("set {p}.api token:10:10 fixed:3:1000", "ok"),
+    ("check {p}.api {p}:u1 1", "ok 1 3 2 -1 1000 limit:2 0"),
+    ("check {p}.api {p}:u1 2", "ok 1 3 0 -1 1000 limit:2 0"),
+    ("check {p}.api {p}:u1 1", "ok 0 3 0 1000 1000 limit:2 0"),
+    ("check {p}.api {p}:u1 11", "ok 0 10 0 -1 1000 limit:1 0"),
+    ("clock %d" % (T0 + 1000000), "ok"),
+    ("check {p}.api {p}:u1 0", "ok 1 3 3 -1 0 limit:2 0"),
+    ("set {p}.pen fixed:1:1000 penalty:5000:2:3000 deny:exact allow:bloom:0.01:100", "ok"),
+    ("allow {p}.pen vip vip other", "ok 2"),
+    ("deny {p}.pen bad", "ok 1"),
+    ("check {p}.pen {p}:u2 1 vip", "ok 1 0 0 -1 0 allowlist 0"),
+    ("check {p}.pen {p}:u2 1 bad", "ok 0 0 0 -1 0 denylist 0"),
+    ("check {p}.pen {p}:u2 1", "ok 1 1 0 -1 1000 limit:1 0"),
+    ("check {p}.pen {p}:u2 1", "ok 0 1 0 1000 1000 limit:1 0"),
+    ("check {p}.pen {p}:u2 1", "ok 0 1 0 5000 5000 limit:1 0"),
+    ("clock %d" % (T0 + 3000000), "ok"),
+    ("check {p}.pen {p}:u2 1", "ok 0 0 0 3000 3000 penalty 0"),
+    ("set {p}.sh token:2:1 shadow", "ok"),
+    ("check {p}.sh {p}:u3 2", "ok 1 2 0 -1 2000 limit:1 0"),
+    ("check {p}.sh {p}:u3 1", "ok 1 2 0 -1 2000 limit:1 1"),
+    ("set {p}.grow token:10:1", "ok"),
+    ("check {p}.grow {p}:u4 7", "ok 1 10 3 -1 7000 limit:1 0"),
+    ("set {p}.grow token:100:1", "ok"),
+    ("check {p}.grow {p}:u4 0", "ok 1 100 93 -1 7000 limit:1 0"),
+    ("check {p}.grow {p}:u2 1", "err invalid ERR key holds the state of policy '{p}.pen'"),
+    ("del {p}.grow", "ok 1"),
+    ("del {p}.grow", "ok 0"),
+    ("check {p}.grow {p}:u4 1", "err invalid ERR no such policy '{p}.grow'"),
+]
+
+
+@pytest.mark.parametrize("backend", ["mem", "server"])
+def test_scripted_answers(timed, backend):
+    """The same script gives the same exact answers on both backends."""
+    target = "mem:" if backend == "mem" else url(timed)
+    names = {"p": "s%d" % int(time.time() * 1000)}
+    c = PolicyClient(target, T0, send=True)
+    try:
+        for line, expected in SCRIPT:
+            line, expected = line.format(**names), expected.format(**names)
+            got = c(line)
+            if got.startswith("ok ") and line.startswith("check"):
+                source = got.rsplit(" ", 1)[1]
+                assert source == ("memory" if backend == "mem" else "server")
+                got = got.rsplit(" ", 1)[0]
+            assert got == expected, line
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------- refusals
+
+# (policy_client rules, the words of FG.POLICY SET after the name)
+BAD_DEFINITIONS = [
+    ("token:0:1", ["LIMIT", "TOKEN", "0", "1"]),
+    ("token:5:0", ["LIMIT", "TOKEN", "5", "0"]),
+    ("leaky:5:2e9", ["LIMIT", "LEAKY", "5", "2000000000"]),
+    ("gcra:5:0:100", ["LIMIT", "GCRA", "5", "0", "100"]),
+    ("gcra:1:1000:0.0001", ["LIMIT", "GCRA", "1", "1000", "0.0001"]),
+    ("gcra:1:0.001:1e12", ["LIMIT", "GCRA", "1", "0.001", "1000000000000"]),
+    ("fixed:0:1000", ["LIMIT", "FIXED", "0", "1000"]),
+    ("sliding:5:0.0001", ["LIMIT", "SLIDING", "5", "0.0001"]),
+    ("slidelog:5:1000", ["LIMIT", "SLIDELOG", "5", "1000"]),
+    ("token:1:1 penalty:-1:1:0", ["LIMIT", "TOKEN", "1", "1", "PENALTY", "-1"]),
+    ("token:1:1 penalty:10:0:0", ["LIMIT", "TOKEN", "1", "1", "PENALTY", "10", "AFTER", "0"]),
+    ("token:1:1 penalty:10:1:2e12",
+     ["LIMIT", "TOKEN", "1", "1", "PENALTY", "10", "WITHIN", "2000000000000"]),
+    ("token:1:1 allow:bloom:0:10", ["LIMIT", "TOKEN", "1", "1", "ALLOWLIST", "BLOOM", "0", "10"]),
+    ("token:1:1 deny:bloom:0.01:0", ["LIMIT", "TOKEN", "1", "1", "DENYLIST", "BLOOM", "0.01", "0"]),
+    (" ".join(["token:1:1"] * 9), ["LIMIT", "TOKEN", "1", "1"] * 9),
+]
+
+
+def test_refusals_are_the_servers_without_a_round_trip(r, server):
+    c = PolicyClient(url(server))
+    try:
+        assert c("set p token:1:1") == "ok"
+        before = c.round_trips()
+        for rules, words in BAD_DEFINITIONS:
+            got = c("set p " + rules)
+            assert got.startswith("err invalid "), rules
+            expected = raw_error(server, "FG.POLICY", "SET", "p", *words)
+            assert got[len("err invalid "):] == expected, rules
+        requests = [
+            ("set a:b token:1:1", ["FG.POLICY", "SET", "a:b", "LIMIT", "TOKEN", "1", "1"]),
+            ("check p k -1", ["FG.CHECK", "p", "k", "COST", "-1"]),
+            ("acquire p k 1 0", ["FG.CHECK", "p", "k", "WAIT", "0"]),
+            ("acquire p k 1 86400001", ["FG.CHECK", "p", "k", "WAIT", "86400001"]),
+            ("allow p", ["FG.POLICY", "ALLOW", "p"]),
+            ("deny p", ["FG.POLICY", "DENY", "p"]),
+            ("del a:b", ["FG.POLICY", "DEL", "a:b"]),
+        ]
+        for line, argv in requests:
+            got = c(line)
+            assert got == "err invalid " + raw_error(server, *argv), line
+        assert c.round_trips() == before  # all refused in the client
+        assert c("invalid") == "ok " + " ".join(["invalid"] * 15)
+        # errors of the server itself, passed on
+        assert c("check nope k 1") == "err invalid ERR no such policy 'nope'"
+        assert c("allow nope x") == "err invalid ERR no such policy 'nope'"
+        assert c.round_trips() == before + 2
+    finally:
+        c.close()
+
+
+def test_the_largest_definition(r, server):
+    """57 arguments: 7 GCRA limits and a token bucket, a penalty and two Bloom lists."""
+    rules = " ".join("gcra:%d:%d.5:1000.25" % (i + 1, i + 2) for i in range(7))
+    rules += " token:9223372036854775807:1e9"  # no integer goes through a double
+    c = PolicyClient(url(server))
+    try:
+        assert c("set largest %s penalty:1000.5:3:2000.5 shadow allow:bloom:0.01:100 "
+                 "deny:bloom:0.001:1000" % rules) == "ok"
+    finally:
+        c.close()
+    got = get(r, "largest")
+    assert got["limits"] == [["GCRA", str(i + 1), "%d.5" % (i + 2), "1000.25"] for i in range(7)] \
+        + [["TOKEN", "9223372036854775807", "1000000000"]]
+    assert got["penalty"] == ["1000.5", "3", "2000.5"]
+    assert got["shadow"] == 1
+    assert got["allowlist"] == ["bloom", 0] and got["denylist"] == ["bloom", 0]
+
+
+def test_errors_map_to_codes(r, server):
+    c = PolicyClient(url(server))
+    try:
+        assert c("set e token:2:1") == "ok"
+        r.execute_command("FG.TOKEN", "plain", 5, 1)
+        assert c("check e plain 1") == \
+            "err wrongtype WRONGTYPE Operation against a key holding the wrong kind of value"
+        assert c("set e2 token:2:1") == "ok"
+        assert c("check e k 1").startswith("ok 1 ")
+        assert c("check e2 k 1") == "err invalid ERR key holds the state of policy 'e'"
+    finally:
+        c.close()
+    # AT needs floodgate.explicit-time
+    c = PolicyClient(url(server), T0, send=True)
+    try:
+        assert c("check e k2 1") == \
+            "err invalid ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it"
+        assert c("acquire e k2 1 10").startswith("ok 1 ")  # waiting checks send no AT
+    finally:
+        c.close()
+    bare = Server(module=False).start()
+    try:
+        c = PolicyClient(url(bare))
+        assert c("set e token:2:1").startswith("err protocol ERR unknown command")
+        assert c("check e k 1").startswith("err protocol ERR unknown command")
+        assert c("acquire e k 1 100").startswith("err protocol ERR unknown command")
+        bare.stop()
+        assert c("check e k 1").startswith("err io ")
+        assert c("acquire e k 1 100").startswith("err io ")
+        assert c("set e token:2:1").startswith("err io ")
+        c.close()
+    finally:
+        bare.stop()
+
+
+# ------------------------------------------------------------ config files
+
+CONF = """# policies.conf
+policies = (
+  {
+    name = "%(p)s.search";
+    limits = (
+      { algorithm = "token"; capacity = 10; rate = 10.0; },
+      { algorithm = "fixed"; limit = 1000; window_ms = 86400000.0; }
+    );
+    penalty = { ban_ms = 60000.0; after = 5; within_ms = 10000.0; };
+    shadow = false;
+    denylist = { kind = "bloom"; error = 0.001; capacity = 100000;
+                 items = [ "10.0.0.66", "10.0.0.67" ]; };
+    allowlist = { kind = "exact"; items = [ "monitor" ]; };
+  },
+  { name = "%(p)s.login";
+    limits = ( { algorithm = "gcra"; capacity = 5; count = 5; period_ms = 60000; } ); }
+);
+"""
+
+
+def write_conf(tmp_path, text, name="policies.conf"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_config_file_on_a_server(r, server, tmp_path):
+    p = "f%d" % int(time.time() * 1000)
+    path = write_conf(tmp_path, CONF % {"p": p})
+    c = PolicyClient(url(server))
+    try:
+        assert c("apply " + path) == "ok 2"
+        search = get(r, p + ".search")
+        assert search["limits"] == [["TOKEN", "10", "10"], ["FIXED", "1000", "86400000"]]
+        assert search["penalty"] == ["60000", "5", "10000"]
+        assert search["allowlist"] == ["exact", 1] and search["denylist"] == ["bloom", 2]
+        assert get(r, p + ".login")["limits"] == [["GCRA", "5", "5", "60000"]]
+        assert c("check %s.search user:1 1 10.0.0.66" % p) == "ok 0 0 0 -1 0 denylist 0 server"
+        assert c("check %s.search user:1 1 monitor" % p) == "ok 1 0 0 -1 0 allowlist 0 server"
+        # applying again changes nothing but the counters' policy objects
+        assert c("apply " + path) == "ok 2"
+        assert get(r, p + ".search")["denylist"] == ["bloom", 2]
+        # a file with a mistake sends nothing
+        names = decode(r.execute_command("FG.POLICY", "LIST"))
+        bad = write_conf(tmp_path, CONF.replace("rate = 10.0", "rate = 0.0") % {"p": p + "x"},
+                         "bad.conf")
+        assert c("apply " + bad) == ("err invalid 0 %s:6: policies[0].limits[0].rate: rate "
+                                     "must be greater than 0 and at most 1e+09" % bad)
+        assert decode(r.execute_command("FG.POLICY", "LIST")) == names
+        assert c("apply /nonexistent.conf") == \
+            "err invalid 0 /nonexistent.conf: cannot read: No such file or directory"
+        # loaded through GET, as the tool shows them
+        assert c("get %s.search" % p).startswith(
+            "ok limits=2 limit1=3:10:10:0 limit2=0:1000:0:86400000 ban_ms=60000 after=5 "
+            "within_ms=10000 shadow=0 allow=exact:1 deny=bloom:2 allowed=1 denied=1 ")
+    finally:
+        c.close()
+
+
+def test_config_file_on_mem(tmp_path):
+    path = write_conf(tmp_path, CONF % {"p": "m"})
+    c = PolicyClient("mem:")
+    try:
+        assert c("apply " + path) == "ok 2"
+        assert c("names") == "ok m.login m.search"
+        assert c("check m.search u 1 10.0.0.67") == "ok 0 0 0 -1 0 denylist 0 memory"
+        assert c("check m.login u 5").startswith("ok 1 5 0 -1 ")
+        assert c("get m.search").startswith(
+            "ok limits=2 limit1=3:10:10:0 limit2=0:1000:0:86400000 ban_ms=60000 after=5 "
+            "within_ms=10000 shadow=0 allow=exact:1 deny=bloom:2")
+    finally:
+        c.close()
+
+
+# ------------------------------------------------------------ the tool
+
+def tool(*args):
+    if not os.path.exists(FLOODGATE):
+        subprocess.run(["make", "-C", REPO, "build/floodgate"], check=True,
+                       stdout=subprocess.DEVNULL)
+    env = dict(os.environ)
+    env.pop("FLOODGATE_URL", None)
+    return subprocess.run([FLOODGATE] + [str(a) for a in args], capture_output=True, text=True,
+                          env=env, timeout=30)
+
+
+def test_the_tool(r, server, tmp_path):
+    p = "t%d" % int(time.time() * 1000)
+    path = write_conf(tmp_path, CONF % {"p": p})
+    u = ["--url", url(server)]
+    out = tool("policy", "apply", path, *u)
+    assert (out.returncode, out.stdout) == (0, "applied 2 policies\n"), out.stderr
+    out = tool("policy", "list", *u)
+    assert out.returncode == 0 and "%s.login\n%s.search\n" % (p, p) in out.stdout
+    assert json.loads(tool("policy", "list", "--json", *u).stdout) == \
+        decode(r.execute_command("FG.POLICY", "LIST"))
+    out = tool("policy", "show", p + ".search", *u)
+    assert out.returncode == 0
+    assert out.stdout.splitlines()[:7] == [
+        p + ".search",
+        "  limit 1         token capacity=10 rate=10",
+        "  limit 2         fixed limit=1000 window_ms=86400000",
+        "  penalty         ban_ms=60000 after=5 within_ms=10000",
+        "  shadow          no",
+        "  allowlist       exact, 1 entries",
+        "  denylist        bloom, 2 entries"]
+    out = tool("policy", "check", p + ".search", "user:1", "--cost", "3", *u)
+    assert out.returncode == 0
+    assert out.stdout.splitlines()[:3] == ["allowed", "  limit           10",
+                                           "  remaining       7"]
+    out = tool("policy", "check", p + ".search", "user:1", "--id=10.0.0.66", "--json", *u)
+    assert out.returncode == 1
+    assert json.loads(out.stdout) == {"allowed": False, "limit": 0, "remaining": 0,
+                                      "retry_after_ms": -1, "reset_after_ms": 0,
+                                      "decided_by": "denylist", "shadow_denied": False,
+                                      "source": "server"}
+    out = tool("policy", "check", p + ".search", "user:2", "--cost", "11", "--wait", "5000", *u)
+    assert out.returncode == 1 and "  retry_after_ms  -1" in out.stdout  # never fits: at once
+    shown = json.loads(tool("policy", "show", p + ".search", "--json", *u).stdout)
+    assert shown["limits"][1] == {"algorithm": "fixed", "limit": 1000, "window_ms": 86400000}
+    assert (shown["allowed"], shown["denied"]) == (1, 2)
+    out = tool("policy", "delete", p + ".login", *u)
+    assert (out.returncode, out.stdout) == (0, "deleted\n")
+    out = tool("policy", "delete", p + ".login", "--json", *u)
+    assert (out.returncode, out.stdout) == (0, '{"deleted":false}\n')
+    out = tool("policy", "show", p + ".login", *u)
+    assert (out.returncode, out.stdout) == (1, "(no such policy)\n")
+    # errors: the library's words, exit 2
+    out = tool("policy", "check", p + ".search", "k", "--wait", "0", *u)
+    assert (out.returncode, out.stderr) == (2, "floodgate: invalid: WAIT must be between 1 and "
+                                               "86400000\n")
+    out = tool("policy", "apply", "/nonexistent.conf", *u)
+    assert out.returncode == 2 and "cannot read" in out.stderr
+    out = tool("policy", "frobnicate")
+    assert out.returncode == 2 and "apply, list, show, check or delete" in out.stderr
+    out = tool("policy", "list", "--cost", "3", *u)
+    assert out.returncode == 2 and "unknown option '--cost'" in out.stderr
+    # mem: checks a file and forgets it
+    out = tool("policy", "apply", path, "--url", "mem:")
+    assert (out.returncode, out.stdout) == (0, "applied 2 policies\n")
+
+
+# ------------------------------------------------------------ the loader
+
+def test_the_loader_on_a_miss(r, server):
+    p = "l%d" % int(time.time() * 1000)
+    c = PolicyClient(url(server))
+    try:
+        assert c("loader %s.known token:5:1 penalty:1000:2:0" % p) == "ok"
+        assert c("check %s.known k 1" % p) == "ok 1 5 4 -1 1000 limit:1 0 server"
+        assert c("loads") == "ok 1"
+        assert get(r, p + ".known")["limits"] == [["TOKEN", "5", "1"]]
+        assert get(r, p + ".known")["penalty"] == ["1000", "2", "1000"]
+        assert c("check %s.known k 1" % p) == "ok 1 5 3 -1 2000 limit:1 0 server"
+        assert c("acquire %s.known k 1 100" % p) == "ok 1 5 2 -1 3000 limit:1 0 server"
+        assert c("loads") == "ok 1"
+        assert c("check %s.other k 1" % p) == "err invalid ERR no such policy '%s.other'" % p
+        assert c("loads") == "ok 2"
+        r.execute_command("FG.POLICY", "DEL", p + ".known")
+        assert c("acquire %s.known k2 1 100" % p) == "ok 1 5 4 -1 1000 limit:1 0 server"
+        assert c("loads") == "ok 3"
+    finally:
+        c.close()
+
+
+# ------------------------------------------------------------ waiting
+
+def fifo(target, name):
+    out = subprocess.run([program("policy_client"), "fifo", target, name], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = {}
+    for line in out.stdout.splitlines():
+        words = line.split()
+        if words[0] == "counters":
+            lines["counters"] = dict(w.split("=") for w in words[1:])
+            continue
+        fields = dict(w.split("=") for w in words[1:3])
+        lines[words[0]] = (int(fields["order"]), int(fields["elapsed_ms"]), words[3:])
+    return lines
+
+
+@pytest.mark.parametrize("backend", ["mem", "server"])
+def test_waiting_in_the_queue(server, backend):
+    """policy_client.c's run_fifo: A (3 units) and B (1) wait in order, C
+    times out behind A though its unit is there, D can never fit, E would
+    wait beyond its timeout."""
+    name = "fifo%d" % int(time.time() * 1000)
+    got = fifo("mem:" if backend == "mem" else url(server), name)
+    source = "memory" if backend == "mem" else "server"
+    order = {k: v[0] for k, v in got.items() if k != "counters"}
+    assert order["D"] == 1 and order["C"] == 2 and order["A"] < order["B"] < order["E"], got
+    a, b, c, d, e = (got[k][2] for k in "ABCDE")
+    assert a[:5] == ["ok", "1", "3", "0", "-1"] and b[:5] == ["ok", "1", "3", "0", "-1"], got
+    # C: denied with retry 0, charged nothing (B still got its unit 200 ms after A's)
+    assert c[:2] == ["ok", "0"] and c[4] == "0" and c[6:] == ["limit:1", "0", source], got
+    assert got["C"][1] >= 300  # it waited its whole timeout
+    assert d[:2] == ["ok", "0"] and d[4] == "-1" and got["D"][1] < 3000, got
+    assert e[:2] == ["ok", "0"] and int(e[4]) > 100 and got["E"][1] < 3000, got
+    assert got["B"][1] >= 750  # after A's 600 ms and one more unit
+    assert got["counters"] == {"allowed": "3", "denied": "3", "waited": "3"}
+
+
+def test_a_waiter_in_the_server_is_told_of_a_deleted_policy(r, server):
+    c = PolicyClient(url(server))
+    try:
+        assert c("set gone token:1:0.05") == "ok"  # the next unit in 20 s
+        assert c("check gone k 1").startswith("ok 1 ")
+        c.proc.stdin.write("acquire gone k 1 30000\n")
+        c.proc.stdin.flush()
+        deadline = time.time() + 10
+        while get(r, "gone")["waited"] < 1 and time.time() < deadline:
+            time.sleep(0.01)
+        assert r.execute_command("FG.POLICY", "DEL", "gone") == 1
+        assert c.proc.stdout.readline().strip() == "err invalid ERR no such policy 'gone'"
+    finally:
+        c.close()
+
+
+def test_unix_socket_and_db():
+    s = Server()
+    sock = os.path.join(s.dir, "redis.sock")
+    s.extra_args += ["--unixsocket", sock]
+    s.start()
+    try:
+        c = PolicyClient("unix://%s?db=3" % sock)
+        assert c("set u token:1:0.01") == "ok"
+        assert c("check u k 1") == "ok 1 1 0 -1 100000 limit:1 0 server"
+        assert c("acquire u k 1 5").startswith("ok 0 1 0 ")  # its retry is beyond 5 ms
+        c.close()
+        r = s.client(db=3)
+        assert decode(r.execute_command("TYPE", "k")) == "fg-plstat"
+        assert decode(r.execute_command("FG.POLICY", "LIST")) == ["u"]
+        r.close()
+    finally:
+        s.stop()
+
+
+# ------------------------------------------------------------ cluster
+
+def test_cluster(cluster, tmp_path):
+    seeds = cluster_url(cluster)
+    masters = [n.client() for n in cluster.nodes]
+    c = PolicyClient(seeds)
+    try:
+        assert c("set cp token:2:1 deny:exact") == "ok"
+        for m in masters:  # every master has it
+            assert get(m, "cp")["limits"] == [["TOKEN", "2", "1"]]
+        assert c("deny cp bad1 bad2") == "ok 2"
+        assert c("deny cp bad1") == "ok 0"
+        for m in masters:
+            assert get(m, "cp")["denylist"] == ["exact", 2]
+        keys = ["ck%d" % i for i in range(12)]
+        assert len({cluster.owner_of(k)[1].port for k in keys}) == 3
+        for k in keys:  # each key decided by its own node
+            assert c("check cp %s 2" % k).startswith("ok 1 2 0 ")
+            owner = cluster.owner_of(k)[1].client()
+            assert decode(owner.execute_command("TYPE", k)) == "fg-plstat"
+            owner.close()
+        assert c("check cp ck0 1 bad2") == "ok 0 0 0 -1 0 denylist 0 server"
+        # waiting on the key's node: the unit comes in 1 s
+        t = time.monotonic()
+        got = c("acquire cp ck5 1 5000").split()
+        assert got[:5] == ["ok", "1", "2", "0", "-1"] and 1990 <= int(got[5]) <= 2000, got
+        assert time.monotonic() - t >= 0.8
+        assert c("names") == "ok cp"
+        assert c("get cp").startswith("ok limits=1 ")
+        # a file, and the tool
+        path = write_conf(tmp_path, CONF % {"p": "cl"})
+        assert c("apply " + path) == "ok 2"
+        out = tool("policy", "delete", "cl.login", "--url", seeds)
+        assert (out.returncode, out.stdout) == (0, "deleted\n")
+        for m in masters:
+            assert decode(m.execute_command("FG.POLICY", "LIST")) == ["cl.search", "cp"]
+            assert get(m, "cl.search")["denylist"] == ["bloom", 2]
+        assert c("del cp") == "ok 1"
+        assert c("del cp") == "ok 0"
+        for m in masters:
+            assert decode(m.execute_command("FG.POLICY", "LIST")) == ["cl.search"]
+    finally:
+        c.close()
+        for m in masters:
+            m.close()
