@@ -417,7 +417,7 @@ def measure(srv):
             ("`PFCOUNT` of the 60 minute keys", pf60, count_m60, hour_exact)):
         rows.append((label, server_time_per_call(r, args), round_trip_us(r, args), count, want))
 
-    (export, again), at2 = in_one_second(r, [["FG.UVEXPORT", COUNTER, "LAST", "24", "HOURS"], last24])
+    (export, again), _ = in_one_second(r, [["FG.UVEXPORT", COUNTER, "LAST", "24", "HOURS"], last24])
     r.set("{uv}:export", export)
     exported = r.pfcount("{uv}:export")
     r.delete("{uv}:export")

@@ -16,11 +16,18 @@
  * (t1 - base + 1) << 6 and a window's register is the maximum of
  * (entry >= threshold ? entry & 63 : 0) over the register's slots: the scan
  * needs no per-register lengths and vectorises. Offsets stay below 2^25
- * (so entries stay below 2^31, for a later signed SIMD compare): when the
+ * (so entries stay below 2^31, for SSE2's signed compare): when the
  * newest second would reach that offset, base moves to newest - span and
  * every entry is re-encoded (dropping those older than newest - span), which
  * with span <= 180 days happens at most every ~194 days. Base depends only
  * on the seconds added, never on a clock, so replicas agree.
+ *
+ * Queries. A window ending now scans every row of every tile, whatever its
+ * length (~8 rows of 256 bytes per tile at 10M items a day): SSE2 on x86-64
+ * (its baseline), AVX2 when the CPU has it (asked at each query: a load),
+ * a portable loop elsewhere. All give the same bytes; the unit tests hold
+ * each against the portable one. The estimator's histogram is four
+ * interleaved ones, which keeps it at about one store per register.
  *
  * Adds. The register's staircase is rebuilt into a small buffer (at most 51
  * pairs): older pairs with a higher rank stay, the new pair goes in, newer
@@ -42,6 +49,9 @@
 
 #include <math.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <immintrin.h>
+#endif
 
 #define INDEX_BITS 14
 #define RANK_BITS 6
@@ -119,9 +129,22 @@ static double hll_tau(double x) {
     return z / 3;
 }
 
+/* Four interleaved histograms, summed at the end: one histogram stalls
+ * on a run of equal registers (each increment waits for the last store). */
+static void histogram_of(const uint8_t regs[FG_UV_REGISTERS], uint32_t histogram[64]) {
+    uint32_t part[4][64] = {{0}};
+    for (int i = 0; i < FG_UV_REGISTERS; i += 4) {
+        part[0][regs[i] & RANK_MASK]++;
+        part[1][regs[i + 1] & RANK_MASK]++;
+        part[2][regs[i + 2] & RANK_MASK]++;
+        part[3][regs[i + 3] & RANK_MASK]++;
+    }
+    for (int k = 0; k < 64; k++) histogram[k] = part[0][k] + part[1][k] + part[2][k] + part[3][k];
+}
+
 uint64_t fg_uv_estimate(const uint8_t regs[FG_UV_REGISTERS]) {
-    uint32_t histogram[64] = {0};
-    for (int i = 0; i < FG_UV_REGISTERS; i++) histogram[regs[i] & RANK_MASK]++;
+    uint32_t histogram[64];
+    histogram_of(regs, histogram);
     const double m = FG_UV_REGISTERS;
     const int q = 64 - INDEX_BITS;
     double z = m * hll_tau((m - histogram[q + 1]) / m);
@@ -146,7 +169,15 @@ void fg_uv_to_redis_hll(const uint8_t regs[FG_UV_REGISTERS], uint8_t out[FG_UV_H
 }
 
 void fg_uv_merge_registers(uint8_t acc[FG_UV_REGISTERS], const uint8_t regs[FG_UV_REGISTERS]) {
+#ifdef __SSE2__
+    for (int i = 0; i < FG_UV_REGISTERS; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(acc + i));
+        __m128i r = _mm_loadu_si128((const __m128i *)(regs + i));
+        _mm_storeu_si128((__m128i *)(acc + i), _mm_max_epu8(a, r));
+    }
+#else
     for (int i = 0; i < FG_UV_REGISTERS; i++) acc[i] = acc[i] > regs[i] ? acc[i] : regs[i];
+#endif
 }
 
 /* ------------------------------------------------------------ the tiles */
@@ -200,8 +231,8 @@ static inline int64_t bucket_of(const fg_uv_tier *tier, int64_t sec) {
 }
 static inline int64_t bucket_start(const fg_uv_tier *tier, int64_t b) { return b * tier->width - tier->offset; }
 static inline uint32_t slot_of(const fg_uv_tier *tier, int64_t b) {
-    int64_t n = tier->count;
-    return (uint32_t)((b % n + n) % n);
+    int64_t n = tier->count, s = b % n;
+    return (uint32_t)(s < 0 ? s + n : s);
 }
 
 /* Whether bucket b is kept while the newest second is `newest`. */
@@ -277,9 +308,10 @@ static void apply_tiers(fg_uv *uv, const tier_plan *plan, uint32_t reg, uint8_t 
 static void expire_buckets(fg_uv *uv, const fg_allocator *a) {
     for (int k = 0; k < FG_UV_TIERS; k++) {
         fg_uv_tier *tier = &uv->tiers[k];
+        int64_t gone = bucket_of(tier, uv->newest) - (int64_t)tier->count; /* the newest left */
         for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) {
             fg_uv_bucket *bucket = &tier->ring[s];
-            if (bucket->regs == NULL || retained(tier, bucket->number, uv->newest)) continue;
+            if (bucket->regs == NULL || bucket->number > gone) continue;
             a->free(bucket->regs);
             bucket->regs = NULL;
             bucket->number = 0;
@@ -425,26 +457,123 @@ fg_uv_add_result fg_uv_add(fg_uv *uv, uint64_t hash, int64_t sec, const fg_alloc
 
 /* ---------------------------------------------------------------- query */
 
-void fg_uv_registers_since(const fg_uv *uv, int64_t t1, uint8_t regs[FG_UV_REGISTERS]) {
-    memset(regs, 0, FG_UV_REGISTERS);
-    if (uv->entries == 0 || t1 > uv->newest) return;
-    if (t1 < oldest_kept(uv)) t1 = oldest_kept(uv);
-    uint32_t threshold = entry_make(uv, t1, 0);
-    for (int t = 0; t < FG_UV_TILES; t++) {
-        if (uv->tiles[t] == NULL) continue;
-        const uint32_t *rows = tile_rows(uv->tiles[t]);
-        uint32_t best[FG_UV_TILE_REGISTERS] = {0};
-        /* Branch-free, so the compiler vectorises it: a rank counts when its
-         * entry is at or after the threshold. (The signed compare is the
-         * one SSE2 has; entries stay below 2^31.) */
-        for (unsigned s = 0; s < uv->nrows[t]; s++, rows += FG_UV_TILE_REGISTERS)
-            for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) {
-                int32_t e = (int32_t)rows[j];
-                uint32_t r = (uint32_t)-(int32_t)(e >= (int32_t)threshold) & (uint32_t)e & RANK_MASK;
-                best[j] = best[j] > r ? best[j] : r;
+/* The scan. Register j of a tile gets the largest rank among its entries
+ * at or after the threshold: the maximum over the rows of (entry >=
+ * threshold ? entry & 63 : 0). Empty slots are 0, below every threshold,
+ * so the scan needs neither lengths nor branches. */
+typedef void scan_tile_fn(const uint32_t *rows, unsigned nrows, int32_t threshold,
+                          uint8_t out[FG_UV_TILE_REGISTERS]);
+
+/* The portable kernel, for hosts without SSE2; branch-free, so compilers
+ * can vectorise it. Built everywhere: the unit tests hold it against the
+ * SIMD kernel. */
+static void scan_tile_portable(const uint32_t *rows, unsigned nrows, int32_t threshold,
+                               uint8_t out[FG_UV_TILE_REGISTERS]) {
+    uint32_t best[FG_UV_TILE_REGISTERS] = {0};
+    for (unsigned s = 0; s < nrows; s++, rows += FG_UV_TILE_REGISTERS)
+        for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) {
+            int32_t e = (int32_t)rows[j];
+            uint32_t r = (uint32_t)-(int32_t)(e >= threshold) & (uint32_t)e & RANK_MASK;
+            best[j] = best[j] > r ? best[j] : r;
+        }
+    for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) out[j] = (uint8_t)best[j];
+}
+
+#ifdef __SSE2__
+/* SSE2, the x86-64 baseline: per row and 16 registers, 4 signed compares
+ * (entries stay below 2^31), the entries below the threshold zeroed and
+ * the others cut to their rank, 3 packs to bytes and one pmaxub into the
+ * running maxima, which are already the output bytes. */
+static void scan_tile_sse2(const uint32_t *rows, unsigned nrows, int32_t threshold,
+                           uint8_t out[FG_UV_TILE_REGISTERS]) {
+    const __m128i limit = _mm_set1_epi32(threshold), rank = _mm_set1_epi32(RANK_MASK);
+    __m128i best[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(),
+                       _mm_setzero_si128()};
+    for (unsigned s = 0; s < nrows; s++, rows += FG_UV_TILE_REGISTERS)
+        for (int g = 0; g < 4; g++) {
+            __m128i r[4];
+            for (int q = 0; q < 4; q++) {
+                __m128i e = _mm_loadu_si128((const __m128i *)(rows + 16 * g + 4 * q));
+                r[q] = _mm_and_si128(_mm_andnot_si128(_mm_cmpgt_epi32(limit, e), e), rank);
             }
-        for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) regs[t * FG_UV_TILE_REGISTERS + j] = (uint8_t)best[j];
+            __m128i bytes =
+                _mm_packus_epi16(_mm_packs_epi32(r[0], r[1]), _mm_packs_epi32(r[2], r[3]));
+            best[g] = _mm_max_epu8(best[g], bytes);
+        }
+    for (int g = 0; g < 4; g++) _mm_storeu_si128((__m128i *)(out + 16 * g), best[g]);
+}
+
+/* AVX2, where the CPU has it: 32 registers per step, packed the same way.
+ * AVX2's packs work within each 128-bit half, so the bytes come out in
+ * the order of groups of 4 registers 0, 2, 4, 6, 1, 3, 5, 7; the maxima
+ * are kept in that order and put back once, at the end. */
+__attribute__((target("avx2"))) static void scan_tile_avx2(const uint32_t *rows, unsigned nrows,
+                                                           int32_t threshold,
+                                                           uint8_t out[FG_UV_TILE_REGISTERS]) {
+    const __m256i limit = _mm256_set1_epi32(threshold), rank = _mm256_set1_epi32(RANK_MASK);
+    __m256i best[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (unsigned s = 0; s < nrows; s++, rows += FG_UV_TILE_REGISTERS)
+        for (int g = 0; g < 2; g++) {
+            __m256i r[4];
+            for (int q = 0; q < 4; q++) {
+                __m256i e = _mm256_loadu_si256((const __m256i *)(rows + 32 * g + 8 * q));
+                r[q] = _mm256_and_si256(_mm256_andnot_si256(_mm256_cmpgt_epi32(limit, e), e), rank);
+            }
+            __m256i bytes =
+                _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+            best[g] = _mm256_max_epu8(best[g], bytes);
+        }
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int g = 0; g < 2; g++)
+        _mm256_storeu_si256((__m256i *)(out + 32 * g), _mm256_permutevar8x32_epi32(best[g], order));
+}
+#endif
+
+/* The scan kernels by number (0 portable, 1 SSE2, 2 AVX2), the fastest
+ * last; NULL when this build or this CPU has no such kernel. */
+#define SCAN_KERNELS 3
+static scan_tile_fn *scan_kernel(int kernel) {
+    switch (kernel) {
+    case 0: return scan_tile_portable;
+#ifdef __SSE2__
+    case 1: return scan_tile_sse2;
+    case 2: return __builtin_cpu_supports("avx2") ? scan_tile_avx2 : NULL;
+#endif
+    default: return NULL;
     }
+}
+
+static void registers_since(const fg_uv *uv, int64_t t1, uint8_t regs[FG_UV_REGISTERS],
+                            scan_tile_fn *scan) {
+    if (uv->entries == 0 || t1 > uv->newest) {
+        memset(regs, 0, FG_UV_REGISTERS);
+        return;
+    }
+    if (t1 < oldest_kept(uv)) t1 = oldest_kept(uv);
+    int32_t threshold = (int32_t)entry_make(uv, t1, 0);
+    for (int t = 0; t < FG_UV_TILES; t++) {
+        uint8_t *out = regs + t * FG_UV_TILE_REGISTERS;
+        if (uv->tiles[t] == NULL) memset(out, 0, FG_UV_TILE_REGISTERS);
+        else scan(tile_rows(uv->tiles[t]), uv->nrows[t], threshold, out);
+    }
+}
+
+void fg_uv_registers_since(const fg_uv *uv, int64_t t1, uint8_t regs[FG_UV_REGISTERS]) {
+    int kernel = SCAN_KERNELS - 1;
+    while (scan_kernel(kernel) == NULL) kernel--; /* the portable one is always there */
+    registers_since(uv, t1, regs, scan_kernel(kernel));
+}
+
+/* The registers as one kernel finds them, for the unit tests, which hold
+ * every kernel the host has against the portable one. False (regs
+ * untouched) when there is no such kernel here. The tests declare it: it
+ * is no part of the API. */
+bool fg_uv_registers_since_kernel(const fg_uv *uv, int64_t t1, uint8_t regs[FG_UV_REGISTERS],
+                                  int kernel) {
+    scan_tile_fn *scan = scan_kernel(kernel);
+    if (scan == NULL) return false;
+    registers_since(uv, t1, regs, scan);
+    return true;
 }
 
 fg_status fg_uv_registers_last(const fg_uv *uv, int64_t n, int64_t now, uint8_t regs[FG_UV_REGISTERS]) {
@@ -468,6 +597,16 @@ static int bucket_at(const fg_uv *uv, int64_t cursor, int64_t t2, int64_t *numbe
     return -1;
 }
 
+/* Whether a retained bucket of some tier starts at t. */
+static bool on_kept_grid(const fg_uv *uv, int64_t t) {
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        const fg_uv_tier *tier = &uv->tiers[k];
+        int64_t b = bucket_of(tier, t);
+        if (tier->count > 0 && bucket_start(tier, b) == t && retained(tier, b, uv->newest)) return true;
+    }
+    return false;
+}
+
 fg_uv_window_result fg_uv_registers_between(const fg_uv *uv, int64_t t1, int64_t t2,
                                             uint8_t regs[FG_UV_REGISTERS], int64_t *bad_edge) {
     if (t1 < 0 || t2 > FG_UV_MAX_SECOND + 1 || t1 >= t2) return FG_UV_WINDOW_BAD;
@@ -483,7 +622,9 @@ fg_uv_window_result fg_uv_registers_between(const fg_uv *uv, int64_t t1, int64_t
         int64_t b;
         int k = bucket_at(uv, cursor, t2, &b);
         if (k < 0) {
-            *bad_edge = cursor == t1 ? t1 : t2;
+            /* t1 is at fault only when no kept grid has it; else the cut
+             * from t1 cannot end at t2. */
+            *bad_edge = cursor == t1 && !on_kept_grid(uv, t1) ? t1 : t2;
             return FG_UV_WINDOW_OFF_GRID;
         }
         const fg_uv_tier *tier = &uv->tiers[k];
@@ -505,8 +646,24 @@ uint64_t fg_uv_bytes(const fg_uv *uv) {
 
 /* -------------------------------------------------------------- checking */
 
-/* Tile t's staircases: shape, ranges, zeroed empty slots; adds its
- * entries to *entries and notes whether one is at newest. */
+/* Whether every retained bucket of the entry's second holds its rank: an
+ * add raises the bucket of each tier that keeps its second, and a kept
+ * bucket is never lowered or replaced. */
+static bool entry_in_buckets(const fg_uv *uv, uint32_t reg, int64_t sec, unsigned rank) {
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        const fg_uv_tier *tier = &uv->tiers[k];
+        int64_t b = bucket_of(tier, sec);
+        if (!retained(tier, b, uv->newest)) continue;
+        if (tier->ring == NULL) return false;
+        const fg_uv_bucket *bucket = &tier->ring[slot_of(tier, b)];
+        if (bucket->regs == NULL || bucket->number != b || bucket->regs[reg] < rank) return false;
+    }
+    return true;
+}
+
+/* Tile t's staircases: shape, ranges, zeroed empty slots, entries in
+ * their buckets; adds its entries to *entries and notes whether one is at
+ * newest. */
 static bool tile_storable(const fg_uv *uv, int t, uint64_t *entries, bool *has_newest) {
     if ((uv->tiles[t] == NULL) != (uv->nrows[t] == 0) || uv->nrows[t] > FG_UV_MAX_RANK) return false;
     if (uv->tiles[t] == NULL) return true;
@@ -522,7 +679,9 @@ static bool tile_storable(const fg_uv *uv, int t, uint64_t *entries, bool *has_n
             }
             int64_t sec = entry_second(uv, e);
             unsigned r = e & RANK_MASK;
-            if (r < 1 || r > FG_UV_MAX_RANK || sec < uv->base || sec > uv->newest) return false;
+            if (r < 1 || r > FG_UV_MAX_RANK || sec < uv->base || sec > uv->newest ||
+                !entry_in_buckets(uv, (uint32_t)(t * FG_UV_TILE_REGISTERS + j), sec, r))
+                return false;
             if (s > 0) {
                 uint32_t p = rows[(s - 1) * FG_UV_TILE_REGISTERS + j];
                 if (entry_second(uv, p) >= sec || (p & RANK_MASK) <= r) return false;
@@ -566,17 +725,37 @@ static bool tiers_storable(const fg_uv *uv) {
     return buckets == uv->buckets;
 }
 
+/* Whether no bucket that starts within the span holds more than the
+ * staircase: each of its items is there, or dominated by a later one, since
+ * nothing that recent was pruned. */
+static bool buckets_within_stairs(const fg_uv *uv) {
+    uint8_t since[FG_UV_REGISTERS];
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        const fg_uv_tier *tier = &uv->tiers[k];
+        for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) {
+            const fg_uv_bucket *bucket = &tier->ring[s];
+            int64_t start = bucket_start(tier, bucket->number);
+            if (bucket->regs == NULL || start < oldest_kept(uv)) continue;
+            fg_uv_registers_since(uv, start, since);
+            for (int i = 0; i < FG_UV_REGISTERS; i++)
+                if (bucket->regs[i] > since[i]) return false;
+        }
+    }
+    return true;
+}
+
 bool fg_uv_storable(const fg_uv *uv) {
     if (uv == NULL || uv->span < 1 || uv->span > FG_UV_MAX_SPAN || !tiers_storable(uv)) return false;
     if (uv->entries == 0) return uv->newest == 0 && uv->base == 0 && fg_uv_bytes(uv) == sizeof(*uv);
     if (uv->newest < 0 || uv->newest > FG_UV_MAX_SECOND) return false;
-    if (uv->base > uv->newest - uv->span || uv->newest - uv->base + 1 >= REBASE_AT) return false;
+    /* Written so that no difference can overflow, whatever base holds. */
+    if (uv->base > uv->newest - uv->span || uv->base <= uv->newest + 1 - REBASE_AT) return false;
     uint64_t entries = 0;
     bool has_newest = false;
     for (int t = 0; t < FG_UV_TILES; t++)
         if (!tile_storable(uv, t, &entries, &has_newest)) return false;
-    if (entries != uv->entries) return false;
-    return has_newest;
+    if (entries != uv->entries || !has_newest) return false;
+    return buckets_within_stairs(uv);
 }
 
 /* --------------------------------------------------------- serialization */
@@ -746,7 +925,7 @@ fg_status fg_uv_deserialize(fg_uv *uv, const uint8_t *in, size_t len, const fg_a
     loaded.base = base;
     /* Offsets must fit before anything is encoded. */
     if (loaded.newest < 0 || loaded.newest > FG_UV_MAX_SECOND || loaded.base > loaded.newest ||
-        loaded.newest - loaded.base + 1 >= REBASE_AT)
+        loaded.base <= loaded.newest + 1 - REBASE_AT)
         return FG_EINVAL;
     fg_status st = load_entries(&loaded, p, count, a);
     if (st == FG_OK) st = load_tiers(&loaded, tiers, in + len, a);

@@ -18,8 +18,10 @@
  * the seconds [newest - span, now].
  *
  * The staircase layout is the design's "rows" form for every tile (no list
- * form): small counters cost ~82 KB instead of a few KB, and queries are a
- * scalar (compiler-vectorised) scan.
+ * form): small counters cost ~82 KB instead of a few KB. Queries scan the
+ * rows with SSE2 (the x86-64 baseline), AVX2 where the CPU has it (chosen
+ * at run time), or a portable loop elsewhere: ~15-22 µs for the last 24
+ * hours at 10M items a day.
  *
  * Bucket maxima: windows in the past. Three tiers (minutes, hours, days:
  * 60, 3600 and 86400 s, hours and days shifted by tzoffset) each keep the
@@ -161,7 +163,9 @@ uint64_t fg_uv_bytes(const fg_uv *uv);
  * staircase with empty slots zero, `entries` exact, some entry at newest,
  * and base <= newest - span with offsets below the rebase limit; tiers
  * in range, every bucket retained, in its slot, ranks <= 51, `buckets`
- * exact, and nothing at all while empty. */
+ * exact, and nothing at all while empty; and the two agree: every entry's
+ * rank is in each retained bucket of its second, and no bucket that starts
+ * within the span holds a rank the staircase lacks since its start. */
 bool fg_uv_storable(const fg_uv *uv);
 
 /* Serialized form (little-endian): u8 version 2, u32 span, i64 newest,

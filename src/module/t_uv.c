@@ -151,7 +151,7 @@ static int union_registers(RedisModuleCtx *ctx, RedisModuleString **keys, int nk
     uint8_t part[FG_UV_REGISTERS];
     if (w->last && (now < 0 || now > FG_UV_MAX_SECOND))
         return RedisModule_ReplyWithError(ctx, ERR_CLOCK), 0;
-    memset(regs, 0, FG_UV_REGISTERS);
+    bool filled = false; /* the first counter found writes regs directly */
     for (int i = 0; i < nkeys; i++) {
         RedisModuleKey *key = RedisModule_OpenKey(ctx, keys[i], REDISMODULE_READ);
         fg_uv *uv = NULL;
@@ -159,12 +159,14 @@ static int union_registers(RedisModuleCtx *ctx, RedisModuleString **keys, int nk
         int ok = found != UV_WRONGTYPE;
         if (!ok) RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
         if (ok && found == UV_FOUND) {
-            ok = window_registers(ctx, keys[i], uv, w, now, part);
-            if (ok) fg_uv_merge_registers(regs, part);
+            ok = window_registers(ctx, keys[i], uv, w, now, filled ? part : regs);
+            if (ok && filled) fg_uv_merge_registers(regs, part);
+            filled = filled || ok;
         }
         RedisModule_CloseKey(key);
         if (!ok) return 0;
     }
+    if (!filled) memset(regs, 0, FG_UV_REGISTERS);
     stat_windows_counted++;
     return 1;
 }

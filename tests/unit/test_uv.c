@@ -3,6 +3,7 @@
  * and dense string (values pinned from a redis-server 7.0.15: PFDEBUG
  * GETREG, PFCOUNT, and GET after PFDEBUG TODENSE), every window of random
  * streams (with backfills and rebases) against a brute-force reference,
+ * the scan kernels (portable, SSE2, AVX2) against each other on raw tiles,
  * the memory bound, allocation failures, edge times and the serialized form
  * with each corruption its loader refuses; and the bucket tiers: past
  * windows on the grid against brute force, off-grid refusals, retention,
@@ -85,6 +86,27 @@ static void add_both(fg_uv *uv, reference *ref, uint64_t hash, int64_t sec) {
     if (!skipped) reference_add(ref, hash, sec);
 }
 
+/* uv.c's scan kernels (0 portable, 1 SSE2, 2 AVX2), for holding them
+ * against each other; false when this build or CPU has no such kernel. */
+bool fg_uv_registers_since_kernel(const fg_uv *uv, int64_t t1, uint8_t regs[FG_UV_REGISTERS], int kernel);
+#define SCAN_KERNELS 3
+
+/* Every kernel the host has finds the registers fg_uv_registers_since
+ * found (got); returns how many kernels ran. */
+static int expect_kernels_agree(const fg_uv *uv, int64_t t1, const uint8_t *got) {
+    static uint8_t other[FG_UV_REGISTERS];
+    int ran = 0;
+    for (int k = 0; k < SCAN_KERNELS; k++) {
+        if (!fg_uv_registers_since_kernel(uv, t1, other, k)) continue;
+        ran++;
+        for (int i = 0; i < FG_UV_REGISTERS; i++)
+            if (other[i] != got[i])
+                fail_msg("kernel %d, since %lld: register %d = %d, expected %d", k, (long long)t1, i, other[i],
+                         got[i]);
+    }
+    return ran;
+}
+
 static void expect_window(const fg_uv *uv, const reference *ref, int64_t t1) {
     static uint8_t got[FG_UV_REGISTERS], want[FG_UV_REGISTERS];
     fg_uv_registers_since(uv, t1, got);
@@ -92,6 +114,7 @@ static void expect_window(const fg_uv *uv, const reference *ref, int64_t t1) {
     for (int i = 0; i < FG_UV_REGISTERS; i++)
         if (got[i] != want[i])
             fail_msg("window since %lld: register %d = %d, expected %d", (long long)t1, i, got[i], want[i]);
+    assert_true(expect_kernels_agree(uv, t1, got) >= 1);
 }
 
 /* A serialized copy, to show that a failed call changed nothing. */
@@ -284,6 +307,82 @@ static void test_windows_match_brute_force(void **state) {
     run_stream(3, 86400, 256, 20000, 0);
     run_stream(4, FG_UV_MAX_SPAN, 64, 8000, 9000000);  /* rebases */
     run_stream(5, 10, 4, 5000, 1 << 24);               /* rebases, tiny span */
+}
+
+/* The kernels on raw tiles: any entries below 2^31 (the encoding's bound),
+ * many right at the threshold, at its neighbours, at the top of the range,
+ * with every rank field 0..63, and thresholds from the lowest (64) to the
+ * highest; every row count 1..51 and empty tiles. The counter is built by
+ * hand (base 0), so the scan sees entries no add would make. */
+static uint32_t entry_near(test_rng *rng, uint32_t threshold) {
+    uint32_t rank = (uint32_t)rng_range(rng, 0, 63);
+    uint64_t e;
+    switch (rng_range(rng, 0, 5)) {
+    case 0: return 0;
+    case 1: return (uint32_t)(rng_next(rng) & 0x7FFFFFFF);
+    case 2: return 0x7FFFFFC0u | rank;
+    case 3: e = threshold - 64 + rank; break; /* the second before */
+    case 4: e = (uint64_t)threshold + 64 + rank; break;
+    default: e = threshold + rank; break;
+    }
+    return e > 0x7FFFFFFF ? 0x7FFFFFC0u | rank : (uint32_t)e;
+}
+
+static void test_scan_kernels_agree_on_raw_tiles(void **state) {
+    (void)state;
+    test_rng rng = {31};
+    static uint8_t got[FG_UV_REGISTERS];
+    int kernels = 0;
+    for (int round = 0; round < 40; round++) {
+        fg_uv uv;
+        int64_t span = round % 4 == 0 ? 1 : rng_range(&rng, 1, FG_UV_MAX_SPAN);
+        expect_status(fg_uv_init(&uv, span), FG_OK);
+        /* Offsets newest + 1 stay below the rebase limit, 2^25: the
+         * thresholds run from 64 (t1 = newest - span = base) to 2^31 - 64. */
+        uv.newest = round % 4 == 3 ? (1 << 25) - 2 : round % 2 ? span : rng_range(&rng, span, (1 << 25) - 2);
+        uv.entries = 1;
+        for (int k = 0; k < 8; k++) {
+            int64_t t1 = k == 0   ? uv.newest - span
+                         : k == 1 ? uv.newest
+                                  : rng_range(&rng, uv.newest - span - 2, uv.newest + 1);
+            int64_t kept = t1 > uv.newest - span ? t1 : uv.newest - span;
+            uint32_t threshold = (uint32_t)(kept + 1) << 6;
+            for (int t = 0; t < FG_UV_TILES; t++) {
+                free(uv.tiles[t]);
+                uv.tiles[t] = NULL;
+                uv.nrows[t] = 0;
+                if (rng_range(&rng, 0, 7) == 0) continue;
+                uv.nrows[t] = (uint8_t)rng_range(&rng, 1, FG_UV_MAX_RANK);
+                uv.tiles[t] = malloc((16 + (size_t)uv.nrows[t] * 64) * sizeof(uint32_t));
+                assert_non_null(uv.tiles[t]);
+                for (int i = 0; i < 64 * uv.nrows[t]; i++) uv.tiles[t][16 + i] = entry_near(&rng, threshold);
+            }
+            fg_uv_registers_since(&uv, t1, got);
+            kernels = expect_kernels_agree(&uv, t1, got);
+        }
+        for (int t = 0; t < FG_UV_TILES; t++) free(uv.tiles[t]);
+    }
+    /* On x86-64, SSE2 is the baseline: the SIMD path was the one tested. */
+#ifdef __SSE2__
+    expect_i64(kernels, __builtin_cpu_supports("avx2") ? 3 : 2);
+#else
+    expect_i64(kernels, 1);
+#endif
+}
+
+static void test_merge_registers(void **state) {
+    (void)state;
+    test_rng rng = {37};
+    static uint8_t acc[FG_UV_REGISTERS], regs[FG_UV_REGISTERS], want[FG_UV_REGISTERS];
+    for (int i = 0; i < FG_UV_REGISTERS; i++) {
+        acc[i] = (uint8_t)rng_next(&rng);
+        regs[i] = (uint8_t)rng_next(&rng); /* unsigned bytes: 200 beats 100 */
+        want[i] = acc[i] > regs[i] ? acc[i] : regs[i];
+    }
+    fg_uv_merge_registers(acc, regs);
+    assert_memory_equal(acc, want, sizeof(want));
+    fg_uv_merge_registers(acc, acc);
+    assert_memory_equal(acc, want, sizeof(want));
 }
 
 /* ---------------------------------------------------------------- memory */
@@ -739,6 +838,12 @@ static void test_loader_refuses_corruption(void **state) {
     /* base = -2^25: newest - base + 1 reaches the rebase limit. */
     CORRUPT("offsets beyond the rebase limit", (bad[13] = 0, bad[16] = 0xFE, bad[17] = 0xFF, bad[18] = 0xFF,
                                                 bad[19] = 0xFF, bad[20] = 0xFF));
+    /* base = INT64_MIN: newest - base overflowed (UBSan), found by the fuzzer. */
+    CORRUPT("base at INT64_MIN", (memset(bad + 13, 0, 7), bad[20] = 0x80));
+    /* The staircase and the buckets must agree (a crafted payload could
+     * make windows contradict each other). */
+    CORRUPT("bucket register below its entry", bad[MINUTE_TIER + 14] = 8);
+    CORRUPT("bucket register above the staircase", bad[MINUTE_TIER + 14] = 10);
     CORRUPT("empty with a newest",
             (bad[21] = 0, memmove(bad + HEADER, good + TIERS, 10), memset(bad + HEADER + 10, 0, 6), n = HEADER + 16));
     CORRUPT("minutes beyond the limit", (bad[TIERS] = 0xA1, bad[TIERS + 1] = 0x05));
@@ -766,6 +871,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_export_is_redis_dense_string, setup, teardown),
         cmocka_unit_test_setup_teardown(test_init_and_edges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_windows_match_brute_force, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scan_kernels_agree_on_raw_tiles, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_registers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_bound_and_shrink, setup, teardown),
         cmocka_unit_test_setup_teardown(test_allocation_failures_change_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_serialization_round_trip, setup, teardown),
