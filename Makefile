@@ -309,6 +309,13 @@ $(BUILD)/bench/uv_bench: bench/uv_bench.c src/core/uv.c $(HEADERS)
 bench-uv-server: deps module
 	$(PYTHON) bench/uv_server.py
 
+# Policy checks: FG.CHECK (one and two limits, penalty, shadow, denied)
+# against INCR, FG.TOKEN and a Lua two-limit script, instructions per part
+# (callgrind) and bytes per key (bench/policy_bench.py; about 5 minutes).
+.PHONY: bench-policy
+bench-policy: deps module
+	$(PYTHON) bench/policy_bench.py
+
 $(BUILD)/bench/mem_store_bench: bench/mem_store_bench.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O2 -Iinclude -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) $(CLIENT_SRC) \

@@ -186,10 +186,14 @@ static answer answer_of(const evaluation *ev) {
     a.retry_after_ms = ns_to_ms_ceil(d->d.retry_after_ns);
     a.reset_after_ms = ns_to_ms_ceil(d->d.reset_after_ns);
     a.shadow_denied = d->shadow_denied;
-    if (d->decided_by == FG_POLICY_BY_PENALTY)
-        snprintf(a.decided_by, sizeof(a.decided_by), "penalty");
-    else
-        snprintf(a.decided_by, sizeof(a.decided_by), "limit:%u", d->limit_index + 1);
+    if (d->decided_by == FG_POLICY_BY_PENALTY) {
+        memcpy(a.decided_by, "penalty", sizeof("penalty"));
+    } else {
+        /* "limit:<1..8>", without snprintf: this runs on every check. */
+        memcpy(a.decided_by, "limit:", 6);
+        a.decided_by[6] = (char)('1' + d->limit_index);
+        a.decided_by[7] = '\0';
+    }
     return a;
 }
 
@@ -930,9 +934,7 @@ static int policy_unlist_command(RedisModuleCtx *ctx, RedisModuleString **argv, 
 /* What may free a key without a check on it: its waiters look again. */
 static int on_keyspace_event(RedisModuleCtx *ctx, int type, const char *event,
                              RedisModuleString *key) {
-    /* Of the module's own events only FG.RESET removes a key; the others
-     * (every admitted check raises one) are not worth a lookup. */
-    if (type == REDISMODULE_NOTIFY_MODULE && strcmp(event, "fg.reset") != 0) return REDISMODULE_OK;
+    (void)type, (void)event;
     wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), key);
     if (q) queue_arm(ctx, q, 0, 0);
     return REDISMODULE_OK;
@@ -987,6 +989,13 @@ void policy_keys_replaced(RedisModuleCtx *ctx) {
     arm_every_queue(ctx);
 }
 
+/* FG.RESET deleted a key: its waiters are decided again soon. (Not a
+ * subscription to the module's own events, which every admitted check
+ * raises.) */
+void policy_key_removed(RedisModuleCtx *ctx, RedisModuleString *key) {
+    on_keyspace_event(ctx, 0, NULL, key);
+}
+
 /* FLUSHDB and SWAPDB reach policy_keys_replaced through floodgate.c: a
  * module has one callback per server event. */
 static int subscribe_events(RedisModuleCtx *ctx) {
@@ -994,8 +1003,7 @@ static int subscribe_events(RedisModuleCtx *ctx) {
                      persistence = {REDISMODULE_EVENT_PERSISTENCE, 1};
     if (RedisModule_SubscribeToKeyspaceEvents(
             ctx,
-            REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED |
-                REDISMODULE_NOTIFY_MODULE,
+            REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED,
             on_keyspace_event) != REDISMODULE_OK ||
         RedisModule_SubscribeToServerEvent(ctx, loading, on_loading) != REDISMODULE_OK ||
         RedisModule_SubscribeToServerEvent(ctx, persistence, on_persistence) != REDISMODULE_OK)

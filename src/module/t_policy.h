@@ -14,4 +14,7 @@ void policy_info(RedisModuleInfoCtx *ctx);
 /* FLUSHDB or SWAPDB replaced keys: waiters are decided again soon. */
 void policy_keys_replaced(RedisModuleCtx *ctx);
 
+/* FG.RESET deleted a key: its waiters are decided again soon. */
+void policy_key_removed(RedisModuleCtx *ctx, RedisModuleString *key);
+
 #endif

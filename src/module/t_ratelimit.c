@@ -28,6 +28,7 @@
 #include "clock.h"
 #include "limiter_types.h"
 #include "policy_types.h"
+#include "t_policy.h"
 
 typedef union limiter_params {
     fg_gcra_params gcra;
@@ -544,7 +545,8 @@ static int reset_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     void *value;
     int family = key_family(key, &value);
-    if (family == FAMILY_COUNT && holds_policy_state(key)) family = 0;
+    bool policy_state = family == FAMILY_COUNT && holds_policy_state(key);
+    if (policy_state) family = 0;
     if (family == FAMILY_COUNT) {
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
@@ -558,6 +560,7 @@ static int reset_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         RedisModule_SignalModifiedKey(ctx, argv[1]);
         RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.reset", argv[1]);
     }
+    if (policy_state) policy_key_removed(ctx, argv[1]);
     return RedisModule_ReplyWithLongLong(ctx, family >= 0);
 }
 
