@@ -79,19 +79,32 @@ $(BUILD)/floodgate: $(CLI_SRC) $(LIB_A) include/floodgate.h
 
 cli: $(if $(CLI_SRC),$(BUILD)/floodgate)
 
-$(BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iinclude -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) $(CLIENT_SRC) $(UNIT_LIBS)
+# Unit tests link the core and the client compiled once per build kind
+# (plain: the library's objects; ASan+UBSan; TSan), not once per test.
+ASAN_OBJ := $(patsubst %.c,$(BUILD)/obj-asan/%.o,$(CORE_SRC) $(CLIENT_SRC))
+TSAN_OBJ := $(patsubst %.c,$(BUILD)/obj-tsan/%.o,$(CORE_SRC) $(CLIENT_SRC))
+UNIT_INCLUDES := -Iinclude -Isrc/core -Isrc/client
+.SECONDARY: $(ASAN_OBJ) $(TSAN_OBJ)
 
-$(BUILD)/unit-asan/%: tests/unit/%.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
+$(BUILD)/obj-asan/%.o: %.c $(HEADERS) include/floodgate.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -O1 $(SANITIZE) -Iinclude -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) $(CLIENT_SRC) \
-		$(UNIT_LIBS)
+	$(CC) $(CFLAGS) -O1 $(SANITIZE) $(UNIT_INCLUDES) -c -o $@ $<
 
-$(BUILD)/unit-tsan/%: tests/unit/%.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
+$(BUILD)/obj-tsan/%.o: %.c $(HEADERS) include/floodgate.h
 	@mkdir -p $(dir $@)
-	clang $(CFLAGS) -O1 -fsanitize=thread -Iinclude -Isrc/core -Isrc/client -o $@ $< $(CORE_SRC) \
-		$(CLIENT_SRC) $(UNIT_LIBS)
+	clang $(CFLAGS) -O1 -fsanitize=thread $(UNIT_INCLUDES) -c -o $@ $<
+
+$(BUILD)/unit/%: tests/unit/%.c $(LIB_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(UNIT_INCLUDES) -o $@ $< $(LIB_OBJ) $(UNIT_LIBS)
+
+$(BUILD)/unit-asan/%: tests/unit/%.c $(ASAN_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O1 $(SANITIZE) $(UNIT_INCLUDES) -o $@ $< $(ASAN_OBJ) $(UNIT_LIBS)
+
+$(BUILD)/unit-tsan/%: tests/unit/%.c $(TSAN_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	clang $(CFLAGS) -O1 -fsanitize=thread $(UNIT_INCLUDES) -o $@ $< $(TSAN_OBJ) $(UNIT_LIBS)
 
 $(BUILD)/fuzz/fuzz_limiters: tests/fuzz/fuzz_limiters.c $(CORE_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
