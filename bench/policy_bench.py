@@ -630,7 +630,7 @@ PART_ROWS = [
             "SignalModifiedKey)"),
     ("replication", "module: replication (FG.PLSTATE payload + RM_Replicate)"),
     ("event", "module: keyspace event fg.check (RM_NotifyKeyspaceEvent)"),
-    ("reply", "module: the reply (answer_of's snprintf + 7 RM_ReplyWith*)"),
+    ("reply", "module: the reply (answer_of + 7 RM_ReplyWith*)"),
 ]
 # The payload's free, wherever replicate_state was inlined.
 CALL_PARTS = {(caller, "RM_Free"): "replication" for caller in ("settle", "store",
@@ -648,7 +648,7 @@ DETAILS = [
     ("plstat_store", "plstat_store (incl. RM_SetAbsExpire)"),
     ("RM_NotifyKeyspaceEvent", "RM_NotifyKeyspaceEvent"),
     ("moduleNotifyKeyspaceEvent", "module subscribers' callbacks, every event (expiry too)"),
-    ("answer_of", "answer_of (snprintf of decided_by)"),
+    ("answer_of", "answer_of (the fields, decided_by)"),
     ("reply_answer", "reply_answer (7 replies)"),
     ("fg_policy_decide", "fg_policy_decide"),
     ("fg_policy_rescale", "fg_policy_rescale"),
