@@ -39,10 +39,23 @@ static void on_keys_replaced(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t
     policy_keys_replaced(ctx);
 }
 
-static int subscribe_key_replacements(RedisModuleCtx *ctx) {
+/* DEL, expiry, eviction and other generic events may free a key with
+ * waiters. One subscription serves both families: each costs the server a
+ * module context per event. */
+static int on_key_event(RedisModuleCtx *ctx, int type, const char *event, RedisModuleString *key) {
+    (void)type, (void)event;
+    lock_key_event(ctx, key);
+    policy_key_event(ctx, key);
+    return REDISMODULE_OK;
+}
+
+static int subscribe_key_events(RedisModuleCtx *ctx) {
     RedisModuleEvent flush = {REDISMODULE_EVENT_FLUSHDB, 1}, swap = {REDISMODULE_EVENT_SWAPDB, 1};
     if (RedisModule_SubscribeToServerEvent(ctx, flush, on_keys_replaced) != REDISMODULE_OK ||
-        RedisModule_SubscribeToServerEvent(ctx, swap, on_keys_replaced) != REDISMODULE_OK)
+        RedisModule_SubscribeToServerEvent(ctx, swap, on_keys_replaced) != REDISMODULE_OK ||
+        RedisModule_SubscribeToKeyspaceEvents(
+            ctx, REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED,
+            on_key_event) != REDISMODULE_OK)
         return REDISMODULE_ERR;
     return REDISMODULE_OK;
 }
@@ -72,7 +85,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         return REDISMODULE_ERR;
     }
     if (RedisModule_RegisterInfoFunc(ctx, info_callback) != REDISMODULE_OK ||
-        subscribe_key_replacements(ctx) != REDISMODULE_OK)
+        subscribe_key_events(ctx) != REDISMODULE_OK)
         return REDISMODULE_ERR;
     /* Configs (floodgate.<name>) take their values from the command line or
      * redis.conf at LoadConfigs. */

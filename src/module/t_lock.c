@@ -49,6 +49,7 @@
 #include "../core/lock.h"
 #include "args.h"
 #include "clock.h"
+#include "key_dict.h"
 #include "lock_types.h"
 
 #define MAX_MLOCK_KEYS 64
@@ -107,33 +108,8 @@ typedef struct waiter_answer {
 static RedisModuleDict *queues;      /* db + key name -> wait_queue */
 static RedisModuleDict *waiters;     /* blocked client handle -> waiter */
 
-/* The dict key of a queue: the db number, then the key name. */
-typedef struct queue_name {
-    char stack[256];
-    char *buf;
-    size_t len;
-} queue_name;
-
-static void queue_name_make(queue_name *n, int dbid, RedisModuleString *key) {
-    size_t klen;
-    const char *k = RedisModule_StringPtrLen(key, &klen);
-    n->len = sizeof(dbid) + klen;
-    n->buf = n->len <= sizeof(n->stack) ? n->stack : RedisModule_Alloc(n->len);
-    memcpy(n->buf, &dbid, sizeof(dbid));
-    memcpy(n->buf + sizeof(dbid), k, klen);
-}
-
-static void queue_name_done(queue_name *n) {
-    if (n->buf != n->stack) RedisModule_Free(n->buf);
-}
-
 static wait_queue *queue_find(int dbid, RedisModuleString *key) {
-    if (RedisModule_DictSize(queues) == 0) return NULL;
-    queue_name n;
-    queue_name_make(&n, dbid, key);
-    wait_queue *q = RedisModule_DictGetC(queues, n.buf, n.len, NULL);
-    queue_name_done(&n);
-    return q;
+    return key_dict_get(queues, dbid, key);
 }
 
 static wait_queue *queue_get(int dbid, RedisModuleString *key) {
@@ -145,10 +121,7 @@ static wait_queue *queue_get(int dbid, RedisModuleString *key) {
     size_t klen;
     const char *k = RedisModule_StringPtrLen(key, &klen);
     q->key = RedisModule_CreateString(NULL, k, klen);
-    queue_name n;
-    queue_name_make(&n, dbid, key);
-    RedisModule_DictSetC(queues, n.buf, n.len, q);
-    queue_name_done(&n);
+    key_dict_set(queues, dbid, key, q);
     return q;
 }
 
@@ -161,10 +134,7 @@ static void queue_disarm(RedisModuleCtx *ctx, wait_queue *q) {
 static void queue_drop_if_empty(RedisModuleCtx *ctx, wait_queue *q) {
     if (q->head) return;
     queue_disarm(ctx, q);
-    queue_name n;
-    queue_name_make(&n, q->dbid, q->key);
-    RedisModule_DictDelC(queues, n.buf, n.len, NULL);
-    queue_name_done(&n);
+    key_dict_del(queues, q->dbid, q->key);
     RedisModule_FreeString(NULL, q->key);
     RedisModule_Free(q);
 }
@@ -580,13 +550,9 @@ static void timer_fired(RedisModuleCtx *ctx, void *data) {
     serve(ctx, q, server_clock_us());
 }
 
-/* Events that may free a lock without a lock command: serve soon. */
-static int on_keyspace_event(RedisModuleCtx *ctx, int type, const char *event,
-                             RedisModuleString *key) {
-    (void)type, (void)event;
+void lock_key_event(RedisModuleCtx *ctx, RedisModuleString *key) {
     wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), key);
     if (q) queue_arm(ctx, q, 0, 0);
-    return REDISMODULE_OK;
 }
 
 static void arm_every_queue(RedisModuleCtx *ctx) {
@@ -1355,10 +1321,6 @@ int lock_register_commands(RedisModuleCtx *ctx) {
                                       c->firstkey ? 1 : 0) != REDISMODULE_OK)
             return REDISMODULE_ERR;
     }
-    if (RedisModule_SubscribeToKeyspaceEvents(
-            ctx, REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED,
-            on_keyspace_event) != REDISMODULE_OK)
-        return REDISMODULE_ERR;
     return REDISMODULE_OK;
 }
 

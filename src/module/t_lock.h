@@ -6,9 +6,11 @@
 
 #include "redismodule_api.h"
 
-/* Registers the commands and subscribes to the keyspace events that free
- * locks. */
 int lock_register_commands(RedisModuleCtx *ctx);
+
+/* A keyspace event (DEL, expiry, eviction...) on a key, which may free a
+ * lock without a lock command: its waiters are served soon. */
+void lock_key_event(RedisModuleCtx *ctx, RedisModuleString *key);
 
 /* FLUSHDB or SWAPDB replaced keys: every queue is served soon. */
 void lock_keys_replaced(RedisModuleCtx *ctx);

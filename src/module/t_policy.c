@@ -59,6 +59,7 @@
 
 #include "args.h"
 #include "clock.h"
+#include "key_dict.h"
 #include "limiter_types.h" /* us_to_ms_ceil */
 #include "policy_registry.h"
 #include "policy_types.h"
@@ -313,33 +314,8 @@ struct waiter {
 static RedisModuleDict *queues;  /* db + key name -> wait_queue */
 static RedisModuleDict *waiters; /* blocked client handle -> waiter */
 
-/* The dict key of a queue: the db number, then the key name. */
-typedef struct queue_name {
-    char stack[256];
-    char *buf;
-    size_t len;
-} queue_name;
-
-static void queue_name_make(queue_name *n, int dbid, RedisModuleString *key) {
-    size_t klen;
-    const char *k = RedisModule_StringPtrLen(key, &klen);
-    n->len = sizeof(dbid) + klen;
-    n->buf = n->len <= sizeof(n->stack) ? n->stack : RedisModule_Alloc(n->len);
-    memcpy(n->buf, &dbid, sizeof(dbid));
-    memcpy(n->buf + sizeof(dbid), k, klen);
-}
-
-static void queue_name_done(queue_name *n) {
-    if (n->buf != n->stack) RedisModule_Free(n->buf);
-}
-
 static wait_queue *queue_find(int dbid, RedisModuleString *key) {
-    if (RedisModule_DictSize(queues) == 0) return NULL;
-    queue_name n;
-    queue_name_make(&n, dbid, key);
-    wait_queue *q = RedisModule_DictGetC(queues, n.buf, n.len, NULL);
-    queue_name_done(&n);
-    return q;
+    return key_dict_get(queues, dbid, key);
 }
 
 static wait_queue *queue_get(int dbid, RedisModuleString *key) {
@@ -351,10 +327,7 @@ static wait_queue *queue_get(int dbid, RedisModuleString *key) {
     size_t klen;
     const char *k = RedisModule_StringPtrLen(key, &klen);
     q->key = RedisModule_CreateString(NULL, k, klen);
-    queue_name n;
-    queue_name_make(&n, dbid, key);
-    RedisModule_DictSetC(queues, n.buf, n.len, q);
-    queue_name_done(&n);
+    key_dict_set(queues, dbid, key, q);
     return q;
 }
 
@@ -366,10 +339,7 @@ static void queue_disarm(RedisModuleCtx *ctx, wait_queue *q) {
 static void queue_drop_if_empty(RedisModuleCtx *ctx, wait_queue *q) {
     if (q->head) return;
     queue_disarm(ctx, q);
-    queue_name n;
-    queue_name_make(&n, q->dbid, q->key);
-    RedisModule_DictDelC(queues, n.buf, n.len, NULL);
-    queue_name_done(&n);
+    key_dict_del(queues, q->dbid, q->key);
     RedisModule_FreeString(NULL, q->key);
     RedisModule_Free(q);
 }
@@ -931,13 +901,9 @@ static int policy_unlist_command(RedisModuleCtx *ctx, RedisModuleString **argv, 
 
 /* ================================================================ events */
 
-/* What may free a key without a check on it: its waiters look again. */
-static int on_keyspace_event(RedisModuleCtx *ctx, int type, const char *event,
-                             RedisModuleString *key) {
-    (void)type, (void)event;
+void policy_key_event(RedisModuleCtx *ctx, RedisModuleString *key) {
     wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), key);
     if (q) queue_arm(ctx, q, 0, 0);
-    return REDISMODULE_OK;
 }
 
 /* A file or a full sync starts to load: what it holds replaces the
@@ -989,23 +955,13 @@ void policy_keys_replaced(RedisModuleCtx *ctx) {
     arm_every_queue(ctx);
 }
 
-/* FG.RESET deleted a key: its waiters are decided again soon. (Not a
- * subscription to the module's own events, which every admitted check
- * raises.) */
-void policy_key_removed(RedisModuleCtx *ctx, RedisModuleString *key) {
-    on_keyspace_event(ctx, 0, NULL, key);
-}
 
-/* FLUSHDB and SWAPDB reach policy_keys_replaced through floodgate.c: a
- * module has one callback per server event. */
+/* Keyspace events, FLUSHDB and SWAPDB reach the waiters through
+ * floodgate.c, shared with the locks. */
 static int subscribe_events(RedisModuleCtx *ctx) {
     RedisModuleEvent loading = {REDISMODULE_EVENT_LOADING, 1},
                      persistence = {REDISMODULE_EVENT_PERSISTENCE, 1};
-    if (RedisModule_SubscribeToKeyspaceEvents(
-            ctx,
-            REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_EXPIRED | REDISMODULE_NOTIFY_EVICTED,
-            on_keyspace_event) != REDISMODULE_OK ||
-        RedisModule_SubscribeToServerEvent(ctx, loading, on_loading) != REDISMODULE_OK ||
+    if (RedisModule_SubscribeToServerEvent(ctx, loading, on_loading) != REDISMODULE_OK ||
         RedisModule_SubscribeToServerEvent(ctx, persistence, on_persistence) != REDISMODULE_OK)
         return REDISMODULE_ERR;
     return REDISMODULE_OK;

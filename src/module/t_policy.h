@@ -14,7 +14,9 @@ void policy_info(RedisModuleInfoCtx *ctx);
 /* FLUSHDB or SWAPDB replaced keys: waiters are decided again soon. */
 void policy_keys_replaced(RedisModuleCtx *ctx);
 
-/* FG.RESET deleted a key: its waiters are decided again soon. */
-void policy_key_removed(RedisModuleCtx *ctx, RedisModuleString *key);
+/* A keyspace event on a key, or FG.RESET deleting it (the module's own
+ * events are not subscribed to: every admitted check raises one): its
+ * waiters are decided again soon. */
+void policy_key_event(RedisModuleCtx *ctx, RedisModuleString *key);
 
 #endif

@@ -560,7 +560,7 @@ static int reset_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         RedisModule_SignalModifiedKey(ctx, argv[1]);
         RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.reset", argv[1]);
     }
-    if (policy_state) policy_key_removed(ctx, argv[1]);
+    if (policy_state) policy_key_event(ctx, argv[1]);
     return RedisModule_ReplyWithLongLong(ctx, family >= 0);
 }
 
