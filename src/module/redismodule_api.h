@@ -50,11 +50,13 @@
 #define REDISMODULE_EVENT_FLUSHDB     2
 #define REDISMODULE_EVENT_LOADING     3
 #define REDISMODULE_EVENT_SWAPDB      11
+#define REDISMODULE_EVENT_CONFIG      16
 #define REDISMODULE_SUBEVENT_FLUSHDB_END 1
 #define REDISMODULE_SUBEVENT_PERSISTENCE_AOF_START      1
 #define REDISMODULE_SUBEVENT_LOADING_RDB_START  0
 #define REDISMODULE_SUBEVENT_LOADING_AOF_START  1
 #define REDISMODULE_SUBEVENT_LOADING_REPL_START 2
+#define REDISMODULE_SUBEVENT_CONFIG_CHANGE      0
 
 #define REDISMODULE_OPTIONS_HANDLE_IO_ERRORS           (1 << 0)
 #define REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (1 << 1)
@@ -63,6 +65,7 @@
 #define REDISMODULE_AUX_BEFORE_RDB      (1 << 0)
 
 #define REDISMODULE_CONFIG_DEFAULT 0
+#define REDISMODULE_CONFIG_MEMORY  (1 << 7)
 
 #define REDISMODULE_ERRORMSG_WRONGTYPE                                                             \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -119,11 +122,19 @@ typedef struct RedisModuleBlockedClient RedisModuleBlockedClient;
 typedef struct RedisModuleCallReply RedisModuleCallReply;
 typedef struct RedisModuleDict RedisModuleDict;
 typedef struct RedisModuleDictIter RedisModuleDictIter;
+typedef struct RedisModuleServerInfoData RedisModuleServerInfoData;
 
 typedef struct RedisModuleEvent {
     uint64_t id;
     uint64_t dataver;
 } RedisModuleEvent;
+
+/* Data of REDISMODULE_EVENT_CONFIG. */
+typedef struct RedisModuleConfigChangeV1 {
+    uint64_t version;
+    uint32_t num_changes;
+    const char **config_names;
+} RedisModuleConfigChangeV1;
 
 /* Data of REDISMODULE_EVENT_FLUSHDB. */
 typedef struct RedisModuleFlushInfo {
@@ -138,6 +149,12 @@ typedef int (*RedisModuleConfigSetBoolFunc)(const char *name, int val, void *pri
                                             RedisModuleString **err);
 typedef int (*RedisModuleConfigApplyFunc)(RedisModuleCtx *ctx, void *privdata,
                                           RedisModuleString **err);
+typedef long long (*RedisModuleConfigGetNumericFunc)(const char *name, void *privdata);
+typedef int (*RedisModuleConfigSetNumericFunc)(const char *name, long long val, void *privdata,
+                                               RedisModuleString **err);
+typedef int (*RedisModuleConfigGetEnumFunc)(const char *name, void *privdata);
+typedef int (*RedisModuleConfigSetEnumFunc)(const char *name, int val, void *privdata,
+                                            RedisModuleString **err);
 typedef void (*RedisModuleInfoFunc)(RedisModuleInfoCtx *ctx, int for_crash_report);
 typedef void (*RedisModuleTimerProc)(RedisModuleCtx *ctx, void *data);
 typedef int (*RedisModuleNotificationFunc)(RedisModuleCtx *ctx, int type, const char *event,
@@ -358,9 +375,34 @@ typedef struct RedisModuleCommandInfo {
       (RedisModuleCommand * parent, const char *name, RedisModuleCmdFunc cmdfunc,                  \
        const char *strflags, int firstkey, int lastkey, int keystep))                              \
     X(int, InfoBeginDictField, (RedisModuleInfoCtx * ctx, const char *name))                       \
-    X(int, InfoEndDictField, (RedisModuleInfoCtx * ctx))
+    X(int, InfoEndDictField, (RedisModuleInfoCtx * ctx))                                           \
+    X(int, InfoAddFieldCString, (RedisModuleInfoCtx * ctx, const char *field, const char *value))  \
+    X(void *, Calloc, (size_t nmemb, size_t size))                                                 \
+    X(int, AvoidReplicaTraffic, (void))                                                            \
+    X(float, GetUsedMemoryRatio, (void))                                                           \
+    X(RedisModuleServerInfoData *, GetServerInfo, (RedisModuleCtx * ctx, const char *section))     \
+    X(void, FreeServerInfo, (RedisModuleCtx * ctx, RedisModuleServerInfoData * data))              \
+    X(unsigned long long, ServerInfoGetFieldUnsigned,                                              \
+      (RedisModuleServerInfoData * data, const char *field, int *out_err))                         \
+    X(const char *, ServerInfoGetFieldC, (RedisModuleServerInfoData * data, const char *field))    \
+    X(int, GetServerVersion, (void))                                                               \
+    X(int, RegisterNumericConfig,                                                                  \
+      (RedisModuleCtx * ctx, const char *name, long long default_val, unsigned int flags,          \
+       long long min, long long max, RedisModuleConfigGetNumericFunc getfn,                        \
+       RedisModuleConfigSetNumericFunc setfn, RedisModuleConfigApplyFunc applyfn, void *privdata)) \
+    X(int, RegisterEnumConfig,                                                                     \
+      (RedisModuleCtx * ctx, const char *name, int default_val, unsigned int flags,                \
+       const char **enum_values, const int *int_values, int num_enum_vals,                         \
+       RedisModuleConfigGetEnumFunc getfn, RedisModuleConfigSetEnumFunc setfn,                     \
+       RedisModuleConfigApplyFunc applyfn, void *privdata))
 
-#define FG_OPTIONAL_APIS(X) X(uint64_t, CachedMicroseconds, (void))
+/* Newer than 7.0: CachedMicroseconds and SetCommandACLCategories (7.2),
+ * AddACLCategory and TryCalloc (7.4). */
+#define FG_OPTIONAL_APIS(X)                                                                        \
+    X(uint64_t, CachedMicroseconds, (void))                                                        \
+    X(int, SetCommandACLCategories, (RedisModuleCommand * command, const char *ctgrsflags))        \
+    X(int, AddACLCategory, (RedisModuleCtx * ctx, const char *name))                               \
+    X(void *, TryCalloc, (size_t nmemb, size_t size))
 
 #define FG_DECLARE_API(ret, name, params) extern ret(*RedisModule_##name) params;
 FG_REQUIRED_APIS(FG_DECLARE_API)
