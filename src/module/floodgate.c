@@ -14,6 +14,7 @@
 #include "t_ratelimit.h"
 #include "t_uv.h"
 #include "uv_types.h"
+#include "write_pause.h"
 
 #define FLOODGATE_MODULE_VERSION 100 /* 0.1.0 */
 
@@ -26,6 +27,7 @@ static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     bloom_info(ctx);
     uv_info(ctx);
     policy_info(ctx);
+    write_pause_info(ctx);
 }
 
 /* FLUSHDB and SWAPDB replace keys under the lock and policy waiters. A

@@ -51,6 +51,7 @@
 #include "clock.h"
 #include "key_dict.h"
 #include "lock_types.h"
+#include "write_pause.h"
 
 #define MAX_MLOCK_KEYS 64
 
@@ -83,6 +84,7 @@ struct wait_queue {
     int64_t timer_at_us; /* when the armed timer fires */
     bool pending;        /* in the serving stack (serve) */
     bool touched;        /* served in this round, to settle afterwards */
+    deferred_work paused; /* its timer fired while writes were paused */
 };
 
 /* A waiter's timeout is a module timer, not the blocked client's own: on
@@ -134,6 +136,7 @@ static void queue_disarm(RedisModuleCtx *ctx, wait_queue *q) {
 static void queue_drop_if_empty(RedisModuleCtx *ctx, wait_queue *q) {
     if (q->head) return;
     queue_disarm(ctx, q);
+    cancel_deferred(&q->paused);
     key_dict_del(queues, q->dbid, q->key);
     RedisModule_FreeString(NULL, q->key);
     RedisModule_Free(q);
@@ -531,6 +534,15 @@ static bool key_served_here(RedisModuleCtx *ctx, RedisModuleString *keyname) {
     return true;
 }
 
+/* The pause is over: the queue's timer fires again at once. */
+static void resume_after_pause(RedisModuleCtx *ctx, deferred_work *work) {
+    wait_queue *q = (wait_queue *)((char *)work - offsetof(wait_queue, paused));
+    queue_arm(ctx, q, 0, 0);
+}
+
+/* Serving writes (pruning ended leases, granting waiters), so it waits out
+ * a pause of writes; failing the waiters of a node that can no longer
+ * serve them writes nothing and happens at once. */
 static void timer_fired(RedisModuleCtx *ctx, void *data) {
     wait_queue *q = data;
     q->timer_armed = false;
@@ -545,6 +557,10 @@ static void timer_fired(RedisModuleCtx *ctx, void *data) {
     if (error) {
         fail_all_waiters(ctx, q, error);
         queue_drop_if_empty(ctx, q);
+        return;
+    }
+    if (writes_paused()) {
+        defer_while_paused(ctx, &q->paused, resume_after_pause);
         return;
     }
     serve(ctx, q, server_clock_us());

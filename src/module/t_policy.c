@@ -64,6 +64,7 @@
 #include "policy_registry.h"
 #include "policy_types.h"
 #include "t_ratelimit.h"
+#include "write_pause.h"
 
 #define MAX_WAIT_MS 86400000
 #define MAX_AT_US   (INT64_MAX / 1000) /* as the other checks' AT */
@@ -296,7 +297,8 @@ typedef struct wait_queue {
     waiter *head, *tail;
     RedisModuleTimerID timer;
     bool timer_armed;
-    int64_t timer_at_us; /* when the armed timer fires */
+    int64_t timer_at_us;  /* when the armed timer fires */
+    deferred_work paused; /* its timer fired while writes were paused */
 } wait_queue;
 
 struct waiter {
@@ -309,6 +311,7 @@ struct waiter {
     int64_t deadline_us;
     RedisModuleTimerID deadline;
     bool has_deadline;
+    deferred_work paused; /* its deadline passed while writes were paused */
 };
 
 static RedisModuleDict *queues;  /* db + key name -> wait_queue */
@@ -339,6 +342,7 @@ static void queue_disarm(RedisModuleCtx *ctx, wait_queue *q) {
 static void queue_drop_if_empty(RedisModuleCtx *ctx, wait_queue *q) {
     if (q->head) return;
     queue_disarm(ctx, q);
+    cancel_deferred(&q->paused);
     key_dict_del(queues, q->dbid, q->key);
     RedisModule_FreeString(NULL, q->key);
     RedisModule_Free(q);
@@ -370,6 +374,7 @@ static void arm_every_queue(RedisModuleCtx *ctx) {
 static void waiter_remove(RedisModuleCtx *ctx, waiter *w) {
     wait_queue *q = w->q;
     if (w->has_deadline) RedisModule_StopTimer(ctx, w->deadline, NULL);
+    cancel_deferred(&w->paused);
     if (w->prev)
         w->prev->next = w->next;
     else
@@ -465,6 +470,14 @@ static const char *cannot_serve(RedisModuleCtx *ctx, wait_queue *q) {
     return NULL;
 }
 
+/* The pause is over: the queue's timer fires again at once. */
+static void resume_queue(RedisModuleCtx *ctx, deferred_work *work) {
+    wait_queue *q = (wait_queue *)((char *)work - offsetof(wait_queue, paused));
+    queue_arm(ctx, q, 0, 0);
+}
+
+/* Serving settles decisions (writes), so it waits out a pause of writes;
+ * failing the waiters of a node that cannot serve them writes nothing. */
 static void queue_timer_fired(RedisModuleCtx *ctx, void *data) {
     wait_queue *q = data;
     q->timer_armed = false;
@@ -475,10 +488,24 @@ static void queue_timer_fired(RedisModuleCtx *ctx, void *data) {
         queue_drop_if_empty(ctx, q);
         return;
     }
+    if (writes_paused()) {
+        defer_while_paused(ctx, &q->paused, resume_queue);
+        return;
+    }
     serve(ctx, q, server_clock_us());
 }
 
-/* The waiter's deadline: its final answer now. */
+static void deadline_passed(RedisModuleCtx *ctx, void *data);
+
+/* The pause is over: the deadline timer fires again at once. */
+static void resume_deadline(RedisModuleCtx *ctx, deferred_work *work) {
+    waiter *w = (waiter *)((char *)work - offsetof(waiter, paused));
+    w->deadline = RedisModule_CreateTimer(ctx, 0, deadline_passed, w);
+    w->has_deadline = true;
+}
+
+/* The waiter's deadline: its final answer now, or (since that answer may
+ * store penalty effects) as soon as a pause of writes ends. */
 static void deadline_passed(RedisModuleCtx *ctx, void *data) {
     waiter *w = data;
     wait_queue *q = w->q;
@@ -487,6 +514,10 @@ static void deadline_passed(RedisModuleCtx *ctx, void *data) {
     if (error) {
         waiter_fail(ctx, w, error);
         queue_drop_if_empty(ctx, q);
+        return;
+    }
+    if (writes_paused()) {
+        defer_while_paused(ctx, &w->paused, resume_deadline);
         return;
     }
     int64_t now_us = server_clock_us();
