@@ -322,6 +322,12 @@ $(BUILD)/bench/uv_bench: bench/uv_bench.c src/core/uv.c $(HEADERS)
 bench-uv-server: deps module
 	$(PYTHON) bench/uv_server.py
 
+# Memory of unique counters: MEMORY USAGE by items against a server, then
+# full counters by items a day in process (bench/uv_server.py MEMORY=1).
+.PHONY: bench-uv-memory
+bench-uv-memory: deps module $(BUILD)/bench/uv_bench
+	MEMORY=1 $(PYTHON) bench/uv_server.py
+
 # Policy checks: FG.CHECK (one and two limits, penalty, shadow, denied)
 # against INCR, FG.TOKEN and a Lua two-limit script, instructions per part
 # (callgrind) and bytes per key (bench/policy_bench.py; about 5 minutes).

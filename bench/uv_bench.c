@@ -5,6 +5,7 @@
  *
  *   make bench-uv                 (pinned to CPU 1 with taskset)
  *   ./uv_bench [salts, default 8]
+ *   ./uv_bench memory             (bytes of full counters by items a day)
  *
  * Workload (docs/design-uv.md, "Benchmark plan"): 10M events over one
  * simulated day, at a diurnal rate (1 + 0.7 sin) with a 10-minute spike at
@@ -375,7 +376,65 @@ static double average_rows(const fg_uv *uv) {
     return (double)rows / FG_UV_TILES;
 }
 
+/* ------------------------------------------------------------- memory */
+
+/* `uv_bench memory`: the bytes a counter holds once every tier is full
+ * (fg_uv_bytes: what MEMORY USAGE reports, less the key), by distinct items
+ * a day at an even rate, fed day after day for the longest retention. Days
+ * older than the span and the hour tier reach only the day buckets, which
+ * are 16 KB whatever they hold, and their staircase entries are pruned by
+ * the later days' adds to each register, so they are fed at most
+ * MEMORY_OLD_DAY items (keeping a run under a few minutes). */
+#define MEMORY_OLD_DAY 1000000LL
+
+typedef struct memory_config {
+    const char *name;
+    int64_t span, minutes, hours, days;
+} memory_config;
+
+static void memory_row(const memory_config *c, int64_t per_day) {
+    fg_uv uv;
+    if (fg_uv_init_tiers(&uv, c->span, c->minutes, c->hours, c->days, 0) != FG_OK) exit(1);
+    int64_t span_days = (c->span + DAY - 1) / DAY, hour_days = (c->hours * 3600 + DAY - 1) / DAY;
+    int64_t fed = c->days > span_days ? c->days : span_days;
+    if (hour_days + 1 > fed) fed = hour_days + 1;
+    for (int64_t d = 0; d < fed; d++) {
+        bool recent = fed - d <= (span_days > hour_days ? span_days : hour_days) + 1;
+        int64_t n = recent || per_day < MEMORY_OLD_DAY ? per_day : MEMORY_OLD_DAY;
+        for (int64_t j = 0; j < n; j++)
+            if (fg_uv_add(&uv, rng_next(), DAY0 + d * DAY + j * DAY / n, &heap) < 0) exit(1);
+    }
+    uint64_t rings = 0;
+    for (int k = 0; k < FG_UV_TIERS; k++)
+        if (uv.tiers[k].ring != NULL) rings += uv.tiers[k].count * sizeof(fg_uv_bucket);
+    uint64_t bucket_bytes = uv.buckets * FG_UV_REGISTERS, total = fg_uv_bytes(&uv);
+    printf("| %s | %.0e | %lld | %llu | %.2f | %llu | %llu | %llu | %llu |\n", c->name,
+           (double)per_day, (long long)fed, (unsigned long long)uv.entries, average_rows(&uv),
+           (unsigned long long)(total - bucket_bytes - rings - sizeof(uv)),
+           (unsigned long long)uv.buckets, (unsigned long long)(bucket_bytes + rings + sizeof(uv)),
+           (unsigned long long)total);
+    fflush(stdout);
+    fg_uv_free(&uv, &heap);
+}
+
+static int memory_table(void) {
+    static const memory_config configs[] = {
+        {"A: defaults (SPAN 7 d, 60 min, 48 h, 31 d)", FG_UV_DEFAULT_SPAN, FG_UV_DEFAULT_MINUTES,
+         FG_UV_DEFAULT_HOURS, FG_UV_DEFAULT_DAYS},
+        {"B: SPAN 1 d, 60 min, 24 h, no days", DAY, 60, 24, 0},
+    };
+    printf("### In process: bytes of a full counter by distinct items a day\n\n");
+    printf("| counter | items/day | days fed | staircase entries | rows/tile | staircase bytes "
+           "| buckets | bucket, ring and header bytes | fg_uv_bytes |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t c = 0; c < sizeof(configs) / sizeof(configs[0]); c++)
+        for (int64_t per_day = 1000; per_day <= 100000000; per_day *= 10)
+            memory_row(&configs[c], per_day);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "memory") == 0) return memory_table();
     int salts = argc > 1 ? atoi(argv[1]) : 8;
     if (salts < 1 || salts > MAX_SALTS) {
         fprintf(stderr, "usage: %s [salts 1..%d]\n", argv[0], MAX_SALTS);

@@ -4,6 +4,7 @@ classic 84 HyperLogLog keys (docs/design-uv.md, "Benchmark plan", point 2).
 
     make bench-uv-server                          (about a minute)
     QUICK=1 /usr/bin/python3 bench/uv_server.py   (1M items; not for comparison)
+    make bench-uv-memory                          (memory only, a few minutes)
 
 Starts its own redis-server (127.0.0.1, a free port, `--save ""
 --appendonly no`, build/floodgate.so) pinned to CPU 0, runs itself and
@@ -36,9 +37,17 @@ median batch; the round trip is the median of 201 unpipelined calls):
     -c 50), one item and ten items per command, as ratios to INCR of the
     same round (5 interleaved rounds, the median).
 
+MEMORY=1 measures memory only: counters with the default parameters fed
+3, 100, 10,000 and 1M distinct items, all in one second or spread evenly
+over the last 24 hours (MEMORY USAGE, FG.UVINFO, and the growth of
+used_memory per counter, which adds the allocator's rounding), then the
+busy counter of the workload above against its 84 keys, then full
+counters by items a day, in process (`build/bench/uv_bench memory`).
+
 Prints markdown and writes it to BENCH_OUT (default bench/results/uv-server.md;
-QUICK: bench/results/uv-server-quick.md). Environment: QUICK=1, UV_EVENTS,
-MODULE, REDIS_SERVER, REDIS_BENCHMARK.
+QUICK: bench/results/uv-server-quick.md; MEMORY: bench/results/uv-memory.md).
+Environment: QUICK=1, MEMORY=1, UV_EVENTS, MODULE, REDIS_SERVER,
+REDIS_BENCHMARK.
 """
 
 import array
@@ -57,12 +66,15 @@ import redis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
+MEMORY = os.environ.get("MEMORY", "") not in ("", "0")
 EVENTS = int(os.environ.get("UV_EVENTS", 1000000 if QUICK else 10000000))
 MODULE = os.environ.get("MODULE", os.path.join(ROOT, "build", "floodgate.so"))
+UV_BENCH = os.path.join(ROOT, "build", "bench", "uv_bench")
 REDIS_SERVER = os.environ.get("REDIS_SERVER", "redis-server")
 REDIS_BENCHMARK = os.environ.get("REDIS_BENCHMARK", "redis-benchmark")
-OUT = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results",
-                                               "uv-server-quick.md" if QUICK else "uv-server.md"))
+OUT = os.environ.get("BENCH_OUT", os.path.join(
+    ROOT, "bench", "results",
+    "uv-memory.md" if MEMORY else "uv-server-quick.md" if QUICK else "uv-server.md"))
 SERVER_CPU, CLIENT_CPU = 0, 1
 
 DAY = 86400
@@ -78,6 +90,9 @@ RTT_CALLS = 51 if QUICK else 201
 BATCH_SECONDS = 300  # seconds of items per pipelined batch
 ROUNDS = 1 if QUICK else 5
 THROUGHPUT_N = 200000 if QUICK else 2000000  # commands per run (a tenth with 10 items)
+# MEMORY=1: (distinct items, counters fed alike, whose used_memory is averaged)
+MEMORY_SIZES = ((3, 100), (100, 100), (10000, 10), (1000000, 1))
+ITEMS_PER_COMMAND = 1000
 
 
 def log(msg):
@@ -293,6 +308,28 @@ def memory_usage(r, key):
     return r.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0")
 
 
+def uv_info(r, key):
+    rep = r.execute_command("FG.UVINFO", key)
+    return dict(zip((k.decode() for k in rep[::2]), rep[1::2]))
+
+
+def busy_memory_lines(r):
+    """MEMORY USAGE of the fed counter against its 84 keys."""
+    info = uv_info(r, COUNTER)
+    hour_bytes = sum(memory_usage(r, k) for k in HOUR_KEYS)
+    minute_bytes = sum(memory_usage(r, k) for k in MINUTE_KEYS)
+    return [
+        "| memory (`MEMORY USAGE ... SAMPLES 0`) | bytes |",
+        "|---|---:|",
+        "| the counter `{uv}:c` (FG.UVINFO: %s entries, %s buckets, %s bytes) | %d |"
+        % (info["entries"], info["buckets"], info["bytes"], memory_usage(r, COUNTER)),
+        "| its `DUMP` (the RDB payload: sparse buckets) | %d |" % len(r.dump(COUNTER)),
+        "| the 24 hour keys | %d |" % hour_bytes,
+        "| the 60 minute keys | %d |" % minute_bytes,
+        "| the 84 keys | %d |" % (hour_bytes + minute_bytes),
+    ]
+
+
 def redis_benchmark(port, n, args):
     argv = ["taskset", "-c", str(CLIENT_CPU), REDIS_BENCHMARK, "-h", "127.0.0.1", "-p", str(port),
             "-c", "50", "-P", "16", "-r", "100000", "-n", str(n), "-q", "--csv"] + args
@@ -333,6 +370,91 @@ def throughput(srv):
     return rates, ratios
 
 
+# ------------------------------------------------------------------ memory
+
+def feed_counter(sock, key, by_second):
+    """FG.UVADDAT key for {second: [item, ...]}, pipelined, at most
+    ITEMS_PER_COMMAND items a command."""
+    cmd, k = bulk(b"FG.UVADDAT"), bulk(key.encode())
+    pending = []
+    for sec in sorted(by_second):
+        items, us = by_second[sec], bulk(b"%d" % (sec * 1000000))
+        for i in range(0, len(items), ITEMS_PER_COMMAND):
+            pending.append(command(cmd, k, us, *(bulk(x) for x in items[i:i + ITEMS_PER_COMMAND])))
+        if len(pending) >= 1000:
+            sock.sendall(b"".join(pending))
+            read_integer_replies(sock, len(pending))
+            pending = []
+    sock.sendall(b"".join(pending))
+    read_integer_replies(sock, len(pending))
+
+
+def placed(items, placement, end):
+    """The items at the second `end`, or spread evenly over the 24 hours
+    ending there."""
+    if placement == "one second":
+        return {end: items}
+    by_second = {}
+    for i, item in enumerate(items):
+        by_second.setdefault(end - DAY + 1 + i * DAY // len(items), []).append(item)
+    return by_second
+
+
+def small_counters(srv):
+    """Counters with the default parameters, by items and placement."""
+    r = srv.client
+    sock = socket.create_connection(("127.0.0.1", srv.port))
+    out = ["## Memory of a counter by its items",
+           "",
+           "Counters created by their first add (the defaults: SPAN 7 days, 60 minute, 48 hour "
+           "and 31 day buckets), fed distinct items with `FG.UVADDAT`, all at the server's "
+           "current second or spread evenly over the 24 hours ending there. `MEMORY USAGE` is "
+           "the counter's `mem_usage` (the bytes it asked for) plus the key; used_memory is "
+           "the growth of `INFO memory`'s used_memory per counter over N counters fed alike "
+           "(what the allocator really handed out); `DUMP` is the RDB payload's length.",
+           "",
+           "| items | placed | N | `MEMORY USAGE` | used_memory / counter | staircase entries "
+           "| buckets | FG.UVINFO bytes | `DUMP` |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, counters in MEMORY_SIZES:
+        for placement in ("one second", "24 hours"):
+            r.flushall()
+            end = r.time()[0]
+            before = r.info("memory")["used_memory"]
+            for c in range(counters):
+                items = [b"c%d:i%d" % (c, i) for i in range(n)]
+                feed_counter(sock, "{uv}:n%d" % c, placed(items, placement, end))
+            grown = (r.info("memory")["used_memory"] - before) / counters
+            info = uv_info(r, "{uv}:n0")
+            out.append("| %d | %s | %d | %d | %.0f | %d | %d | %d | %d |"
+                       % (n, placement, counters, memory_usage(r, "{uv}:n0"), grown, info["entries"],
+                          info["buckets"], info["bytes"], len(r.dump("{uv}:n0"))))
+            log("memory: %d items, %s" % (n, placement))
+    sock.close()
+    r.flushall()
+    return out + [""]
+
+
+def measure_memory(srv):
+    out = small_counters(srv)
+    r = srv.client
+    end = r.time()[0]
+    log("feeding %d items over the day ending at %d" % (EVENTS, end))
+    exact, _ = feed(srv, end - DAY + 1)
+    out += ["## The busy counter",
+            "",
+            "The workload of the full run: %d items (%d distinct) over the 24 hours ending at "
+            "the server's clock, into one counter with the default parameters and into the 84 "
+            "minute and hour keys." % (EVENTS, exact.since(0)),
+            ""]
+    out += busy_memory_lines(r)
+    log("full counters in process (%s memory)" % UV_BENCH)
+    full = subprocess.run([UV_BENCH, "memory"], stdout=subprocess.PIPE, text=True, check=True)
+    out += ["", full.stdout]
+    load = "- load average at end: %s" % " ".join(open("/proc/loadavg").read().split()[:3])
+    return [load, ""] + out
+
+
 # ------------------------------------------------------------------ report
 
 def header(r):
@@ -352,7 +474,8 @@ def header(r):
         "# floodgate unique counting against a server",
         "",
         "- date: %s" % time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "- mode: %s" % ("QUICK (smoke test, not for comparison)" if QUICK else "full"),
+        "- mode: %s" % ("MEMORY" if MEMORY else
+                        "QUICK (smoke test, not for comparison)" if QUICK else "full"),
         "- machine: nproc %d, %s, %s %s" % (os.cpu_count(), cpu, os.uname().sysname, os.uname().release),
         "- redis-server %s on CPU %d (`--save \"\" --appendonly no`, 127.0.0.1); client and "
         "redis-benchmark on CPU %d" % (info["redis_version"], SERVER_CPU, CLIENT_CPU),
@@ -364,13 +487,15 @@ def header(r):
 def main():
     if not os.path.exists(MODULE):
         die("module not found: %s (run 'make module')" % MODULE)
+    if MEMORY and not os.path.exists(UV_BENCH):
+        die("%s not found (run 'make bench-uv-memory')" % UV_BENCH)
     if (os.cpu_count() or 1) < 2:
         die("needs 2 CPUs (server on CPU 0, client on CPU 1)")
     os.sched_setaffinity(0, {CLIENT_CPU})
     srv = Server()
     try:
         lines = header(srv.client)
-        lines += measure(srv)
+        lines += measure_memory(srv) if MEMORY else measure(srv)
     finally:
         srv.stop()
     text = "\n".join(lines) + "\n"
@@ -422,11 +547,7 @@ def measure(srv):
     exported = r.pfcount("{uv}:export")
     r.delete("{uv}:export")
 
-    counter_bytes = memory_usage(r, COUNTER)
-    fields = [v.decode() if isinstance(v, bytes) else v for v in r.execute_command("FG.UVINFO", COUNTER)]
-    info = dict(zip(fields[::2], fields[1::2]))
-    hour_bytes = sum(memory_usage(r, k) for k in HOUR_KEYS)
-    minute_bytes = sum(memory_usage(r, k) for k in MINUTE_KEYS)
+    memory_lines = busy_memory_lines(r)
 
     log("throughput")
     rates, ratios = throughput(srv)
@@ -457,13 +578,7 @@ def measure(srv):
                % (count_day, count84, "equal" if count_day == count84 else "DIFFERENT", count_hour,
                   count_m60, "equal" if count_hour == count_m60 else "DIFFERENT"))
     out.append("")
-    out.append("| memory (`MEMORY USAGE ... SAMPLES 0`) | bytes |")
-    out.append("|---|---:|")
-    out.append("| the counter `{uv}:c` (FG.UVINFO: %s entries, %s buckets, %s bytes) | %d |"
-               % (info["entries"], info["buckets"], info["bytes"], counter_bytes))
-    out.append("| the 24 hour keys | %d |" % hour_bytes)
-    out.append("| the 60 minute keys | %d |" % minute_bytes)
-    out.append("| the 84 keys | %d |" % (hour_bytes + minute_bytes))
+    out += memory_lines
     out.append("")
     same = "equal" if exported == again else "DIFFERENT"
     out.append("Export: `FG.UVEXPORT c LAST 24 HOURS` gave %d bytes (%s); `SET` then `PFCOUNT` "

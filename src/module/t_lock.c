@@ -1136,7 +1136,7 @@ static int lockinfo_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     if (used == 0) s = NULL; /* every lease ended: nothing is held */
     if (!s && !(q && q->head)) return RedisModule_ReplyWithNull(ctx);
     uint8_t kind = s ? s->kind : q->head->w->req.kind;
-    RedisModule_ReplyWithArray(ctx, 12);
+    RedisModule_ReplyWithMap(ctx, 6);
     RedisModule_ReplyWithCString(ctx, "kind");
     RedisModule_ReplyWithCString(ctx, lock_kind_name(kind));
     RedisModule_ReplyWithCString(ctx, "capacity");

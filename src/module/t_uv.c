@@ -246,7 +246,7 @@ static int info_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             {"bytes", (long long)fg_uv_bytes(uv)},
         };
         size_t n = sizeof(fields) / sizeof(fields[0]);
-        RedisModule_ReplyWithArray(ctx, (long)(2 * n));
+        RedisModule_ReplyWithMap(ctx, (long)n);
         for (size_t i = 0; i < n; i++) {
             RedisModule_ReplyWithSimpleString(ctx, fields[i].name);
             RedisModule_ReplyWithLongLong(ctx, fields[i].value);

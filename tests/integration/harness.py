@@ -361,14 +361,23 @@ class RespError(Exception):
     leading "ERR ")."""
 
 
-class RawClient:
-    """A minimal RESP2 client that keeps error replies verbatim.
-    execute(*args) returns the reply (bytes, int, list, None) or raises
-    RespError(full message)."""
+class RespMap(dict):
+    """A RESP3 map (`%`), in the server's order: a dict, told apart from
+    an array (a list)."""
 
-    def __init__(self, port, host="127.0.0.1", timeout=10):
+
+class RawClient:
+    """A minimal RESP client that keeps error replies verbatim.
+    execute(*args) returns the reply (bytes, int, list, None) or raises
+    RespError(full message). With protocol=3 it sends HELLO 3 first and
+    also reads RESP3's maps (RespMap), sets, booleans, doubles and nulls
+    (redis-py 4.3 speaks only RESP2)."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=10, protocol=2):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.buf = b""
+        if protocol == 3:
+            self.execute("HELLO", "3")
 
     def close(self):
         try:
@@ -428,11 +437,19 @@ class RawClient:
         if t == b"$":
             n = int(rest)
             return None if n < 0 else self._exact(n)
-        if t == b"*":
+        if t in (b"*", b"~"):
             n = int(rest)
             if n < 0:
                 return None
             return [self.read_reply() for _ in range(n)]
+        if t == b"%":
+            return RespMap((self.read_reply(), self.read_reply()) for _ in range(int(rest)))
+        if t == b"_":
+            return None
+        if t == b"#":
+            return rest == b"t"
+        if t == b",":
+            return float(rest)
         raise ValueError("bad RESP line %r" % line)
 
     def execute(self, *args):
