@@ -14,6 +14,13 @@
  * chunks as string buffers: loading never holds a 1 GiB string next to the
  * 1 GiB filter it fills.
  *
+ * Versions. RDB encoding version 2 and dump header version 2 record the
+ * hash the filter's bits were set with (core/bloom.h: XXH3 for every filter
+ * made now). Version 1, written before floodgate hashed with XXH3, records
+ * none and means the legacy hash. A filter keeps its hash for good, so one
+ * loaded from version 1 is written back as version 2 naming the legacy
+ * hash, and answers exactly as it did.
+ *
  * Loading is one path for all three. A header is checked against what this
  * code would have made -- every level's geometry equal to the core's plan
  * for the filter's parameters, counters that adds could have produced --
@@ -44,16 +51,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#define ENCODING_VERSION 1
+/* RDB encoding versions: 1 stored no hash (the legacy one), 2 stores it. */
+#define ENCODING_VERSION        2
+#define ENCODING_VERSION_LEGACY 1
 
-/* Dump header: "FGBF", version, 3 zero bytes, error (IEEE-754 double),
- * capacity0 (u64), expansion (u32), nlevels (u32); then per level:
- * capacity, error, nblocks, items, bits_set (8 bytes each), k, blocks, and
- * 6 zero bytes. Little-endian throughout. */
-#define HEADER_MAGIC       "FGBF"
-#define HEADER_VERSION     1
-#define HEADER_FIXED_BYTES 32
-#define HEADER_LEVEL_BYTES 48
+/* Dump header: "FGBF", version, the hash id (version 2; version 1 has a
+ * zero byte there and means the legacy hash), 2 zero bytes, error
+ * (IEEE-754 double), capacity0 (u64), expansion (u32), nlevels (u32); then
+ * per level: capacity, error, nblocks, items, bits_set (8 bytes each), k,
+ * blocks, and 6 zero bytes. Little-endian throughout. */
+#define HEADER_MAGIC          "FGBF"
+#define HEADER_VERSION        2
+#define HEADER_VERSION_LEGACY 1
+#define HEADER_FIXED_BYTES    32
+#define HEADER_LEVEL_BYTES    48
 
 /* Allocations from this size on are checked against the physical memory. */
 #define CHECKED_ALLOCATION_BYTES (1ULL << 30)
@@ -90,7 +101,13 @@ static void bloom_release(void *ptr) {
     RedisModule_Free(ptr);
 }
 
-const fg_allocator bloom_allocator = {bloom_realloc, bloom_release};
+static void *bloom_calloc(size_t nmemb, size_t size) {
+    void *p = bloom_realloc(NULL, nmemb * size);
+    if (p) memset(p, 0, nmemb * size);
+    return p;
+}
+
+const fg_bloom_allocator bloom_allocator = {{bloom_realloc, bloom_release}, bloom_calloc};
 
 static uint64_t level_bytes(const fg_bloom_level *l) {
     return l->nblocks * FG_BLOOM_BLOCK_BYTES;
@@ -107,17 +124,18 @@ bloom_lookup bloom_lookup_key(RedisModuleKey *key, bloom_value **out) {
     return BLOOM_FOUND;
 }
 
-static bloom_value *value_new(double error, uint64_t capacity0, uint32_t expansion) {
+static bloom_value *value_new(double error, uint64_t capacity0, uint32_t expansion, uint8_t hash) {
     bloom_value *v = RedisModule_Alloc(sizeof(*v));
     memset(v, 0, sizeof(*v));
     v->f.error = error;
     v->f.capacity0 = capacity0;
     v->f.expansion = expansion;
+    v->f.hash = hash;
     return v;
 }
 
 fg_status bloom_create(double error, uint64_t capacity, uint32_t expansion, bloom_value **out) {
-    bloom_value *v = value_new(error, capacity, expansion);
+    bloom_value *v = value_new(error, capacity, expansion, FG_BLOOM_HASH_XXH3);
     fg_status st = fg_bloom_init(&v->f, error, capacity, expansion, &bloom_allocator);
     if (st != FG_OK) {
         RedisModule_Free(v);
@@ -125,6 +143,14 @@ fg_status bloom_create(double error, uint64_t capacity, uint32_t expansion, bloo
     }
     *out = v;
     return FG_OK;
+}
+
+fg_bloom_add_result bloom_add(bloom_value *v, const char *item, size_t len) {
+    return fg_bloom_add(&v->f, fg_bloom_hash(v->f.hash, item, len), &bloom_allocator);
+}
+
+bool bloom_contains(const bloom_value *v, const char *item, size_t len) {
+    return fg_bloom_contains(&v->f, fg_bloom_hash(v->f.hash, item, len));
 }
 
 static void loading_free(bloom_loading *l) {
@@ -187,7 +213,8 @@ static bool counters_possible(const fg_bloom_level *l, bool newest) {
 /* Whether a header (parameters, geometry and counters of every level) is
  * one this code could have written. Bounds everything that sizes memory. */
 static bool header_possible(const fg_bloom *h) {
-    if (!(h->error > 0 && h->error < 1) || h->capacity0 < 1 ||
+    if ((h->hash != FG_BLOOM_HASH_LEGACY && h->hash != FG_BLOOM_HASH_XXH3) ||
+        !(h->error > 0 && h->error < 1) || h->capacity0 < 1 ||
         h->capacity0 > (uint64_t)FG_BLOOM_MAX_CAPACITY || h->expansion > FG_BLOOM_MAX_EXPANSION ||
         h->nlevels < 1 || h->nlevels > FG_BLOOM_MAX_LEVELS)
         return false;
@@ -209,9 +236,9 @@ static bool header_possible(const fg_bloom *h) {
 
 /* A filter to be loaded, announced with `nlevels` levels (at most
  * FG_BLOOM_MAX_LEVELS) for the caller to describe and check. */
-static bloom_value *loading_new(double error, uint64_t capacity0, uint32_t expansion,
+static bloom_value *loading_new(double error, uint64_t capacity0, uint32_t expansion, uint8_t hash,
                                 uint32_t nlevels) {
-    bloom_value *v = value_new(error, capacity0, expansion);
+    bloom_value *v = value_new(error, capacity0, expansion, hash);
     bloom_loading *l = RedisModule_Alloc(sizeof(*l));
     memset(l, 0, sizeof(*l));
     l->nlevels = nlevels;
@@ -360,6 +387,7 @@ char *bloom_header_encode(const bloom_value *v, size_t *len) {
     memset(p, 0, *len);
     memcpy(p, HEADER_MAGIC, 4);
     p[4] = HEADER_VERSION;
+    p[5] = h.hash;
     put_double(p + 8, h.error);
     put_u64(p + 16, h.capacity0);
     put_u32(p + 24, h.expansion);
@@ -380,14 +408,17 @@ char *bloom_header_encode(const bloom_value *v, size_t *len) {
 
 bloom_value *bloom_header_decode(const char *buf, size_t len) {
     const unsigned char *p = (const unsigned char *)buf;
-    if (len < HEADER_FIXED_BYTES || memcmp(p, HEADER_MAGIC, 4) != 0 || p[4] != HEADER_VERSION ||
-        !all_zero(p + 5, 3))
+    if (len < HEADER_FIXED_BYTES || memcmp(p, HEADER_MAGIC, 4) != 0 ||
+        (p[4] != HEADER_VERSION && p[4] != HEADER_VERSION_LEGACY) || !all_zero(p + 6, 2))
         return NULL;
+    uint8_t hash = p[4] == HEADER_VERSION ? p[5] : FG_BLOOM_HASH_LEGACY;
     uint32_t nlevels = get_u32(p + 28);
-    if (nlevels < 1 || nlevels > FG_BLOOM_MAX_LEVELS ||
+    if ((p[4] == HEADER_VERSION_LEGACY && p[5] != 0) || nlevels < 1 ||
+        nlevels > FG_BLOOM_MAX_LEVELS ||
         len != HEADER_FIXED_BYTES + (size_t)nlevels * HEADER_LEVEL_BYTES)
         return NULL;
-    bloom_value *v = loading_new(get_double(p + 8), get_u64(p + 16), get_u32(p + 24), nlevels);
+    bloom_value *v =
+        loading_new(get_double(p + 8), get_u64(p + 16), get_u32(p + 24), hash, nlevels);
     bool zero_padding = true;
     for (uint32_t i = 0; i < nlevels; i++) {
         const unsigned char *q = p + HEADER_FIXED_BYTES + (size_t)i * HEADER_LEVEL_BYTES;
@@ -410,13 +441,15 @@ bloom_value *bloom_header_decode(const char *buf, size_t len) {
 
 /* ------------------------------------------------------------------- RDB */
 
-/* RDB layout: error, capacity0, expansion, nlevels; per level capacity,
+/* RDB layout: the hash id (from encoding version 2; version 1 means the
+ * legacy hash), error, capacity0, expansion, nlevels; per level capacity,
  * error, nblocks, k, blocks, items, bits_set; the number of bytes of bits
  * present (all of them unless the filter is being loaded); those bytes as
  * the dump's chunks. */
 static void bloom_rdb_save(RedisModuleIO *io, void *value) {
     const bloom_value *v = value;
     fg_bloom h = bloom_announced(v);
+    RedisModule_SaveUnsigned(io, h.hash);
     RedisModule_SaveDouble(io, h.error);
     RedisModule_SaveUnsigned(io, h.capacity0);
     RedisModule_SaveUnsigned(io, h.expansion);
@@ -483,15 +516,18 @@ static bool load_bits(RedisModuleIO *io, bloom_value *v, uint64_t received) {
 }
 
 static void *bloom_rdb_load(RedisModuleIO *io, int encver) {
-    if (encver != ENCODING_VERSION) return NULL;
+    if (encver != ENCODING_VERSION && encver != ENCODING_VERSION_LEGACY) return NULL;
+    uint64_t hash =
+        encver == ENCODING_VERSION ? RedisModule_LoadUnsigned(io) : FG_BLOOM_HASH_LEGACY;
     double error = RedisModule_LoadDouble(io);
     uint64_t capacity0 = RedisModule_LoadUnsigned(io);
     uint64_t expansion = RedisModule_LoadUnsigned(io);
     uint64_t nlevels = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || expansion > FG_BLOOM_MAX_EXPANSION || nlevels < 1 ||
-        nlevels > FG_BLOOM_MAX_LEVELS)
+    if (RedisModule_IsIOError(io) || hash > UINT8_MAX || expansion > FG_BLOOM_MAX_EXPANSION ||
+        nlevels < 1 || nlevels > FG_BLOOM_MAX_LEVELS)
         return NULL;
-    bloom_value *v = loading_new(error, capacity0, (uint32_t)expansion, (uint32_t)nlevels);
+    bloom_value *v =
+        loading_new(error, capacity0, (uint32_t)expansion, (uint8_t)hash, (uint32_t)nlevels);
     if (!load_levels(io, v) || !loading_ready(v)) {
         bloom_destroy(v);
         return NULL;
@@ -536,6 +572,7 @@ static void bloom_digest(RedisModuleDigest *md, void *value) {
     const bloom_value *v = value;
     fg_bloom h = bloom_announced(v);
     uint64_t received = bloom_received_bytes(v);
+    digest_u64(md, h.hash);
     digest_double(md, h.error);
     digest_u64(md, h.capacity0);
     digest_u64(md, h.expansion);
@@ -566,7 +603,7 @@ static void bloom_digest(RedisModuleDigest *md, void *value) {
 static void *bloom_copy(RedisModuleString *from, RedisModuleString *to, const void *value) {
     (void)from, (void)to;
     const bloom_value *v = value;
-    bloom_value *dup = value_new(v->f.error, v->f.capacity0, v->f.expansion);
+    bloom_value *dup = value_new(v->f.error, v->f.capacity0, v->f.expansion, v->f.hash);
     for (uint32_t i = 0; i < v->f.nlevels; i++) {
         const fg_bloom_level *l = &v->f.levels[i];
         if (push_level(dup, l) != FG_OK) {

@@ -29,7 +29,7 @@ extern RedisModuleType *BloomType;
 
 /* Memory for the levels: bit arrays are requested with TryAlloc, so that a
  * filter too big for the machine is refused instead of aborting the server. */
-extern const fg_allocator bloom_allocator;
+extern const fg_bloom_allocator bloom_allocator;
 
 int bloom_types_create(RedisModuleCtx *ctx);
 
@@ -39,6 +39,11 @@ bloom_lookup bloom_lookup_key(RedisModuleKey *key, bloom_value **out);
 /* A new empty filter (fg_bloom_init's parameters and status). */
 fg_status bloom_create(double error, uint64_t capacity, uint32_t expansion, bloom_value **out);
 void bloom_destroy(void *value);
+
+/* fg_bloom_add and fg_bloom_contains of an item, hashed as the filter
+ * hashes (a complete filter only). */
+fg_bloom_add_result bloom_add(bloom_value *v, const char *item, size_t len);
+bool bloom_contains(const bloom_value *v, const char *item, size_t len);
 
 /* The filter as its header describes it: every level's geometry and
  * counters, also those that have not arrived yet (bits may be NULL). For

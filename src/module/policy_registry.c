@@ -105,13 +105,13 @@ static void list_free(policy_list *l) {
 int list_add(policy_list *l, const char *item, size_t len) {
     if (l->kind == LIST_EXACT)
         return RedisModule_DictSetC(l->exact, (void *)item, len, (void *)1) == REDISMODULE_OK;
-    fg_bloom_add_result r = fg_bloom_add(&l->bloom->f, fg_bloom_hash(item, len), &bloom_allocator);
+    fg_bloom_add_result r = bloom_add(l->bloom, item, len);
     if (r == FG_BLOOM_FULL || r == FG_BLOOM_NOMEM) return -1;
     return r == FG_BLOOM_ADDED;
 }
 
 bool list_contains(const policy_list *l, const char *item, size_t len) {
-    if (l->kind == LIST_BLOOM) return fg_bloom_contains(&l->bloom->f, fg_bloom_hash(item, len));
+    if (l->kind == LIST_BLOOM) return bloom_contains(l->bloom, item, len);
     if (RedisModule_DictSize(l->exact) == 0) return false;
     int missing = 1;
     RedisModule_DictGetC(l->exact, (void *)item, len, &missing);

@@ -145,7 +145,7 @@ static int add_items(RedisModuleCtx *ctx, bloom_value *v, RedisModuleString **it
     for (; taken < n; taken++) {
         size_t len;
         const char *item = RedisModule_StringPtrLen(items[taken], &len);
-        fg_bloom_add_result r = fg_bloom_add(&v->f, fg_bloom_hash(item, len), &bloom_allocator);
+        fg_bloom_add_result r = bloom_add(v, item, len);
         stat_adds++;
         if (r == FG_BLOOM_FULL || r == FG_BLOOM_NOMEM) {
             RedisModule_ReplyWithError(ctx, r == FG_BLOOM_FULL ? ERR_FULL : ERR_NO_LEVEL);
@@ -386,7 +386,7 @@ static int check_items(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisMod
         size_t len;
         const char *item = RedisModule_StringPtrLen(items[i], &len);
         stat_checks++;
-        RedisModule_ReplyWithLongLong(ctx, v && fg_bloom_contains(&v->f, fg_bloom_hash(item, len)));
+        RedisModule_ReplyWithLongLong(ctx, v && bloom_contains(v, item, len));
     }
     RedisModule_CloseKey(key);
     return REDISMODULE_OK;
