@@ -755,7 +755,40 @@ static void test_chain_stops_at_the_level_limit(void **state) {
     expect_i64(f.nlevels, FG_BLOOM_MAX_LEVELS);
     expect_i64(fg_bloom_items(&f), FG_BLOOM_MAX_LEVELS);
     expect_no_false_negatives(&f, next);
+    expect_i64(fg_bloom_growth_bytes(&f), 0); /* no level to come */
     fg_bloom_free(&f, &bloom_alloc);
+}
+
+/* fg_bloom_growth_bytes, which the module checks against its memory bounds
+ * before an add, is what the add then allocates for the bits: 0 while the
+ * newest level has room or the filter cannot grow. */
+static void test_growth_bytes_is_what_the_add_allocates(void **state) {
+    (void)state;
+    const uint32_t expansions[] = {0, 2, 300};
+    for (size_t e = 0; e < 3; e++) {
+        fg_bloom f;
+        expect_status(fg_bloom_init(&f, 0.001, 1000, expansions[e], &bloom_alloc), FG_OK);
+        uint64_t next = 0;
+        fill_to(&f, 999, &next);
+        expect_i64(fg_bloom_growth_bytes(&f), 0);
+        fill_to(&f, 1000, &next);
+        uint64_t growth = fg_bloom_growth_bytes(&f), before = fg_bloom_bytes(&f);
+        if (expansions[e] == 0) {
+            expect_i64(growth, 0);
+        } else {
+            uint64_t capacity, nblocks;
+            double error;
+            uint8_t k, blocks;
+            expect_status(fg_bloom_level_plan(0.001, 1000, expansions[e], 1, &capacity, &error),
+                          FG_OK);
+            expect_status(fg_bloom_level_geometry(capacity, error, &nblocks, &k, &blocks), FG_OK);
+            expect_i64(growth, fg_bloom_level_bytes(nblocks));
+            fill_to(&f, 1001, &next);
+            expect_i64(f.nlevels, 2);
+            expect_i64(fg_bloom_bytes(&f) - before, growth + 56); /* and a level header */
+        }
+        fg_bloom_free(&f, &bloom_alloc);
+    }
 }
 
 static void test_add_allocation_failures_change_nothing(void **state) {
@@ -1250,6 +1283,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_non_scaling_filter_fills_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scaling_adds_planned_levels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_stops_at_the_level_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_growth_bytes_is_what_the_add_allocates, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_add_allocation_failures_change_nothing, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_levels_probe_independently, setup, teardown),
