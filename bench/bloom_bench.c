@@ -57,7 +57,8 @@ typedef struct result {
 
 static void *bench_realloc(void *ptr, size_t size) { return realloc(ptr, size); }
 static void bench_free(void *ptr) { free(ptr); }
-static const fg_allocator heap = {bench_realloc, bench_free};
+static void *bench_calloc(size_t nmemb, size_t size) { return calloc(nmemb, size); }
+static const fg_bloom_allocator heap = {{bench_realloc, bench_free}, bench_calloc};
 
 static double now_ns(void) {
     struct timespec ts;
@@ -70,7 +71,7 @@ static double now_ns(void) {
  * cost a server reading items from its buffers does not pay). */
 static inline uint64_t key_hash(uint64_t i, uint64_t set) {
     uint64_t key[2] = {i, (i * 0x9E3779B97F4A7C15ULL) ^ set};
-    return fg_bloom_hash(key, sizeof(key));
+    return fg_bloom_hash(FG_BLOOM_HASH_XXH3, key, sizeof(key));
 }
 
 #define MEMBERS 0x6d656d62ULL

@@ -39,8 +39,6 @@
 #define ITEMS_PER_COMMAND (FG_CMD_MAX_ARGS - 2) /* BF.MADD key item... */
 #define ONE_COMMAND       1
 
-static const fg_allocator heap = {realloc, free};
-
 struct fg_filter {
     fg_bloom bloom;
 };
@@ -328,7 +326,7 @@ fg_filter *fg_filter_new(const fg_bloom_options *opts, fg_error *err) {
         fg_set_error(err, FG_CODE_NOMEM, "out of memory");
         return NULL;
     }
-    if (fg_bloom_create(&f->bloom, &o, &heap, err) != FG_CODE_OK) {
+    if (fg_bloom_create(&f->bloom, &o, &fg_bf_heap, err) != FG_CODE_OK) {
         free(f);
         return NULL;
     }
@@ -336,7 +334,7 @@ fg_filter *fg_filter_new(const fg_bloom_options *opts, fg_error *err) {
 }
 
 int fg_filter_add(fg_filter *f, const void *item, size_t len) {
-    fg_bloom_add_result r = fg_bloom_add(&f->bloom, fg_bf_item_hash(item, len), &heap);
+    fg_bloom_add_result r = fg_bloom_add(&f->bloom, fg_bf_item_hash(item, len), &fg_bf_heap);
     return r == FG_BLOOM_ADDED ? 1 : r == FG_BLOOM_PRESENT ? 0 : -1;
 }
 
@@ -354,6 +352,6 @@ size_t fg_filter_bytes(const fg_filter *f) {
 
 void fg_filter_free(fg_filter *f) {
     if (f == NULL) return;
-    fg_bloom_free(&f->bloom, &heap);
+    fg_bloom_free(&f->bloom, &fg_bf_heap);
     free(f);
 }

@@ -32,7 +32,7 @@
 #define SHARD_SHIFT 60 /* shard = hash >> SHARD_SHIFT */
 #define MIN_BUCKETS 8
 
-static const fg_allocator heap = {realloc, free};
+const fg_bloom_allocator fg_bf_heap = {{realloc, free}, calloc};
 
 /* The module's messages (src/module/t_bloom.c). */
 static const char ERR_EXISTS[] = "ERR item exists";
@@ -81,7 +81,7 @@ fg_code fg_bloom_options_check(const fg_bloom_options *o, fg_error *err) {
 /* Checked options leave fg_bloom_init two reasons to refuse, told apart
  * as the module does: the first level's bits would exceed the core's
  * bound (its geometry cannot be had), or the memory could not be. */
-fg_code fg_bloom_create(fg_bloom *f, const fg_bloom_options *o, const fg_allocator *a,
+fg_code fg_bloom_create(fg_bloom *f, const fg_bloom_options *o, const fg_bloom_allocator *a,
                         fg_error *err) {
     uint32_t expansion = (uint32_t)o->expansion;
     if (fg_bloom_init(f, o->error_rate, (uint64_t)o->capacity, expansion, a) == FG_OK)
@@ -114,7 +114,7 @@ fg_mem_blooms *fg_mem_blooms_new(void) {
 }
 
 static void entry_free(entry *e) {
-    fg_bloom_free(&e->bloom, &heap);
+    fg_bloom_free(&e->bloom, &fg_bf_heap);
     free(e);
 }
 
@@ -135,7 +135,7 @@ void fg_mem_blooms_free(fg_mem_blooms *m) {
 
 /* A key's shard, locked, and its hash. */
 static shard *lock_shard(fg_mem_blooms *m, const char *key, size_t len, uint64_t *hash) {
-    *hash = fg_bloom_hash(key, len);
+    *hash = fg_bf_item_hash(key, len);
     shard *sh = &m->shards[*hash >> SHARD_SHIFT];
     pthread_mutex_lock(&sh->mu);
     return sh;
@@ -201,7 +201,7 @@ fg_code fg_mem_bf_reserve(fg_mem_blooms *m, const char *key, const fg_bloom_opti
 
     entry *e = entry_new(key, len, hash);
     if (e == NULL) return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
-    fg_code rc = fg_bloom_create(&e->bloom, o, &heap, err);
+    fg_code rc = fg_bloom_create(&e->bloom, o, &fg_bf_heap, err);
     if (rc != FG_CODE_OK) {
         free(e);
         return rc;
@@ -224,7 +224,7 @@ static fg_code find_or_create(shard *sh, const char *key, size_t len, uint64_t h
     if ((*out = find(sh, hash, key, len)) != NULL) return FG_CODE_OK;
     entry *e = entry_new(key, len, hash);
     if (e == NULL) return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
-    fg_code rc = fg_bloom_create(&e->bloom, &defaults, &heap, err);
+    fg_code rc = fg_bloom_create(&e->bloom, &defaults, &fg_bf_heap, err);
     if (rc != FG_CODE_OK) {
         free(e);
         return rc;
@@ -245,7 +245,8 @@ fg_code fg_mem_bf_add(fg_mem_blooms *m, const char *key, const void *const *item
     entry *e;
     fg_code rc = find_or_create(sh, key, len, hash, &e, err);
     for (size_t i = 0; i < n && rc == FG_CODE_OK; i++) {
-        fg_bloom_add_result r = fg_bloom_add(&e->bloom, fg_bf_item_hash(items[i], lens[i]), &heap);
+        fg_bloom_add_result r =
+            fg_bloom_add(&e->bloom, fg_bf_item_hash(items[i], lens[i]), &fg_bf_heap);
         if (r < 0)
             rc = fg_bloom_add_error(r, err);
         else if (added != NULL)

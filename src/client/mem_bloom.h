@@ -27,10 +27,15 @@
 
 typedef struct fg_mem_blooms fg_mem_blooms;
 
-/* The hash of an item; an empty item may be given as NULL. */
+/* The hash of an item in an in-process filter (an empty item may be given
+ * as NULL). Those filters are made by fg_bloom_init and never loaded from
+ * storage, so they all hash with XXH3; the tables of keys use it too. */
 static inline uint64_t fg_bf_item_hash(const void *item, size_t len) {
-    return fg_bloom_hash(len > 0 ? item : "", len);
+    return fg_bloom_hash(FG_BLOOM_HASH_XXH3, item, len);
 }
+
+/* Memory of in-process filters: malloc's, zeroed bits from calloc. */
+extern const fg_bloom_allocator fg_bf_heap;
 
 /* What the module answers when a filter's memory cannot be had; a server
  * sends it too, and the client reads it as FG_CODE_NOMEM. */
@@ -45,7 +50,7 @@ fg_code fg_bloom_options_check(const fg_bloom_options *o, fg_error *err);
 /* A filter for checked options `o`, with memory from `a`: FG_CODE_INVALID
  * when its bits would exceed the core's bound, FG_CODE_NOMEM when the
  * memory cannot be had, with the module's messages. */
-fg_code fg_bloom_create(fg_bloom *f, const fg_bloom_options *o, const fg_allocator *a,
+fg_code fg_bloom_create(fg_bloom *f, const fg_bloom_options *o, const fg_bloom_allocator *a,
                         fg_error *err);
 
 /* Why fg_bloom_add answered FG_BLOOM_FULL or FG_BLOOM_NOMEM, with the

@@ -69,8 +69,6 @@
 #define BLOOM_EXPANSION 2
 #define MSG_MAX         160
 
-static const fg_allocator heap = {realloc, free};
-
 /* The module's messages (src/module/t_policy.c). */
 static const char ERR_NAME[] =
     "ERR policy name must be 1 to 64 letters, digits, '_', '-', '.' or '/'";
@@ -195,7 +193,8 @@ static fg_code list_init(list *l, const fg_list_spec *s, fg_error *err) {
     memset(l, 0, sizeof(*l));
     l->kind = s->kind;
     if (s->kind == FG_LIST_EXACT) return FG_CODE_OK;
-    if (fg_bloom_init(&l->bloom, s->error, (uint64_t)s->capacity, BLOOM_EXPANSION, &heap) == FG_OK)
+    if (fg_bloom_init(&l->bloom, s->error, (uint64_t)s->capacity, BLOOM_EXPANSION, &fg_bf_heap) ==
+        FG_OK)
         return FG_CODE_OK;
     return fg_set_error(err, FG_CODE_INVALID, "%s", ERR_NO_LIST);
 }
@@ -207,7 +206,7 @@ static void list_free(list *l) {
             free(it);
         }
     free(l->buckets);
-    if (l->kind == FG_LIST_BLOOM) fg_bloom_free(&l->bloom, &heap);
+    if (l->kind == FG_LIST_BLOOM) fg_bloom_free(&l->bloom, &fg_bf_heap);
 }
 
 static bool exact_has(const list *l, uint64_t hash, const void *bytes, size_t len) {
@@ -272,7 +271,7 @@ static fg_code list_add(list *l, const void *const *items, const size_t *lens, s
             if (r < 0) return fg_set_error(err, FG_CODE_NOMEM, "%s", ERR_NOMEM);
         } else {
             fg_bloom_add_result b =
-                fg_bloom_add(&l->bloom, fg_bf_item_hash(items[i], lens[i]), &heap);
+                fg_bloom_add(&l->bloom, fg_bf_item_hash(items[i], lens[i]), &fg_bf_heap);
             if (b < 0)
                 return fg_set_error(err, FG_CODE_INVALID,
                                     "ERR the Bloom list cannot grow: not enough memory");

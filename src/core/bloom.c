@@ -2,14 +2,20 @@
  * bloom.c - blocked Bloom filters sized for their real false-positive rate,
  * and the scalable chain built from them (see bloom.h for the design).
  *
- * Hash. fg_bloom_hash reads the item 16 bytes at a time as two little-endian
- * words and folds each pair with a 64 x 64 -> 128-bit multiply (the high and
- * low halves xored), the multiply-mix of the wyhash family; items of up to 16
- * bytes take one multiply, read with overlapping loads. The length enters the
- * state, and a splitmix64-style finalizer (bijective, so it loses nothing)
- * spreads every input bit over the output. Fixed keys, byte-wise order: the
- * same value on every platform. Not a keyed hash: whoever knows it can craft
- * colliding items, which is no worse than searching for false positives.
+ * Hash. Filters hash with XXH3 (64 bits, seed 0) from Debian's
+ * libxxhash-dev, compiled into this file (XXH_INLINE_ALL), so nothing links
+ * against libxxhash at run time. XXH3 is specified byte for byte (the same
+ * value on every platform and version) and passes SMHasher. 64 bits are
+ * enough: the probes are derived from them, and two items share all 64 with
+ * probability 2^-64, far below any rate a filter is sized for. Not a keyed
+ * hash: whoever knows it can craft colliding items, which is no worse than
+ * searching for false positives.
+ *
+ * Filters stored before XXH3 keep the hash their bits were set with
+ * (fg_bloom.hash, FG_BLOOM_HASH_LEGACY), kept here unchanged for them only:
+ * a multiply-mix of its own whose short-item branch put the length in the
+ * same word as the last 4 bytes, so items of 4 to 7 bytes collided (100,000
+ * decimal IDs at 1e-5 measured 9e-4).
  *
  * Probes. Level i derives a 64-bit seed g from the item's hash: the hash
  * itself for level 0, a bijective remix of hash + i x step for i >= 1, so
@@ -70,12 +76,15 @@
  * for 1 / (1 - rate) offers at the rate of that moment (the older levels'
  * rates and this level's as it filled): the estimate integrates that.
  *
- * Memory. The bits of a level are nblocks x 64 bytes, zeroed. From
- * BLOOM_ALIGN_FROM_BYTES up they are over-allocated by 64 bytes and aligned
- * by hand (the byte just before the aligned start holds the offset); smaller
- * arrays are used as the allocator returns them: they are few cache lines,
- * and jemalloc (Redis's allocator) returns multiples of 64 bytes aligned
- * anyway. This keeps a tiny per-user filter 64 bytes smaller.
+ * Memory. The bits of a level are nblocks x 64 bytes, zeroed by the
+ * allocator's calloc, never by hand: an allocator hands out fresh pages
+ * already zero, while writing zeros over a 1 GB array takes seconds and
+ * commits all of it at once. From BLOOM_ALIGN_FROM_BYTES up the bits are
+ * over-allocated by 64 bytes and aligned by hand (the byte just before the
+ * aligned start holds the offset); smaller arrays are used as the allocator
+ * returns them: they are few cache lines, and jemalloc (Redis's allocator)
+ * returns multiples of 64 bytes aligned anyway. This keeps a tiny per-user
+ * filter 64 bytes smaller.
  */
 
 #include "bloom.h"
@@ -83,6 +92,9 @@
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
+
+#define XXH_INLINE_ALL /* compiled in: no libxxhash at run time */
+#include <xxhash.h>
 
 #define BLOCK_BITS 512
 #define BLOCK_WORDS 8
@@ -112,6 +124,7 @@
 
 /* ------------------------------------------------------------------ hash */
 
+/* The legacy hash's keys. */
 #define HASH_SEED 0x819ce545fb485559ULL
 #define HASH_K1 0xbdf40770954a20afULL
 #define HASH_K2 0xf30afb44c3f86ae5ULL
@@ -171,7 +184,12 @@ static inline uint64_t read32(const uint8_t *p) {
     return v;
 }
 
-uint64_t fg_bloom_hash(const void *item, size_t len) {
+/* FG_BLOOM_HASH_LEGACY, for the filters stored with it: the item read 16
+ * bytes at a time as two little-endian words, each pair folded with a
+ * 64 x 64 -> 128-bit multiply (high and low halves xored), shorter items
+ * with overlapping loads, the length xored into the state, and a
+ * splitmix64 finalizer. Items of 4 to 7 bytes collide (see the top). */
+static uint64_t legacy_hash(const void *item, size_t len) {
     const uint8_t *p = item;
     uint64_t state = HASH_SEED ^ (uint64_t)len, a, b;
 
@@ -194,6 +212,10 @@ uint64_t fg_bloom_hash(const void *item, size_t len) {
         a = b = 0;
     }
     return scramble(fold_mul(a ^ HASH_K2, b ^ state));
+}
+
+uint64_t fg_bloom_hash(fg_bloom_hash_id id, const void *item, size_t len) {
+    return id == FG_BLOOM_HASH_LEGACY ? legacy_hash(item, len) : XXH3_64bits(item, len);
 }
 
 /* ---------------------------------------------------------------- probes */
@@ -545,32 +567,28 @@ static bool bits_aligned_by_hand(uint64_t nblocks) {
     return nblocks * FG_BLOOM_BLOCK_BYTES >= BLOOM_ALIGN_FROM_BYTES;
 }
 
-static uint64_t bits_alloc_bytes(uint64_t nblocks) {
+uint64_t fg_bloom_level_bytes(uint64_t nblocks) {
     return nblocks * FG_BLOOM_BLOCK_BYTES + (bits_aligned_by_hand(nblocks) ? 64 : 0);
 }
 
-/* Zeroed bits for nblocks blocks, or NULL. */
-static uint64_t *bits_alloc(uint64_t nblocks, const fg_allocator *a) {
+/* Zeroed bits for nblocks blocks, or NULL. The zeros come from the
+ * allocator's calloc, which takes them from fresh pages where it can. */
+static uint64_t *bits_alloc(uint64_t nblocks, const fg_bloom_allocator *a) {
     size_t bytes = (size_t)(nblocks * FG_BLOOM_BLOCK_BYTES);
     if ((uint64_t)bytes != nblocks * FG_BLOOM_BLOCK_BYTES || bytes > SIZE_MAX - 64) return NULL;
-    if (!bits_aligned_by_hand(nblocks)) {
-        uint64_t *bits = a->realloc(NULL, bytes);
-        if (bits != NULL) memset(bits, 0, bytes);
-        return bits;
-    }
-    uint8_t *raw = a->realloc(NULL, bytes + 64);
+    if (!bits_aligned_by_hand(nblocks)) return a->calloc(1, bytes);
+    uint8_t *raw = a->calloc(1, bytes + 64);
     if (raw == NULL) return NULL;
     size_t offset = 64 - (size_t)((uintptr_t)raw % 64); /* 1 .. 64 */
     uint8_t *bits = raw + offset;
     bits[-1] = (uint8_t)offset;
-    memset(bits, 0, bytes);
     return (uint64_t *)(void *)bits;
 }
 
-static void bits_free(uint64_t *bits, uint64_t nblocks, const fg_allocator *a) {
+static void bits_free(uint64_t *bits, uint64_t nblocks, const fg_bloom_allocator *a) {
     if (bits == NULL) return;
     uint8_t *p = (uint8_t *)bits;
-    a->free(bits_aligned_by_hand(nblocks) ? p - p[-1] : p);
+    a->heap.free(bits_aligned_by_hand(nblocks) ? p - p[-1] : p);
 }
 
 static bool geometry_in_range(const fg_bloom_level *g) {
@@ -578,13 +596,14 @@ static bool geometry_in_range(const fg_bloom_level *g) {
            (g->blocks == 1 || g->blocks == 2);
 }
 
-fg_status fg_bloom_push_level(fg_bloom *f, const fg_bloom_level *geometry, const fg_allocator *a) {
+fg_status fg_bloom_push_level(fg_bloom *f, const fg_bloom_level *geometry,
+                              const fg_bloom_allocator *a) {
     if (f == NULL || geometry == NULL || a == NULL || !geometry_in_range(geometry) ||
         f->nlevels >= FG_BLOOM_MAX_LEVELS)
         return FG_EINVAL;
     uint64_t *bits = bits_alloc(geometry->nblocks, a);
     if (bits == NULL) return FG_EOVERFLOW;
-    fg_bloom_level *levels = a->realloc(f->levels, (f->nlevels + 1) * sizeof(*levels));
+    fg_bloom_level *levels = a->heap.realloc(f->levels, (f->nlevels + 1) * sizeof(*levels));
     if (levels == NULL) {
         bits_free(bits, geometry->nblocks, a);
         return FG_EOVERFLOW;
@@ -599,31 +618,38 @@ fg_status fg_bloom_push_level(fg_bloom *f, const fg_bloom_level *geometry, const
     return FG_OK;
 }
 
-/* Level `i` as planned, appended. */
-static fg_status push_planned_level(fg_bloom *f, uint32_t i, const fg_allocator *a) {
-    fg_bloom_level l = {0};
-    fg_status st = fg_bloom_level_plan(f->error, f->capacity0, f->expansion, i, &l.capacity,
-                                       &l.error);
-    if (st == FG_OK) st = fg_bloom_level_geometry(l.capacity, l.error, &l.nblocks, &l.k, &l.blocks);
-    if (st == FG_OK) st = fg_bloom_push_level(f, &l, a);
+/* The geometry of level `i` as planned. */
+static fg_status planned_level(const fg_bloom *f, uint32_t i, fg_bloom_level *l) {
+    *l = (fg_bloom_level){0};
+    fg_status st =
+        fg_bloom_level_plan(f->error, f->capacity0, f->expansion, i, &l->capacity, &l->error);
+    if (st == FG_OK)
+        st = fg_bloom_level_geometry(l->capacity, l->error, &l->nblocks, &l->k, &l->blocks);
     return st;
 }
 
+/* Level `i` as planned, appended. */
+static fg_status push_planned_level(fg_bloom *f, uint32_t i, const fg_bloom_allocator *a) {
+    fg_bloom_level l;
+    fg_status st = planned_level(f, i, &l);
+    return st == FG_OK ? fg_bloom_push_level(f, &l, a) : st;
+}
+
 fg_status fg_bloom_init(fg_bloom *f, double error, uint64_t capacity, uint32_t expansion,
-                        const fg_allocator *a) {
+                        const fg_bloom_allocator *a) {
     if (f == NULL || a == NULL || !(error >= FG_BLOOM_MIN_ERROR && error < 1) || capacity < 1 ||
         capacity > (uint64_t)FG_BLOOM_MAX_CAPACITY || expansion > FG_BLOOM_MAX_EXPANSION)
         return FG_EINVAL;
-    fg_bloom made = {error, capacity, expansion, 0, NULL};
+    fg_bloom made = {error, capacity, expansion, 0, FG_BLOOM_HASH_XXH3, NULL};
     fg_status st = push_planned_level(&made, 0, a);
     if (st != FG_OK) return st;
     *f = made;
     return FG_OK;
 }
 
-void fg_bloom_free(fg_bloom *f, const fg_allocator *a) {
+void fg_bloom_free(fg_bloom *f, const fg_bloom_allocator *a) {
     for (uint32_t i = 0; i < f->nlevels; i++) bits_free(f->levels[i].bits, f->levels[i].nblocks, a);
-    if (f->levels != NULL) a->free(f->levels);
+    if (f->levels != NULL) a->heap.free(f->levels);
     memset(f, 0, sizeof(*f));
 }
 
@@ -654,7 +680,7 @@ bool fg_bloom_contains(const fg_bloom *f, uint64_t hash) {
     return any_level_has(f, probes, UINT32_MAX);
 }
 
-fg_bloom_add_result fg_bloom_add(fg_bloom *f, uint64_t hash, const fg_allocator *a) {
+fg_bloom_add_result fg_bloom_add(fg_bloom *f, uint64_t hash, const fg_bloom_allocator *a) {
     bloom_probe probes[FG_BLOOM_MAX_LEVELS];
     uint32_t newest = f->nlevels - 1;
     fg_bloom_level *l = &f->levels[newest];
@@ -677,6 +703,15 @@ fg_bloom_add_result fg_bloom_add(fg_bloom *f, uint64_t hash, const fg_allocator 
     l->bits_set += flipped;
     l->items++;
     return FG_BLOOM_ADDED;
+}
+
+uint64_t fg_bloom_growth_bytes(const fg_bloom *f) {
+    const fg_bloom_level *newest = &f->levels[f->nlevels - 1];
+    fg_bloom_level next;
+    if (newest->items < newest->capacity || f->expansion == 0 ||
+        planned_level(f, f->nlevels, &next) != FG_OK)
+        return 0;
+    return fg_bloom_level_bytes(next.nblocks);
 }
 
 /* ----------------------------------------------------------------- info */
@@ -732,7 +767,7 @@ uint64_t fg_bloom_capacity(const fg_bloom *f) {
 uint64_t fg_bloom_bytes(const fg_bloom *f) {
     uint64_t bytes = FILTER_HEADER_BYTES;
     for (uint32_t i = 0; i < f->nlevels; i++)
-        bytes += LEVEL_HEADER_BYTES + bits_alloc_bytes(f->levels[i].nblocks);
+        bytes += LEVEL_HEADER_BYTES + fg_bloom_level_bytes(f->levels[i].nblocks);
     return bytes;
 }
 
@@ -766,9 +801,9 @@ static bool level_storable(const fg_bloom *f, uint32_t i) {
     return set == l->bits_set;
 }
 
-/* The checks, in order: the parameters as fg_bloom_init takes them; 1 to
- * FG_BLOOM_MAX_LEVELS levels, one only for a non-scaling filter; then per
- * level, its capacity and rate as planned, its geometry as sized, items <=
+/* The checks, in order: the parameters as fg_bloom_init takes them, a known
+ * hash, 1 to FG_BLOOM_MAX_LEVELS levels, one only for a non-scaling filter;
+ * then per level, its capacity and rate as planned, its geometry as sized, items <=
  * capacity (== for all but the newest), items <= bits_set <=
  * items x k x blocks, and bits_set the count of its 1 bits. The bit arrays
  * must have been allocated for the levels' nblocks (fg_bloom_push_level). */
@@ -776,7 +811,8 @@ bool fg_bloom_storable(const fg_bloom *f) {
     if (f == NULL || !(f->error > 0 && f->error < 1) || f->capacity0 < 1 ||
         f->capacity0 > (uint64_t)FG_BLOOM_MAX_CAPACITY || f->expansion > FG_BLOOM_MAX_EXPANSION ||
         f->nlevels < 1 || f->nlevels > FG_BLOOM_MAX_LEVELS || f->levels == NULL ||
-        (f->expansion == 0 && f->nlevels != 1))
+        (f->expansion == 0 && f->nlevels != 1) ||
+        (f->hash != FG_BLOOM_HASH_LEGACY && f->hash != FG_BLOOM_HASH_XXH3))
         return false;
     for (uint32_t i = 0; i < f->nlevels; i++)
         if (!level_storable(f, i)) return false;

@@ -25,8 +25,10 @@
  *
  * Items are hashed once (fg_bloom_hash); every level derives its probes from
  * that hash and its own index, so a lookup in a chain of L levels hashes once.
+ * A filter records the hash it was made with: new filters use XXH3; filters
+ * stored before floodgate took XXH3 keep the hash their bits were set with.
  *
- * Pure C: memory through the fg_allocator passed in, no I/O, no clock.
+ * Pure C: memory through the fg_bloom_allocator passed in, no I/O, no clock.
  */
 #ifndef FG_BLOOM_H
 #define FG_BLOOM_H
@@ -49,9 +51,27 @@
  * command could take the server's memory. */
 #define FG_BLOOM_MIN_ERROR 1e-9
 
-/* The hash of an item: 64 bits, the same on every platform and forever
- * (it is in every stored filter). */
-uint64_t fg_bloom_hash(const void *item, size_t len);
+/* How a filter hashes its items; stored with it, so never renumbered. */
+typedef enum fg_bloom_hash_id {
+    /* floodgate's first hash: collides on short items (the decimal strings
+     * "0".."9999999" share 98,692 values). Only filters stored with it use
+     * it; nothing new is made with it. */
+    FG_BLOOM_HASH_LEGACY = 1,
+    /* XXH3, 64 bits, seed 0: every filter made by fg_bloom_init. */
+    FG_BLOOM_HASH_XXH3 = 2,
+} fg_bloom_hash_id;
+
+/* The hash of an item under `id`: 64 bits, the same on every platform and
+ * forever (it is in every stored filter). item may be NULL when len is 0. */
+uint64_t fg_bloom_hash(fg_bloom_hash_id id, const void *item, size_t len);
+
+/* Memory of a filter: the allocator for its tables, and zeroed memory for
+ * its bit arrays (calloc's contract, NULL on failure), which an allocator
+ * can hand out from fresh pages without writing zeros over gigabytes. */
+typedef struct fg_bloom_allocator {
+    fg_allocator heap;
+    void *(*calloc)(size_t nmemb, size_t size);
+} fg_bloom_allocator;
 
 typedef struct fg_bloom_level {
     uint64_t *bits;    /* nblocks * 8 words (aligned to 64 bytes from 4 KiB on) */
@@ -68,7 +88,8 @@ typedef struct fg_bloom {
     double error;        /* the whole filter's target rate, in (0, 1) */
     uint64_t capacity0;  /* level 0's capacity */
     uint32_t expansion;  /* 0: non-scaling; else growth factor >= 1 */
-    uint32_t nlevels;
+    uint16_t nlevels;    /* at most FG_BLOOM_MAX_LEVELS */
+    uint8_t hash;        /* fg_bloom_hash_id */
     fg_bloom_level *levels; /* level 0 first */
 } fg_bloom;
 
@@ -84,20 +105,28 @@ typedef enum fg_bloom_add_result {
 fg_status fg_bloom_level_geometry(uint64_t capacity, double error, uint64_t *nblocks, uint8_t *k,
                                   uint8_t *blocks);
 
-/* A filter with level 0 allocated. error in (0, 1); capacity in
- * [1, FG_BLOOM_MAX_CAPACITY]; expansion 0 (non-scaling) or
+/* A filter with level 0 allocated, hashing with XXH3. error in (0, 1);
+ * capacity in [1, FG_BLOOM_MAX_CAPACITY]; expansion 0 (non-scaling) or
  * [1, FG_BLOOM_MAX_EXPANSION]. FG_EINVAL, FG_EOVERFLOW (no memory or too
  * big); *f untouched on error. */
 fg_status fg_bloom_init(fg_bloom *f, double error, uint64_t capacity, uint32_t expansion,
-                        const fg_allocator *a);
+                        const fg_bloom_allocator *a);
 
 /* Adds an item by its hash: PRESENT when any level may hold it (nothing is
  * written), else sets its bits in the newest level, adding a level first
  * when that one is full. */
-fg_bloom_add_result fg_bloom_add(fg_bloom *f, uint64_t hash, const fg_allocator *a);
+fg_bloom_add_result fg_bloom_add(fg_bloom *f, uint64_t hash, const fg_bloom_allocator *a);
 
 /* Whether the item may be in the filter (false: certainly not). */
 bool fg_bloom_contains(const fg_bloom *f, uint64_t hash);
+
+/* The bytes fg_bloom_add would allocate for an item that is not present:
+ * the next level's when the newest is full and the filter may grow, else 0
+ * (also when no next level can be had: the add then answers NOMEM). */
+uint64_t fg_bloom_growth_bytes(const fg_bloom *f);
+
+/* The bytes a level's bit array takes (with its alignment). */
+uint64_t fg_bloom_level_bytes(uint64_t nblocks);
 
 /* Adds that returned ADDED, over all levels (BF.INFO "Number of items
  * inserted"). */
@@ -121,15 +150,16 @@ fg_status fg_bloom_level_plan(double error, uint64_t capacity0, uint32_t expansi
 
 /* Appends a level with the given geometry and zeroed bits (for loaders,
  * which then fill the bits and counters). */
-fg_status fg_bloom_push_level(fg_bloom *f, const fg_bloom_level *geometry, const fg_allocator *a);
+fg_status fg_bloom_push_level(fg_bloom *f, const fg_bloom_level *geometry,
+                              const fg_bloom_allocator *a);
 
-/* Whether a loaded filter is one this code could have made: parameters in
- * range, every level's geometry equal to fg_bloom_level_plan's and
+/* Whether a loaded filter is one this code could have made: parameters and
+ * hash in range, every level's geometry equal to fg_bloom_level_plan's and
  * fg_bloom_level_geometry's, bits_set equal to the popcount of its bits,
  * items <= capacity, and every level but the newest exactly full. */
 bool fg_bloom_storable(const fg_bloom *f);
 
 /* Frees the levels; the struct itself is the caller's. */
-void fg_bloom_free(fg_bloom *f, const fg_allocator *a);
+void fg_bloom_free(fg_bloom *f, const fg_bloom_allocator *a);
 
 #endif

@@ -14,6 +14,13 @@
  * chunks as string buffers: loading never holds a 1 GiB string next to the
  * 1 GiB filter it fills.
  *
+ * Versions. RDB encoding version 2 and dump header version 2 record the
+ * hash the filter's bits were set with (core/bloom.h: XXH3 for every filter
+ * made now). Version 1, written before floodgate hashed with XXH3, records
+ * none and means the legacy hash. A filter keeps its hash for good, so one
+ * loaded from version 1 is written back as version 2 naming the legacy
+ * hash, and answers exactly as it did.
+ *
  * Loading is one path for all three. A header is checked against what this
  * code would have made -- every level's geometry equal to the core's plan
  * for the filter's parameters, counters that adds could have produced --
@@ -35,6 +42,15 @@
  * received bytes (never on which levels happen to be allocated), so master
  * and replica agree byte for byte.
  *
+ * Memory. Every bit array passes memory_refusal (memory_limits.h) before
+ * it is allocated: a new filter's first level, the level an add opens, a
+ * level whose first byte arrives, a copy's levels; a header announcing a
+ * filter larger than the bounds is refused at once. The arrays come zeroed
+ * from the allocator's fresh pages, never zeroed by hand. Loading a file or
+ * a master's data is not bounded, so a dataset always loads (a filter above
+ * the ceiling is noted in the log); RESTORE is, and answers "Bad data
+ * format" with the reason in the log.
+ *
  * Free: a large filter is freed in a background thread (free_effort); the
  * free path only calls RedisModule_Free.
  */
@@ -42,21 +58,23 @@
 
 #include <stdbool.h>
 #include <string.h>
-#include <unistd.h>
 
-#define ENCODING_VERSION 1
+#include "memory_limits.h"
 
-/* Dump header: "FGBF", version, 3 zero bytes, error (IEEE-754 double),
- * capacity0 (u64), expansion (u32), nlevels (u32); then per level:
- * capacity, error, nblocks, items, bits_set (8 bytes each), k, blocks, and
- * 6 zero bytes. Little-endian throughout. */
-#define HEADER_MAGIC       "FGBF"
-#define HEADER_VERSION     1
-#define HEADER_FIXED_BYTES 32
-#define HEADER_LEVEL_BYTES 48
+/* RDB encoding versions: 1 stored no hash (the legacy one), 2 stores it. */
+#define ENCODING_VERSION        2
+#define ENCODING_VERSION_LEGACY 1
 
-/* Allocations from this size on are checked against the physical memory. */
-#define CHECKED_ALLOCATION_BYTES (1ULL << 30)
+/* Dump header: "FGBF", version, the hash id (version 2; version 1 has a
+ * zero byte there and means the legacy hash), 2 zero bytes, error
+ * (IEEE-754 double), capacity0 (u64), expansion (u32), nlevels (u32); then
+ * per level: capacity, error, nblocks, items, bits_set (8 bytes each), k,
+ * blocks, and 6 zero bytes. Little-endian throughout. */
+#define HEADER_MAGIC          "FGBF"
+#define HEADER_VERSION        2
+#define HEADER_VERSION_LEGACY 1
+#define HEADER_FIXED_BYTES    32
+#define HEADER_LEVEL_BYTES    48
 
 /* Free in the background above this many bytes of bits. */
 #define FREE_EFFORT_UNIT (64 * 1024)
@@ -71,26 +89,25 @@ struct bloom_loading {
     uint64_t level_set; /* bits at 1 among the arrived bytes of the level being filled */
 };
 
-/* New arrays go through TryAlloc, which answers NULL when memory cannot be
- * had. It cannot be trusted alone: jemalloc reserves address space without
- * memory behind it (overcommit), so a request for more than the machine has
- * succeeds, and zeroing the array then gets the server killed. Arrays larger
- * than the physical memory are refused first. */
+/* RedisBloom's words. */
+static const char ERR_BAD_DATA[] = "ERR received bad data";
+static const char ERR_FULL[] = "ERR non scaling filter is full";
+static const char ERR_NO_FILTER[] = "ERR could not create filter";
+static const char ERR_NO_LEVEL[] = "ERR problem inserting into filter";
+static const char ERR_TOO_BIG[] = "ERR filter too big: its bits would exceed 1 TiB";
+
+/* The level tables are small: TryAlloc, and Realloc as they grow by one.
+ * Bit arrays are zeroed by memory_zeroed, and every caller of the core
+ * that may allocate one has had it allowed by memory_refusal first. */
 static void *bloom_realloc(void *ptr, size_t size) {
-    if (ptr) return RedisModule_Realloc(ptr, size);
-    if (size >= CHECKED_ALLOCATION_BYTES) {
-        long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page_size > 0 && size / (uint64_t)page_size >= (uint64_t)pages)
-            return NULL;
-    }
-    return RedisModule_TryAlloc(size);
+    return ptr ? RedisModule_Realloc(ptr, size) : RedisModule_TryAlloc(size);
 }
 
 static void bloom_release(void *ptr) {
     RedisModule_Free(ptr);
 }
 
-const fg_allocator bloom_allocator = {bloom_realloc, bloom_release};
+const fg_bloom_allocator bloom_allocator = {{bloom_realloc, bloom_release}, memory_zeroed};
 
 static uint64_t level_bytes(const fg_bloom_level *l) {
     return l->nblocks * FG_BLOOM_BLOCK_BYTES;
@@ -107,24 +124,52 @@ bloom_lookup bloom_lookup_key(RedisModuleKey *key, bloom_value **out) {
     return BLOOM_FOUND;
 }
 
-static bloom_value *value_new(double error, uint64_t capacity0, uint32_t expansion) {
+static bloom_value *value_new(double error, uint64_t capacity0, uint32_t expansion, uint8_t hash) {
     bloom_value *v = RedisModule_Alloc(sizeof(*v));
     memset(v, 0, sizeof(*v));
     v->f.error = error;
     v->f.capacity0 = capacity0;
     v->f.expansion = expansion;
+    v->f.hash = hash;
     return v;
 }
 
-fg_status bloom_create(double error, uint64_t capacity, uint32_t expansion, bloom_value **out) {
-    bloom_value *v = value_new(error, capacity, expansion);
-    fg_status st = fg_bloom_init(&v->f, error, capacity, expansion, &bloom_allocator);
-    if (st != FG_OK) {
-        RedisModule_Free(v);
-        return st;
+bloom_value *bloom_create(double error, uint64_t capacity, uint32_t expansion,
+                          const char **refusal) {
+    uint64_t level_capacity, nblocks;
+    double level_error;
+    uint8_t k, blocks;
+    if (fg_bloom_level_plan(error, capacity, expansion, 0, &level_capacity, &level_error) !=
+            FG_OK ||
+        fg_bloom_level_geometry(level_capacity, level_error, &nblocks, &k, &blocks) != FG_OK) {
+        *refusal = ERR_TOO_BIG;
+        return NULL;
     }
-    *out = v;
-    return FG_OK;
+    if ((*refusal = memory_refusal(0, fg_bloom_level_bytes(nblocks))) != NULL) return NULL;
+    bloom_value *v = value_new(error, capacity, expansion, FG_BLOOM_HASH_XXH3);
+    if (fg_bloom_init(&v->f, error, capacity, expansion, &bloom_allocator) != FG_OK) {
+        RedisModule_Free(v);
+        *refusal = ERR_NO_FILTER;
+        return NULL;
+    }
+    return v;
+}
+
+fg_bloom_add_result bloom_add(bloom_value *v, const char *item, size_t len, const char **refusal) {
+    uint64_t hash = fg_bloom_hash(v->f.hash, item, len);
+    /* An item that is present changes nothing, so only a new one asks for
+     * the next level's memory. */
+    uint64_t growth = fg_bloom_growth_bytes(&v->f);
+    if (growth > 0 && !fg_bloom_contains(&v->f, hash) &&
+        (*refusal = memory_refusal(fg_bloom_bytes(&v->f), growth)) != NULL)
+        return FG_BLOOM_NOMEM;
+    fg_bloom_add_result r = fg_bloom_add(&v->f, hash, &bloom_allocator);
+    *refusal = r == FG_BLOOM_FULL ? ERR_FULL : r == FG_BLOOM_NOMEM ? ERR_NO_LEVEL : NULL;
+    return r;
+}
+
+bool bloom_contains(const bloom_value *v, const char *item, size_t len) {
+    return fg_bloom_contains(&v->f, fg_bloom_hash(v->f.hash, item, len));
 }
 
 static void loading_free(bloom_loading *l) {
@@ -162,14 +207,16 @@ uint64_t bloom_received_bytes(const bloom_value *v) {
     return v->loading ? v->loading->received : bloom_total_bytes(v);
 }
 
-/* Appends level `l` (its geometry and counters) with zeroed bits. */
-static fg_status push_level(bloom_value *v, const fg_bloom_level *l) {
-    fg_status st = fg_bloom_push_level(&v->f, l, &bloom_allocator);
-    if (st != FG_OK) return st;
+/* Appends level `l` (its geometry and counters) with zeroed bits; NULL, or
+ * the reply that refuses it. */
+static const char *push_level(bloom_value *v, const fg_bloom_level *l) {
+    const char *refusal = memory_refusal(fg_bloom_bytes(&v->f), fg_bloom_level_bytes(l->nblocks));
+    if (refusal) return refusal;
+    if (fg_bloom_push_level(&v->f, l, &bloom_allocator) != FG_OK) return ERR_NO_FILTER;
     fg_bloom_level *pushed = &v->f.levels[v->f.nlevels - 1];
     pushed->items = l->items;
     pushed->bits_set = l->bits_set;
-    return FG_OK;
+    return NULL;
 }
 
 /* -------------------------------------------------------------- checking */
@@ -187,7 +234,8 @@ static bool counters_possible(const fg_bloom_level *l, bool newest) {
 /* Whether a header (parameters, geometry and counters of every level) is
  * one this code could have written. Bounds everything that sizes memory. */
 static bool header_possible(const fg_bloom *h) {
-    if (!(h->error > 0 && h->error < 1) || h->capacity0 < 1 ||
+    if ((h->hash != FG_BLOOM_HASH_LEGACY && h->hash != FG_BLOOM_HASH_XXH3) ||
+        !(h->error > 0 && h->error < 1) || h->capacity0 < 1 ||
         h->capacity0 > (uint64_t)FG_BLOOM_MAX_CAPACITY || h->expansion > FG_BLOOM_MAX_EXPANSION ||
         h->nlevels < 1 || h->nlevels > FG_BLOOM_MAX_LEVELS)
         return false;
@@ -209,9 +257,9 @@ static bool header_possible(const fg_bloom *h) {
 
 /* A filter to be loaded, announced with `nlevels` levels (at most
  * FG_BLOOM_MAX_LEVELS) for the caller to describe and check. */
-static bloom_value *loading_new(double error, uint64_t capacity0, uint32_t expansion,
+static bloom_value *loading_new(double error, uint64_t capacity0, uint32_t expansion, uint8_t hash,
                                 uint32_t nlevels) {
-    bloom_value *v = value_new(error, capacity0, expansion);
+    bloom_value *v = value_new(error, capacity0, expansion, hash);
     bloom_loading *l = RedisModule_Alloc(sizeof(*l));
     memset(l, 0, sizeof(*l));
     l->nlevels = nlevels;
@@ -221,14 +269,16 @@ static bloom_value *loading_new(double error, uint64_t capacity0, uint32_t expan
     return v;
 }
 
-/* Checks the announced levels and sums their bytes. */
-static bool loading_ready(bloom_value *v) {
+/* Checks the announced levels and sums their bytes: NULL, or the reply
+ * that refuses them (bad data, or the memory bound the whole filter would
+ * pass: refused at once rather than at the level that passes it). */
+static const char *loading_refusal(bloom_value *v) {
     fg_bloom h = bloom_announced(v);
-    if (!header_possible(&h)) return false;
+    if (!header_possible(&h)) return ERR_BAD_DATA;
     v->loading->total = 0;
     for (uint32_t i = 0; i < h.nlevels; i++)
         v->loading->total += level_bytes(&h.levels[i]);
-    return true;
+    return memory_refusal(0, fg_bloom_bytes(&h));
 }
 
 /* ---------------------------------------------------------------- chunks */
@@ -278,26 +328,29 @@ static uint64_t popcount(const char *buf, size_t len) {
     return n;
 }
 
-bloom_chunk_result bloom_load_chunk(bloom_value *v, uint64_t offset, const char *buf, size_t len) {
+const char *bloom_load_chunk(bloom_value *v, uint64_t offset, const char *buf, size_t len) {
     bloom_loading *l = v->loading;
-    if (!l || len == 0 || offset != l->received) return BLOOM_CHUNK_BAD;
+    if (!l || len == 0 || offset != l->received) return ERR_BAD_DATA;
     fg_bloom h = bloom_announced(v);
     uint64_t begin;
     int64_t i = level_at(&h, offset, &begin);
     const fg_bloom_level *want = &l->levels[i]; /* offset < total: i >= 0 */
     uint64_t pos = offset - begin;
-    if (len > level_bytes(want) - pos) return BLOOM_CHUNK_BAD;
+    if (len > level_bytes(want) - pos) return ERR_BAD_DATA;
     bool level_done = pos + len == level_bytes(want);
     uint64_t set = l->level_set + popcount(buf, len);
-    if (set > want->bits_set || (level_done && set != want->bits_set)) return BLOOM_CHUNK_BAD;
+    if (set > want->bits_set || (level_done && set != want->bits_set)) return ERR_BAD_DATA;
     /* A chunk refused after its level was allocated leaves that level
      * allocated and zeroed, which nothing can observe. */
-    if ((int64_t)v->f.nlevels == i && push_level(v, want) != FG_OK) return BLOOM_CHUNK_NOMEM;
+    if ((int64_t)v->f.nlevels == i) {
+        const char *refusal = push_level(v, want);
+        if (refusal) return refusal;
+    }
     char *dst = (char *)v->f.levels[i].bits + pos;
     memcpy(dst, buf, len);
     if (offset + len == l->total && !fg_bloom_storable(&v->f)) {
         memset(dst, 0, len);
-        return BLOOM_CHUNK_BAD;
+        return ERR_BAD_DATA;
     }
     l->received += len;
     l->level_set = level_done ? 0 : set;
@@ -305,7 +358,7 @@ bloom_chunk_result bloom_load_chunk(bloom_value *v, uint64_t offset, const char 
         loading_free(l);
         v->loading = NULL;
     }
-    return BLOOM_CHUNK_OK;
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- header */
@@ -360,6 +413,7 @@ char *bloom_header_encode(const bloom_value *v, size_t *len) {
     memset(p, 0, *len);
     memcpy(p, HEADER_MAGIC, 4);
     p[4] = HEADER_VERSION;
+    p[5] = h.hash;
     put_double(p + 8, h.error);
     put_u64(p + 16, h.capacity0);
     put_u32(p + 24, h.expansion);
@@ -378,16 +432,20 @@ char *bloom_header_encode(const bloom_value *v, size_t *len) {
     return (char *)p;
 }
 
-bloom_value *bloom_header_decode(const char *buf, size_t len) {
+bloom_value *bloom_header_decode(const char *buf, size_t len, const char **refusal) {
     const unsigned char *p = (const unsigned char *)buf;
-    if (len < HEADER_FIXED_BYTES || memcmp(p, HEADER_MAGIC, 4) != 0 || p[4] != HEADER_VERSION ||
-        !all_zero(p + 5, 3))
+    *refusal = ERR_BAD_DATA;
+    if (len < HEADER_FIXED_BYTES || memcmp(p, HEADER_MAGIC, 4) != 0 ||
+        (p[4] != HEADER_VERSION && p[4] != HEADER_VERSION_LEGACY) || !all_zero(p + 6, 2))
         return NULL;
+    uint8_t hash = p[4] == HEADER_VERSION ? p[5] : FG_BLOOM_HASH_LEGACY;
     uint32_t nlevels = get_u32(p + 28);
-    if (nlevels < 1 || nlevels > FG_BLOOM_MAX_LEVELS ||
+    if ((p[4] == HEADER_VERSION_LEGACY && p[5] != 0) || nlevels < 1 ||
+        nlevels > FG_BLOOM_MAX_LEVELS ||
         len != HEADER_FIXED_BYTES + (size_t)nlevels * HEADER_LEVEL_BYTES)
         return NULL;
-    bloom_value *v = loading_new(get_double(p + 8), get_u64(p + 16), get_u32(p + 24), nlevels);
+    bloom_value *v =
+        loading_new(get_double(p + 8), get_u64(p + 16), get_u32(p + 24), hash, nlevels);
     bool zero_padding = true;
     for (uint32_t i = 0; i < nlevels; i++) {
         const unsigned char *q = p + HEADER_FIXED_BYTES + (size_t)i * HEADER_LEVEL_BYTES;
@@ -401,7 +459,7 @@ bloom_value *bloom_header_decode(const char *buf, size_t len) {
         l->blocks = q[41];
         zero_padding = zero_padding && all_zero(q + 42, 6);
     }
-    if (!zero_padding || !loading_ready(v)) {
+    if (!zero_padding || (*refusal = loading_refusal(v)) != NULL) {
         bloom_destroy(v);
         return NULL;
     }
@@ -410,13 +468,15 @@ bloom_value *bloom_header_decode(const char *buf, size_t len) {
 
 /* ------------------------------------------------------------------- RDB */
 
-/* RDB layout: error, capacity0, expansion, nlevels; per level capacity,
+/* RDB layout: the hash id (from encoding version 2; version 1 means the
+ * legacy hash), error, capacity0, expansion, nlevels; per level capacity,
  * error, nblocks, k, blocks, items, bits_set; the number of bytes of bits
  * present (all of them unless the filter is being loaded); those bytes as
  * the dump's chunks. */
 static void bloom_rdb_save(RedisModuleIO *io, void *value) {
     const bloom_value *v = value;
     fg_bloom h = bloom_announced(v);
+    RedisModule_SaveUnsigned(io, h.hash);
     RedisModule_SaveDouble(io, h.error);
     RedisModule_SaveUnsigned(io, h.capacity0);
     RedisModule_SaveUnsigned(io, h.expansion);
@@ -468,39 +528,63 @@ static uint64_t chunk_length(const bloom_value *v, uint64_t offset, uint64_t rec
     return min_u64(min_u64(level_bytes(&h.levels[i]) - pos, received - offset), BLOOM_CHUNK_MAX);
 }
 
-static bool load_bits(RedisModuleIO *io, bloom_value *v, uint64_t received) {
+/* The chunks: NULL, or the reply that refuses them. */
+static const char *load_bits(RedisModuleIO *io, bloom_value *v, uint64_t received) {
     for (uint64_t offset = 0; offset < received;) {
         uint64_t want = chunk_length(v, offset, received);
         size_t len = 0;
         char *chunk = RedisModule_LoadStringBuffer(io, &len);
-        if (RedisModule_IsIOError(io)) return false; /* chunk is NULL */
-        bool stored = len == want && bloom_load_chunk(v, offset, chunk, len) == BLOOM_CHUNK_OK;
+        if (RedisModule_IsIOError(io)) return ERR_BAD_DATA; /* chunk is NULL */
+        const char *refusal = len == want ? bloom_load_chunk(v, offset, chunk, len) : ERR_BAD_DATA;
         RedisModule_Free(chunk);
-        if (!stored) return false;
+        if (refusal) return refusal;
         offset += len;
     }
-    return true;
+    return NULL;
+}
+
+/* A filter loaded from a file or a master above the ceiling is kept (the
+ * bounds do not apply to loading), and said. */
+static void note_above_ceiling(RedisModuleIO *io, const bloom_value *v) {
+    fg_bloom h = bloom_announced(v);
+    uint64_t bytes = fg_bloom_bytes(&h), ceiling = memory_max_structure_size();
+    if (ceiling > 0 && bytes > ceiling)
+        RedisModule_LogIOError(io, "notice",
+                               "floodgate: loaded a Bloom filter of %llu bytes, above "
+                               "floodgate.max-structure-size (%llu)",
+                               (unsigned long long)bytes, (unsigned long long)ceiling);
 }
 
 static void *bloom_rdb_load(RedisModuleIO *io, int encver) {
-    if (encver != ENCODING_VERSION) return NULL;
+    if (encver != ENCODING_VERSION && encver != ENCODING_VERSION_LEGACY) return NULL;
+    uint64_t hash =
+        encver == ENCODING_VERSION ? RedisModule_LoadUnsigned(io) : FG_BLOOM_HASH_LEGACY;
     double error = RedisModule_LoadDouble(io);
     uint64_t capacity0 = RedisModule_LoadUnsigned(io);
     uint64_t expansion = RedisModule_LoadUnsigned(io);
     uint64_t nlevels = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || expansion > FG_BLOOM_MAX_EXPANSION || nlevels < 1 ||
-        nlevels > FG_BLOOM_MAX_LEVELS)
+    if (RedisModule_IsIOError(io) || hash > UINT8_MAX || expansion > FG_BLOOM_MAX_EXPANSION ||
+        nlevels < 1 || nlevels > FG_BLOOM_MAX_LEVELS)
         return NULL;
-    bloom_value *v = loading_new(error, capacity0, (uint32_t)expansion, (uint32_t)nlevels);
-    if (!load_levels(io, v) || !loading_ready(v)) {
+    bloom_value *v =
+        loading_new(error, capacity0, (uint32_t)expansion, (uint8_t)hash, (uint32_t)nlevels);
+    const char *refusal = load_levels(io, v) ? loading_refusal(v) : ERR_BAD_DATA;
+    if (!refusal) {
+        uint64_t received = RedisModule_LoadUnsigned(io);
+        refusal = RedisModule_IsIOError(io) || received > v->loading->total
+                      ? ERR_BAD_DATA
+                      : load_bits(io, v, received);
+    }
+    if (refusal) {
+        /* RESTORE answers "Bad data format" whatever the reason: the log
+         * tells a memory bound apart. */
+        if (refusal != ERR_BAD_DATA)
+            RedisModule_LogIOError(io, "warning", "floodgate: Bloom filter not loaded: %s",
+                                   refusal);
         bloom_destroy(v);
         return NULL;
     }
-    uint64_t received = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || received > v->loading->total || !load_bits(io, v, received)) {
-        bloom_destroy(v);
-        return NULL;
-    }
+    note_above_ceiling(io, v);
     return v;
 }
 
@@ -536,6 +620,7 @@ static void bloom_digest(RedisModuleDigest *md, void *value) {
     const bloom_value *v = value;
     fg_bloom h = bloom_announced(v);
     uint64_t received = bloom_received_bytes(v);
+    digest_u64(md, h.hash);
     digest_double(md, h.error);
     digest_u64(md, h.capacity0);
     digest_u64(md, h.expansion);
@@ -566,10 +651,10 @@ static void bloom_digest(RedisModuleDigest *md, void *value) {
 static void *bloom_copy(RedisModuleString *from, RedisModuleString *to, const void *value) {
     (void)from, (void)to;
     const bloom_value *v = value;
-    bloom_value *dup = value_new(v->f.error, v->f.capacity0, v->f.expansion);
+    bloom_value *dup = value_new(v->f.error, v->f.capacity0, v->f.expansion, v->f.hash);
     for (uint32_t i = 0; i < v->f.nlevels; i++) {
         const fg_bloom_level *l = &v->f.levels[i];
-        if (push_level(dup, l) != FG_OK) {
+        if (push_level(dup, l) != NULL) {
             bloom_destroy(dup);
             return NULL; /* COPY answers an error */
         }

@@ -27,18 +27,27 @@ typedef struct bloom_value {
 
 extern RedisModuleType *BloomType;
 
-/* Memory for the levels: bit arrays are requested with TryAlloc, so that a
- * filter too big for the machine is refused instead of aborting the server. */
-extern const fg_allocator bloom_allocator;
+/* Memory for the levels: tables from TryAlloc, bit arrays zeroed by the
+ * allocator (memory_zeroed) once memory_refusal has allowed them. */
+extern const fg_bloom_allocator bloom_allocator;
 
 int bloom_types_create(RedisModuleCtx *ctx);
 
 typedef enum bloom_lookup { BLOOM_EMPTY, BLOOM_FOUND, BLOOM_WRONGTYPE } bloom_lookup;
 bloom_lookup bloom_lookup_key(RedisModuleKey *key, bloom_value **out);
 
-/* A new empty filter (fg_bloom_init's parameters and status). */
-fg_status bloom_create(double error, uint64_t capacity, uint32_t expansion, bloom_value **out);
+/* A new empty filter for fg_bloom_init's parameters (in range); NULL with
+ * the reply that refuses it: its bits would exceed the core's bound, pass
+ * a memory bound (memory_limits.h), or cannot be had. */
+bloom_value *bloom_create(double error, uint64_t capacity, uint32_t expansion,
+                          const char **refusal);
 void bloom_destroy(void *value);
+
+/* fg_bloom_add and fg_bloom_contains of an item, hashed as the filter
+ * hashes (a complete filter only). A new level passes the memory bounds
+ * first; FULL and NOMEM set *refusal to the reply. */
+fg_bloom_add_result bloom_add(bloom_value *v, const char *item, size_t len, const char **refusal);
+bool bloom_contains(const bloom_value *v, const char *item, size_t len);
 
 /* The filter as its header describes it: every level's geometry and
  * counters, also those that have not arrived yet (bits may be NULL). For
@@ -50,9 +59,10 @@ fg_bloom bloom_announced(const bloom_value *v);
 char *bloom_header_encode(const bloom_value *v, size_t *len);
 
 /* A filter to be loaded from a header: every byte of its bit arrays still
- * to come. NULL when the header is not one this code could have written
- * for a filter it could have made. */
-bloom_value *bloom_header_decode(const char *buf, size_t len);
+ * to come. NULL with the reply that refuses it: "ERR received bad data"
+ * when the header is not one this code could have written for a filter it
+ * could have made, or the memory bound the whole filter would pass. */
+bloom_value *bloom_header_decode(const char *buf, size_t len, const char **refusal);
 
 /* Bytes of all the bit arrays, and the bytes of them that have arrived
  * (all of them when the filter is complete). */
@@ -64,12 +74,10 @@ uint64_t bloom_received_bytes(const bloom_value *v);
  * have arrived. *len is 0 (and NULL returned) past them. */
 const char *bloom_chunk_at(const bloom_value *v, uint64_t offset, size_t *len);
 
-/* Stores the bytes that arrive next in a filter being loaded. */
-typedef enum bloom_chunk_result {
-    BLOOM_CHUNK_OK,
-    BLOOM_CHUNK_BAD,   /* not the next bytes, or not bytes this filter could hold */
-    BLOOM_CHUNK_NOMEM, /* a level could not be allocated */
-} bloom_chunk_result;
-bloom_chunk_result bloom_load_chunk(bloom_value *v, uint64_t offset, const char *buf, size_t len);
+/* Stores the bytes that arrive next in a filter being loaded: NULL, or the
+ * reply that refuses them ("ERR received bad data": not the next bytes, or
+ * not bytes this filter could hold; or the memory bound that a new level
+ * passes, or its memory could not be had). */
+const char *bloom_load_chunk(bloom_value *v, uint64_t offset, const char *buf, size_t len);
 
 #endif

@@ -6,6 +6,7 @@
 #include "command_docs.h"
 #include "limiter_types.h"
 #include "lock_types.h"
+#include "memory_limits.h"
 #include "policy_types.h"
 #include "redismodule_api.h"
 #include "t_bloom.h"
@@ -92,6 +93,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     /* Configs (floodgate.<name>) take their values from the command line or
      * redis.conf at LoadConfigs. */
     if (ratelimit_register_configs(ctx) != REDISMODULE_OK ||
+        memory_limits_register_configs(ctx) != REDISMODULE_OK ||
         RedisModule_LoadConfigs(ctx) != REDISMODULE_OK)
         return REDISMODULE_ERR;
     return REDISMODULE_OK;

@@ -84,16 +84,17 @@ const char *list_kind_name(list_kind kind) {
     return kind == LIST_BLOOM ? "bloom" : "exact";
 }
 
-/* Makes the empty list a spec describes; false when a Bloom filter cannot
- * be had. */
-static bool list_make(policy_list *l, const list_spec *spec) {
+/* Makes the empty list a spec describes; false with the reply that
+ * refuses its Bloom filter (too large, a memory bound, no memory). */
+static bool list_make(policy_list *l, const list_spec *spec, const char **refusal) {
     memset(l, 0, sizeof(*l));
     l->kind = spec->kind;
     if (spec->kind == LIST_EXACT) {
         l->exact = RedisModule_CreateDict(NULL);
         return true;
     }
-    return bloom_create(spec->error, (uint64_t)spec->capacity, BLOOM_EXPANSION, &l->bloom) == FG_OK;
+    l->bloom = bloom_create(spec->error, (uint64_t)spec->capacity, BLOOM_EXPANSION, refusal);
+    return l->bloom != NULL;
 }
 
 static void list_free(policy_list *l) {
@@ -102,16 +103,20 @@ static void list_free(policy_list *l) {
     memset(l, 0, sizeof(*l));
 }
 
-int list_add(policy_list *l, const char *item, size_t len) {
+int list_add(policy_list *l, const char *item, size_t len, const char **refusal) {
+    *refusal = NULL;
     if (l->kind == LIST_EXACT)
         return RedisModule_DictSetC(l->exact, (void *)item, len, (void *)1) == REDISMODULE_OK;
-    fg_bloom_add_result r = fg_bloom_add(&l->bloom->f, fg_bloom_hash(item, len), &bloom_allocator);
-    if (r == FG_BLOOM_FULL || r == FG_BLOOM_NOMEM) return -1;
-    return r == FG_BLOOM_ADDED;
+    fg_bloom_add_result r = bloom_add(l->bloom, item, len, refusal);
+    return *refusal ? -1 : r == FG_BLOOM_ADDED;
+}
+
+const char *list_refusal_reason(const char *refusal) {
+    return strncmp(refusal, "ERR ", 4) == 0 ? refusal + 4 : refusal;
 }
 
 bool list_contains(const policy_list *l, const char *item, size_t len) {
-    if (l->kind == LIST_BLOOM) return fg_bloom_contains(&l->bloom->f, fg_bloom_hash(item, len));
+    if (l->kind == LIST_BLOOM) return bloom_contains(l->bloom, item, len);
     if (RedisModule_DictSize(l->exact) == 0) return false;
     int missing = 1;
     RedisModule_DictGetC(l->exact, (void *)item, len, &missing);
@@ -406,9 +411,11 @@ bool registry_install(policy *p, char *msg, size_t msglen) {
     policy *old = registry_find(p->name, p->name_len);
     bool keep_allow = old && old->allow.kind == p->allow_spec.kind;
     bool keep_deny = old && old->deny.kind == p->deny_spec.kind;
-    if ((!keep_allow && !list_make(&p->allow, &p->allow_spec)) ||
-        (!keep_deny && !list_make(&p->deny, &p->deny_spec))) {
-        snprintf(msg, msglen, "ERR the Bloom list cannot be made: too large, or not enough memory");
+    const char *refusal = NULL;
+    if ((!keep_allow && !list_make(&p->allow, &p->allow_spec, &refusal)) ||
+        (!keep_deny && !list_make(&p->deny, &p->deny_spec, &refusal))) {
+        snprintf(msg, msglen, "ERR the Bloom list cannot be made: %s",
+                 list_refusal_reason(refusal));
         policy_free(p);
         return false;
     }
@@ -506,7 +513,8 @@ static bool load_exact(RedisModuleIO *io, policy_list *l) {
         size_t len;
         char *item = load_buffer(io, &len);
         if (!item) return false;
-        int added = list_add(l, item, len);
+        const char *refusal;
+        int added = list_add(l, item, len, &refusal);
         RedisModule_Free(item);
         if (added != 1) return false; /* a duplicate: not a list we wrote */
     }
@@ -518,16 +526,16 @@ static bool load_bloom(RedisModuleIO *io, policy_list *l) {
     size_t len;
     char *header = load_buffer(io, &len);
     if (!header) return false;
-    l->bloom = bloom_header_decode(header, len);
+    const char *refusal;
+    l->bloom = bloom_header_decode(header, len, &refusal);
     RedisModule_Free(header);
     if (!l->bloom) return false;
     while (l->bloom->loading) {
         char *chunk = load_buffer(io, &len);
         if (!chunk) return false;
-        bloom_chunk_result r =
-            bloom_load_chunk(l->bloom, bloom_received_bytes(l->bloom), chunk, len);
+        refusal = bloom_load_chunk(l->bloom, bloom_received_bytes(l->bloom), chunk, len);
         RedisModule_Free(chunk);
-        if (r != BLOOM_CHUNK_OK) return false;
+        if (refusal) return false;
     }
     return true;
 }

@@ -86,9 +86,11 @@ bool registry_delete(const char *name, size_t len);
 void registry_clear(void);
 
 /* The lists. add: 1 when the item is new (a Bloom list: reported new), 0
- * when it was there, -1 when a Bloom list could not grow. remove: whether
- * it was there (exact lists only). */
-int list_add(policy_list *l, const char *item, size_t len);
+ * when it was there, -1 when a Bloom list could not grow, with *refusal the
+ * reply that says why. remove: whether it was there (exact lists only). */
+int list_add(policy_list *l, const char *item, size_t len, const char **refusal);
+/* A refusal's reply without its "ERR ", to follow the list's own words. */
+const char *list_refusal_reason(const char *refusal);
 bool list_contains(const policy_list *l, const char *item, size_t len);
 bool list_remove(policy_list *l, const char *item, size_t len);
 uint64_t list_entries(const policy_list *l);

@@ -40,12 +40,8 @@
 
 static const char ERR_NOT_FOUND[] = "ERR not found";
 static const char ERR_BAD_DATA[] = "ERR received bad data";
-static const char ERR_FULL[] = "ERR non scaling filter is full";
-static const char ERR_NO_FILTER[] = "ERR could not create filter";
-static const char ERR_NO_LEVEL[] = "ERR problem inserting into filter";
 static const char ERR_CAPACITY_MAX[] = "ERR capacity must be at most 1099511627776";
 static const char ERR_ERROR_MIN[] = "ERR error rate must be at least 1e-09";
-static const char ERR_TOO_BIG[] = "ERR filter too big: its bits would exceed 1 TiB";
 static const char ERR_LOADING[] = "ERR filter is still being loaded by BF.LOADCHUNK";
 
 static long long stat_adds, stat_checks;
@@ -82,29 +78,16 @@ static void changed(RedisModuleCtx *ctx, RedisModuleString *keyname, const char 
     key_changed(ctx, keyname, event);
 }
 
-/* The reply to a filter that fg_bloom_init refused. The parameters are in
- * range by then, so either the first level's bits would exceed the core's
- * bound (its geometry cannot be had), or the memory could not be. */
-static void refuse_creation(RedisModuleCtx *ctx, const filter_options *o) {
-    uint64_t capacity, nblocks;
-    double error;
-    uint8_t k, blocks;
-    bool sized = fg_bloom_level_plan(o->error, (uint64_t)o->capacity,
-                                     o->nonscaling ? 0 : (uint32_t)o->expansion, 0, &capacity,
-                                     &error) == FG_OK &&
-                 fg_bloom_level_geometry(capacity, error, &nblocks, &k, &blocks) == FG_OK;
-    RedisModule_ReplyWithError(ctx, sized ? ERR_NO_FILTER : ERR_TOO_BIG);
-}
-
 /* Creates a filter in an empty key opened for writing; replies and returns
- * NULL when it cannot be made. */
+ * NULL when it cannot be made (too big for the core, a memory bound, no
+ * memory). */
 static bloom_value *create_filter(RedisModuleCtx *ctx, RedisModuleKey *key,
                                   const filter_options *o) {
-    bloom_value *v;
-    fg_status st = bloom_create(o->error, (uint64_t)o->capacity,
-                                o->nonscaling ? 0 : (uint32_t)o->expansion, &v);
-    if (st != FG_OK) {
-        refuse_creation(ctx, o);
+    const char *refusal;
+    bloom_value *v = bloom_create(o->error, (uint64_t)o->capacity,
+                                  o->nonscaling ? 0 : (uint32_t)o->expansion, &refusal);
+    if (!v) {
+        refuse(ctx, refusal);
         return NULL;
     }
     RedisModule_ModuleTypeSetValue(key, BloomType, v);
@@ -145,10 +128,11 @@ static int add_items(RedisModuleCtx *ctx, bloom_value *v, RedisModuleString **it
     for (; taken < n; taken++) {
         size_t len;
         const char *item = RedisModule_StringPtrLen(items[taken], &len);
-        fg_bloom_add_result r = fg_bloom_add(&v->f, fg_bloom_hash(item, len), &bloom_allocator);
+        const char *refusal;
+        fg_bloom_add_result r = bloom_add(v, item, len, &refusal);
         stat_adds++;
-        if (r == FG_BLOOM_FULL || r == FG_BLOOM_NOMEM) {
-            RedisModule_ReplyWithError(ctx, r == FG_BLOOM_FULL ? ERR_FULL : ERR_NO_LEVEL);
+        if (refusal) {
+            refuse(ctx, refusal);
             break;
         }
         *added |= r == FG_BLOOM_ADDED;
@@ -326,27 +310,27 @@ static int loadchunk_command(RedisModuleCtx *ctx, RedisModuleString **argv, int 
     const char *data = RedisModule_StringPtrLen(argv[3], &len);
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     bloom_value *v = NULL;
-    bloom_chunk_result r;
+    const char *refusal;
     switch (bloom_lookup_key(key, &v)) {
     case BLOOM_WRONGTYPE: refuse(ctx, REDISMODULE_ERRORMSG_WRONGTYPE); break;
     case BLOOM_EMPTY:
         if (iter != 1) {
             refuse(ctx, ERR_NOT_FOUND);
-        } else if ((v = bloom_header_decode(data, len)) == NULL) {
-            refuse(ctx, ERR_BAD_DATA);
+        } else if ((v = bloom_header_decode(data, len, &refusal)) == NULL) {
+            refuse(ctx, refusal);
         } else {
             RedisModule_ModuleTypeSetValue(key, BloomType, v);
             chunk_stored(ctx, argv[1]);
         }
         break;
     case BLOOM_FOUND:
-        r = iter > 1 && (uint64_t)iter - 1 >= len
-                ? bloom_load_chunk(v, (uint64_t)iter - 1 - len, data, len)
-                : BLOOM_CHUNK_BAD;
-        if (r == BLOOM_CHUNK_OK)
-            chunk_stored(ctx, argv[1]);
+        refusal = iter > 1 && (uint64_t)iter - 1 >= len
+                      ? bloom_load_chunk(v, (uint64_t)iter - 1 - len, data, len)
+                      : ERR_BAD_DATA;
+        if (refusal)
+            refuse(ctx, refusal);
         else
-            refuse(ctx, r == BLOOM_CHUNK_NOMEM ? ERR_NO_FILTER : ERR_BAD_DATA);
+            chunk_stored(ctx, argv[1]);
         break;
     }
     RedisModule_CloseKey(key);
@@ -386,7 +370,7 @@ static int check_items(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisMod
         size_t len;
         const char *item = RedisModule_StringPtrLen(items[i], &len);
         stat_checks++;
-        RedisModule_ReplyWithLongLong(ctx, v && fg_bloom_contains(&v->f, fg_bloom_hash(item, len)));
+        RedisModule_ReplyWithLongLong(ctx, v && bloom_contains(v, item, len));
     }
     RedisModule_CloseKey(key);
     return REDISMODULE_OK;

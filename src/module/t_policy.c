@@ -875,11 +875,12 @@ static int add_to_list(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
     if (!p) return REDISMODULE_OK;
     policy_list *l = deny ? &p->deny : &p->allow;
     long long added = 0;
+    const char *refusal = NULL;
     int i = 3;
     for (; i < argc; i++) {
         size_t len;
         const char *item = RedisModule_StringPtrLen(argv[i], &len);
-        int r = list_add(l, item, len);
+        int r = list_add(l, item, len, &refusal);
         if (r < 0) break;
         added += r;
     }
@@ -891,8 +892,8 @@ static int add_to_list(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
         policies_changed(ctx);
     }
     if (i < argc)
-        return RedisModule_ReplyWithError(ctx, "ERR the Bloom list cannot grow: "
-                                               "not enough memory");
+        return reply_error_fmt(ctx, "ERR the Bloom list cannot grow: %s",
+                               list_refusal_reason(refusal));
     return RedisModule_ReplyWithLongLong(ctx, added);
 }
 

@@ -2,9 +2,10 @@
  * fuzz_bloom.c - a coverage-guided property test of core/bloom.c.
  *
  * The input is read as a script: a filter's parameters (small capacities,
- * so that chains grow long), then operations on it -- adds and lookups of
- * items from a small universe, allocations that fail, a copy made as a
- * loader makes it, and copies with one field or bit damaged. After every
+ * so that chains grow long) and hash (XXH3, or the legacy one of stored
+ * filters), then operations on it -- adds and lookups of items from a small
+ * universe, allocations that fail, a copy made as a loader makes it, and
+ * copies with one field (the hash id too) or bit damaged. After every
  * step the fuzzer checks what must hold whatever the input:
  *
  *   - no false negatives: an item once added (or answered present) is
@@ -41,7 +42,11 @@ static void *fuzz_realloc(void *ptr, size_t size) {
 
 static void fuzz_free(void *ptr) { free(ptr); }
 
-static const fg_allocator alloc = {fuzz_realloc, fuzz_free};
+static void *fuzz_calloc(size_t nmemb, size_t size) {
+    return fail_allocations ? NULL : calloc(nmemb, size);
+}
+
+static const fg_bloom_allocator alloc = {{fuzz_realloc, fuzz_free}, fuzz_calloc};
 
 /* --------------------------------------------------------- invariants */
 
@@ -52,6 +57,7 @@ static uint64_t digest(const fg_bloom *f) {
     MIX(f->capacity0);
     MIX(f->expansion);
     MIX(f->nlevels);
+    MIX(f->hash);
     MIX((uintptr_t)f->levels);
     for (uint32_t i = 0; i < f->nlevels; i++) {
         const fg_bloom_level *l = &f->levels[i];
@@ -65,15 +71,16 @@ static uint64_t digest(const fg_bloom *f) {
     return x;
 }
 
-static uint64_t item_hash(uint64_t item) {
+/* An item of the universe as filter f hashes it. */
+static uint64_t item_hash(const fg_bloom *f, uint64_t item) {
     uint8_t key[3] = {(uint8_t)item, (uint8_t)(item >> 8), (uint8_t)(item * 31)};
-    return fg_bloom_hash(key, 1 + item % 3);
+    return fg_bloom_hash(f->hash, key, 1 + item % 3);
 }
 
 /* A copy made as a loader makes it: geometries pushed, bits and counters
  * copied in. */
 static void restore(const fg_bloom *f, fg_bloom *copy) {
-    *copy = (fg_bloom){f->error, f->capacity0, f->expansion, 0, NULL};
+    *copy = (fg_bloom){f->error, f->capacity0, f->expansion, 0, f->hash, NULL};
     for (uint32_t i = 0; i < f->nlevels; i++) {
         CHECK(fg_bloom_push_level(copy, &f->levels[i], &alloc) == FG_OK);
         fg_bloom_level *l = &copy->levels[i];
@@ -97,14 +104,14 @@ static void check_filter(const run *u) {
     CHECK(fg_bloom_items(&u->f) == u->adds);
     CHECK(fg_bloom_cardinality(&u->f) >= u->adds);
     for (uint64_t i = 0; i < UNIVERSE; i++)
-        if (u->added[i]) CHECK(fg_bloom_contains(&u->f, item_hash(i)));
+        if (u->added[i]) CHECK(fg_bloom_contains(&u->f, item_hash(&u->f, i)));
 }
 
 static void add(run *u, uint64_t item, bool fail) {
     uint64_t before = digest(&u->f);
     fg_bloom_level newest = u->f.levels[u->f.nlevels - 1];
     fail_allocations = fail;
-    fg_bloom_add_result r = fg_bloom_add(&u->f, item_hash(item), &alloc);
+    fg_bloom_add_result r = fg_bloom_add(&u->f, item_hash(&u->f, item), &alloc);
     fail_allocations = false;
     switch (r) {
     case FG_BLOOM_ADDED:
@@ -133,7 +140,8 @@ static void check_copy(const run *u) {
     restore(&u->f, &copy);
     CHECK(fg_bloom_storable(&copy));
     for (uint64_t i = 0; i < UNIVERSE; i++)
-        CHECK(fg_bloom_contains(&copy, item_hash(i)) == fg_bloom_contains(&u->f, item_hash(i)));
+        CHECK(fg_bloom_contains(&copy, item_hash(&copy, i)) ==
+              fg_bloom_contains(&u->f, item_hash(&u->f, i)));
     CHECK(fg_bloom_cardinality(&copy) == fg_bloom_cardinality(&u->f));
     CHECK(fg_bloom_bytes(&copy) == fg_bloom_bytes(&u->f));
     fg_bloom_free(&copy, &alloc);
@@ -148,7 +156,7 @@ static void damage_copy(run *u) {
     uint32_t level = (uint32_t)(take(&u->in, 1) % copy.nlevels);
     fg_bloom_level *l = &copy.levels[level];
     uint64_t nblocks = l->nblocks, value = take(&u->in, 2);
-    switch (take(&u->in, 1) % 9) {
+    switch (take(&u->in, 1) % 10) {
     case 0: l->bits[value % (nblocks * 8)] ^= (uint64_t)1 << (value % 64); break;
     case 1: l->items += value % 5 - 2; break;
     case 2: l->bits_set += value % 5 - 2; break;
@@ -158,12 +166,13 @@ static void damage_copy(run *u) {
     case 6: l->capacity += value % 5 - 2; break;
     case 7: copy.capacity0 += value % 3 - 1; break;
     case 8: copy.expansion = (uint32_t)(value % 6); break;
+    case 9: copy.hash = (uint8_t)value; break;
     }
     if (fg_bloom_storable(&copy)) {
         CHECK(copy.levels[level].nblocks == nblocks);
         for (uint64_t i = 0; i < 64; i++) {
-            fg_bloom_add(&copy, item_hash(i), &alloc);
-            CHECK(fg_bloom_contains(&copy, item_hash(i)) || copy.expansion == 0 ||
+            fg_bloom_add(&copy, item_hash(&copy, i), &alloc);
+            CHECK(fg_bloom_contains(&copy, item_hash(&copy, i)) || copy.expansion == 0 ||
                   copy.nlevels == FG_BLOOM_MAX_LEVELS);
         }
         CHECK(fg_bloom_storable(&copy));
@@ -189,7 +198,7 @@ static void step(run *u) {
     case 4: /* lookups change nothing */
     {
         uint64_t before = digest(&u->f);
-        for (uint64_t i = 0; i < UNIVERSE; i++) fg_bloom_contains(&u->f, item_hash(i));
+        for (uint64_t i = 0; i < UNIVERSE; i++) fg_bloom_contains(&u->f, item_hash(&u->f, i));
         CHECK(digest(&u->f) == before);
         break;
     }
@@ -212,6 +221,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t capacity = take(&u->in, 1) % 40 + 1;
     uint32_t expansion = (uint32_t)(take(&u->in, 1) % 5);
     CHECK(fg_bloom_init(&u->f, error, capacity, expansion, &alloc) == FG_OK);
+    /* Either hash, as a filter loaded with the legacy one would have. */
+    if (take(&u->in, 1) % 2) u->f.hash = FG_BLOOM_HASH_LEGACY;
     for (int steps = 0; u->in.left > 0 && steps < 200; steps++) step(u);
     fg_bloom_free(&u->f, &alloc);
     free(u);

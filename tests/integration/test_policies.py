@@ -384,10 +384,12 @@ def test_bloom_lists(pt):
     pset(pt, "p", "LIMIT", "TOKEN", "1", "1", "ALLOWLIST", "BLOOM", "0.001", "100",
          "DENYLIST", "BLOOM", "0.001", "50")
     items = ["10.0.0.%d" % i for i in range(300)]        # beyond the capacity: it grows
-    assert int(pt.execute_command("FG.POLICY", "DENY", "p", *items)) == 300
+    # each new item may be taken for one already there (0.1%): a few are
+    added = int(pt.execute_command("FG.POLICY", "DENY", "p", *items))
+    assert 295 <= added <= 300
     assert int(pt.execute_command("FG.POLICY", "DENY", "p", *items[:10])) == 0
     assert int(pt.execute_command("FG.POLICY", "ALLOW", "p", "vip", b"\x00\xff")) == 2
-    assert pget(pt, "p")["denylist"] == ["bloom", 300]
+    assert pget(pt, "p")["denylist"] == ["bloom", added]
     assert pget(pt, "p")["allowlist"] == ["bloom", 2]
     for item in items[::37]:
         assert check(pt, "p", "k", "ID", item, at=T0)[5] == "denylist"
@@ -765,7 +767,8 @@ def test_replication():
                     ["FG.POLICY", "DENY", "p", "y"]):
             with pytest.raises(redis.exceptions.ReadOnlyError):
                 r.execute_command(*cmd)
-        assert pget(r, "p")["denylist"] == ["bloom", 150]
+        assert pget(r, "p")["denylist"] == pget(m, "p")["denylist"]
+        assert pget(r, "p")["denylist"][0] == "bloom"
         names = aof_command_names(master)
         assert b"FG.PLSTATE" in names and b"FG.CHECK" not in names
         # a replica that syncs again gets the master's registry, not its own
