@@ -4,6 +4,7 @@
  */
 #include "bloom_types.h"
 #include "command_docs.h"
+#include "effects.h"
 #include "limiter_types.h"
 #include "lock_types.h"
 #include "policy_types.h"
@@ -90,6 +91,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     /* Configs (floodgate.<name>) take their values from the command line or
      * redis.conf at LoadConfigs. */
     if (ratelimit_register_configs(ctx) != REDISMODULE_OK ||
+        effects_register_config(ctx) != REDISMODULE_OK ||
         RedisModule_LoadConfigs(ctx) != REDISMODULE_OK)
         return REDISMODULE_ERR;
     return REDISMODULE_OK;
