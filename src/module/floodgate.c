@@ -3,6 +3,7 @@
  * commands, their metadata, and the INFO sections.
  */
 #include "bloom_types.h"
+#include "command_acl.h"
 #include "command_docs.h"
 #include "effects.h"
 #include "eviction.h"
@@ -90,7 +91,8 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         bloom_register_commands(ctx) != REDISMODULE_OK ||
         uv_register_commands(ctx) != REDISMODULE_OK ||
         policy_register_commands(ctx) != REDISMODULE_OK ||
-        register_command_docs(ctx) != REDISMODULE_OK) {
+        register_command_docs(ctx) != REDISMODULE_OK ||
+        register_command_acl(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "floodgate: could not register the commands");
         return REDISMODULE_ERR;
     }

@@ -195,11 +195,17 @@ static int read_window(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
     return ok;
 }
 
-/* For cluster routing and COMMAND GETKEYS: argv[1 .. at], then the keys
- * after the window. */
+/* For cluster routing, ACLs and COMMAND GETKEYS: argv[1 .. at], then the
+ * keys after the window; all are read, but FG.UVSTORE's destination. The
+ * server asks here when the key specs fail, as for a single key (argc 5),
+ * and plain KeyAtPos would demand write access to a key it only reads. */
 static int report_window_keys(RedisModuleCtx *ctx, int argc, int at) {
-    for (int i = 1; i <= at && i < argc; i++) RedisModule_KeyAtPos(ctx, i);
-    for (int i = at + 1 + WINDOW_ARGS; i < argc; i++) RedisModule_KeyAtPos(ctx, i);
+    const int reads = REDISMODULE_CMD_KEY_RO | REDISMODULE_CMD_KEY_ACCESS,
+              stores = REDISMODULE_CMD_KEY_OW | REDISMODULE_CMD_KEY_UPDATE;
+    for (int i = 1; i <= at && i < argc; i++)
+        RedisModule_KeyAtPosWithFlags(ctx, i, i < at ? stores : reads);
+    for (int i = at + 1 + WINDOW_ARGS; i < argc; i++)
+        RedisModule_KeyAtPosWithFlags(ctx, i, reads);
     return REDISMODULE_OK;
 }
 
