@@ -8,7 +8,7 @@
  * or a rate-limit state (a drained limit starts full). allkeys-* policies
  * may evict any of them; volatile-* policies evict keys with a TTL, which
  * every lock has (its latest lease end) and every limiter state too, and
- * volatile-ttl takes the locks nearest their lease end first. Only
+ * volatile-ttl takes them before any key without a TTL. Only
  * noeviction keeps them. The module cannot refuse a policy, so it says so:
  * a warning in the log at load and at every CONFIG SET of an evicting
  * maxmemory-policy, and INFO fields an operator's checks can alert on
@@ -40,8 +40,9 @@ static const char *evicted_by_policy(void) {
         return "held locks (a waiter is then granted a lock its holder still believes it "
                "holds), fenced values (a stale token then writes again) and rate-limit states";
     if (strcmp(policy, "volatile-ttl") == 0)
-        return "held locks before other keys, the nearest lease end first (a waiter is then "
-               "granted a lock its holder still believes it holds), and rate-limit states";
+        return "held locks and rate-limit states before any key without a TTL, the nearest "
+               "lease end first (a waiter is then granted a lock its holder still believes it "
+               "holds)";
     return "held locks (a waiter is then granted a lock its holder still believes it holds) "
            "and rate-limit states";
 }
