@@ -118,7 +118,7 @@ class Server:
         self.proc = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log"),
-             "--loadmodule", MODULE])
+             "--loadmodule", MODULE, "--floodgate.explicit-time", "yes"])  # FG.UVADDAT
         self.client = redis.Redis(host="127.0.0.1", port=self.port)
         for _ in range(100):
             if self.proc.poll() is not None:

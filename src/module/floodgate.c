@@ -3,7 +3,10 @@
  * commands, their metadata, and the INFO sections.
  */
 #include "bloom_types.h"
+#include "command_acl.h"
 #include "command_docs.h"
+#include "effects.h"
+#include "eviction.h"
 #include "limiter_types.h"
 #include "lock_types.h"
 #include "memory_limits.h"
@@ -25,6 +28,7 @@ static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     (void)for_crash_report;
     ratelimit_info(ctx);
     lock_info(ctx);
+    eviction_info(ctx); /* fields of the locks section */
     bloom_info(ctx);
     uv_info(ctx);
     policy_info(ctx);
@@ -50,6 +54,13 @@ static int on_key_event(RedisModuleCtx *ctx, int type, const char *event, RedisM
     lock_key_event(ctx, key);
     policy_key_event(ctx, key);
     return REDISMODULE_OK;
+}
+
+/* CONFIG SET of a server config (one subscription per event, as above). */
+static void on_config_change(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent,
+                             void *data) {
+    (void)eid;
+    if (subevent == REDISMODULE_SUBEVENT_CONFIG_CHANGE) eviction_config_changed(ctx, data);
 }
 
 static int subscribe_key_events(RedisModuleCtx *ctx) {
@@ -83,7 +94,8 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         bloom_register_commands(ctx) != REDISMODULE_OK ||
         uv_register_commands(ctx) != REDISMODULE_OK ||
         policy_register_commands(ctx) != REDISMODULE_OK ||
-        register_command_docs(ctx) != REDISMODULE_OK) {
+        register_command_docs(ctx) != REDISMODULE_OK ||
+        register_command_acl(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "floodgate: could not register the commands");
         return REDISMODULE_ERR;
     }
@@ -91,10 +103,14 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         subscribe_key_events(ctx) != REDISMODULE_OK)
         return REDISMODULE_ERR;
     /* Configs (floodgate.<name>) take their values from the command line or
-     * redis.conf at LoadConfigs. */
+     * redis.conf at LoadConfigs; the server's own are watched from here. */
+    RedisModuleEvent config = {REDISMODULE_EVENT_CONFIG, 1};
     if (ratelimit_register_configs(ctx) != REDISMODULE_OK ||
         memory_limits_register_configs(ctx) != REDISMODULE_OK ||
-        RedisModule_LoadConfigs(ctx) != REDISMODULE_OK)
+        effects_register_config(ctx) != REDISMODULE_OK ||
+        RedisModule_LoadConfigs(ctx) != REDISMODULE_OK ||
+        RedisModule_SubscribeToServerEvent(ctx, config, on_config_change) != REDISMODULE_OK)
         return REDISMODULE_ERR;
+    eviction_check(ctx);
     return REDISMODULE_OK;
 }

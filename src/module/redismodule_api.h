@@ -368,6 +368,7 @@ typedef struct RedisModuleCommandInfo {
     X(void, DictIteratorStop, (RedisModuleDictIter * di))                                      \
     X(int, IsKeysPositionRequest, (RedisModuleCtx * ctx))                                          \
     X(void, KeyAtPos, (RedisModuleCtx * ctx, int pos))                                             \
+    X(void, KeyAtPosWithFlags, (RedisModuleCtx * ctx, int pos, int flags))                         \
     X(RedisModuleCallReply *, Call, (RedisModuleCtx * ctx, const char *cmdname, const char *fmt, ...)) \
     X(void, FreeCallReply, (RedisModuleCallReply * reply))                                         \
     X(RedisModuleCallReply *, CallReplyArrayElement, (RedisModuleCallReply * reply, size_t idx))   \

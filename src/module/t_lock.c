@@ -49,6 +49,7 @@
 #include "../core/lock.h"
 #include "args.h"
 #include "clock.h"
+#include "effects.h"
 #include "key_dict.h"
 #include "lock_types.h"
 #include "write_pause.h"
@@ -1243,6 +1244,7 @@ static int fget_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
 /* FG.HOLD key kind capacity owner mode count expires_us token */
 static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!effect_command_allowed(ctx, argv[0])) return REDISMODULE_OK;
     if (argc != 9) return RedisModule_WrongArity(ctx);
     int kind = lock_kind_from_name(argv[2]), mode = lock_mode_from_name(argv[5]);
     if (kind < 0) return RedisModule_ReplyWithError(ctx, "ERR kind must be lock or semaphore");
@@ -1282,6 +1284,7 @@ static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
 /* FG.UNHOLD key owner */
 static int unhold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!effect_command_allowed(ctx, argv[0])) return REDISMODULE_OK;
     if (argc != 3) return RedisModule_WrongArity(ctx);
     fg_lock_request r;
     if (!parse_owner(ctx, argv[2], &r)) return REDISMODULE_OK;

@@ -59,6 +59,7 @@
 
 #include "args.h"
 #include "clock.h"
+#include "effects.h"
 #include "key_dict.h"
 #include "limiter_types.h" /* us_to_ms_ceil */
 #include "policy_registry.h"
@@ -709,6 +710,7 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 
 /* FG.PLSTATE key payload [PXAT unix_ms] */
 static int plstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!effect_command_allowed(ctx, argv[0])) return REDISMODULE_OK;
     if (argc != 3 && argc != 5) return RedisModule_WrongArity(ctx);
     int64_t expire_ms = REDISMODULE_NO_EXPIRE;
     if (argc == 5) {

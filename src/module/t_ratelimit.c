@@ -26,6 +26,7 @@
 #include "../core/sliding_window.h"
 #include "args.h"
 #include "clock.h"
+#include "effects.h"
 #include "limiter_types.h"
 #include "policy_types.h"
 #include "t_policy.h"
@@ -696,6 +697,7 @@ static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, limiter_fam
 
 /* FG.SETSTATE key family field... [PXAT unix_ms] */
 static int setstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!effect_command_allowed(ctx, argv[0])) return REDISMODULE_OK;
     int64_t expire_ms;
     limiter_family family;
     if (argc < 4) return RedisModule_WrongArity(ctx);
@@ -719,6 +721,7 @@ static int setstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
 
 /* FG.LOGAPPEND key drop_through_us at_us count [PXAT unix_ms] */
 static int logappend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!effect_command_allowed(ctx, argv[0])) return REDISMODULE_OK;
     int64_t expire_ms;
     fg_slog_effect e;
     if (!parse_pxat(ctx, argv, &argc, &expire_ms)) return REDISMODULE_OK;

@@ -10,7 +10,8 @@
  * the state, the item's hash and the second). FG.UVADDAT refuses instants
  * more than a minute ahead of the clock, which would move the counter's
  * newest second and prune its history, except in the master's stream and
- * while loading, where the master has already decided.
+ * while loading, where the master has already decided; other clients may
+ * send it at all only with floodgate.explicit-time (effects.c).
  *
  * Windows. LAST n unit ends at the server's current second and must fit in
  * each counter's SPAN; BETWEEN is cut into buckets by the core and refused,
@@ -32,6 +33,7 @@
 
 #include "args.h"
 #include "clock.h"
+#include "effects.h"
 #include "uv_types.h"
 
 #define US_PER_SEC       1000000LL
@@ -193,11 +195,17 @@ static int read_window(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
     return ok;
 }
 
-/* For cluster routing and COMMAND GETKEYS: argv[1 .. at], then the keys
- * after the window. */
+/* For cluster routing, ACLs and COMMAND GETKEYS: argv[1 .. at], then the
+ * keys after the window; all are read, but FG.UVSTORE's destination. The
+ * server asks here when the key specs fail, as for a single key (argc 5),
+ * and plain KeyAtPos would demand write access to a key it only reads. */
 static int report_window_keys(RedisModuleCtx *ctx, int argc, int at) {
-    for (int i = 1; i <= at && i < argc; i++) RedisModule_KeyAtPos(ctx, i);
-    for (int i = at + 1 + WINDOW_ARGS; i < argc; i++) RedisModule_KeyAtPos(ctx, i);
+    const int reads = REDISMODULE_CMD_KEY_RO | REDISMODULE_CMD_KEY_ACCESS,
+              stores = REDISMODULE_CMD_KEY_OW | REDISMODULE_CMD_KEY_UPDATE;
+    for (int i = 1; i <= at && i < argc; i++)
+        RedisModule_KeyAtPosWithFlags(ctx, i, i < at ? stores : reads);
+    for (int i = at + 1 + WINDOW_ARGS; i < argc; i++)
+        RedisModule_KeyAtPosWithFlags(ctx, i, reads);
     return REDISMODULE_OK;
 }
 
@@ -322,6 +330,7 @@ static int add_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
 
 /* FG.UVADDAT key unix_us item [item ...] */
 static int addat_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!timed_effect_allowed(ctx, argv[0])) return REDISMODULE_OK;
     if (argc < 4) return RedisModule_WrongArity(ctx);
     int64_t at_us;
     if (!parse_integer(ctx, argv[2], "unix_us", 0, MAX_US, &at_us)) return REDISMODULE_OK;
@@ -390,6 +399,7 @@ static int create_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
 
 /* FG.UVLOAD key payload */
 static int load_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (!effect_command_allowed(ctx, argv[0])) return REDISMODULE_OK;
     if (argc != 3) return RedisModule_WrongArity(ctx);
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     size_t len;

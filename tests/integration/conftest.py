@@ -48,6 +48,37 @@ def r(server):
     c.close()
 
 
+def _config_for_one_test(servers, name):
+    """A bool config on for one test, on running servers (a session server
+    that a previous test killed is started again)."""
+    def set_all(value):
+        for srv in servers:
+            if srv.alive():
+                c = srv.client()
+                c.config_set(name, value)
+                c.close()
+    for srv in servers:
+        if not srv.alive():
+            srv.start()
+    set_all("yes")
+    yield
+    set_all("no")
+
+
+@pytest.fixture
+def effect_commands(server):
+    """Clients may send the effect commands to the session server during this
+    test, as a repair tool would (floodgate.enable-effect-commands)."""
+    yield from _config_for_one_test([server], "floodgate.enable-effect-commands")
+
+
+@pytest.fixture
+def explicit_time(server):
+    """Clients may give the time (AT, FG.UVADDAT) to the session server during
+    this test (floodgate.explicit-time)."""
+    yield from _config_for_one_test([server], "floodgate.explicit-time")
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A 3-master cluster on loopback for one test file; every node must
@@ -61,6 +92,19 @@ def cluster():
             if n.alive():
                 assert_no_crash(n)
         cl.stop()
+
+
+@pytest.fixture
+def cluster_effect_commands(cluster):
+    """floodgate.enable-effect-commands on every node of the cluster during
+    this test."""
+    yield from _config_for_one_test(cluster.nodes, "floodgate.enable-effect-commands")
+
+
+@pytest.fixture
+def cluster_explicit_time(cluster):
+    """floodgate.explicit-time on every node of the cluster during this test."""
+    yield from _config_for_one_test(cluster.nodes, "floodgate.explicit-time")
 
 
 def pytest_sessionfinish(session, exitstatus):

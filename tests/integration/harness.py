@@ -27,7 +27,7 @@ import redis
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULE = os.path.join(REPO, "build", "floodgate.so")
-REDIS_SERVER = "/usr/bin/redis-server"
+REDIS_SERVER = os.environ.get("FLOODGATE_REDIS_SERVER", "/usr/bin/redis-server")
 
 _lock = threading.Lock()
 _live_servers = set()

@@ -9,6 +9,9 @@ import redis
 
 from harness import RawClient, RespError, digest, state
 
+# FG.SETSTATE and FG.LOGAPPEND are validated as a repair tool meets them.
+pytestmark = pytest.mark.usefixtures("effect_commands")
+
 # -- bad values ---------------------------------------------------------------
 
 COMMON_BAD = [

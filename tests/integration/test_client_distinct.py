@@ -25,6 +25,10 @@ US = 1000000
 HLL_BYTES = 12304
 MAX_US = 4294967296 * US - 1
 
+# The library backfills with FG.UVADDAT, which a server allows with
+# floodgate.explicit-time.
+pytestmark = pytest.mark.usefixtures("explicit_time")
+
 
 @pytest.fixture(autouse=True)
 def needs_uv(server):
@@ -417,6 +421,7 @@ def test_unix_socket():
         s.stop()
 
 
+@pytest.mark.usefixtures("cluster_explicit_time")
 def test_cluster(cluster):
     seeds = "redis+cluster://" + ",".join("127.0.0.1:%d" % n.port for n in cluster.nodes)
     keys = ["c%d" % i for i in range(12)]

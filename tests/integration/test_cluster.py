@@ -67,6 +67,7 @@ def test_cluster_is_up(cluster):
                    for m in c.module_list()), c.module_list()
 
 
+@pytest.mark.usefixtures("cluster_effect_commands")  # FG.SETSTATE, FG.LOGAPPEND
 def test_each_command_is_served_by_the_slot_owner(cluster):
     clients = {n.port: n.client() for n in cluster.nodes}
     moved_before = moved_count(cluster)
@@ -148,6 +149,7 @@ def moved_count(cluster):
     return total
 
 
+@pytest.mark.usefixtures("cluster_effect_commands")  # FG.SETSTATE, FG.LOGAPPEND
 def test_redis_cluster_client_runs_every_command(cluster):
     rc = RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port)
     clients = {n.port: n.client() for n in cluster.nodes}

@@ -638,6 +638,7 @@ def _ok(reply):
     return reply in (b"OK", "OK")
 
 
+@pytest.mark.usefixtures("effect_commands")  # a state from a repair tool
 def test_future_fixed_window_keeps_its_count(r):
     W = 60000
     now_us = time.time_ns() // 1000
@@ -651,6 +652,7 @@ def test_future_fixed_window_keeps_its_count(r):
     assert abs(rep[3] - exp) <= 100, (rep, exp)
 
 
+@pytest.mark.usefixtures("effect_commands")  # a state from a repair tool
 def test_future_sliding_window_counts_prev_fully(r):
     W = 60000
     now_us = time.time_ns() // 1000
@@ -664,6 +666,7 @@ def test_future_sliding_window_counts_prev_fully(r):
     assert rep[:3] == [0, 5, 0], rep
 
 
+@pytest.mark.usefixtures("effect_commands")  # a state from a repair tool
 def test_future_bucket_keeps_its_arrival_time(r):
     # TAT 100 s ahead; T = 10 s, capacity 5: more than the whole bucket
     tat = time.time_ns() + 100 * 10 ** 9
@@ -677,6 +680,7 @@ def test_future_bucket_keeps_its_arrival_time(r):
     assert state(r, "k")["tat_ns"] in (tat, str(tat), str(tat).encode())
 
 
+@pytest.mark.usefixtures("effect_commands")  # a state from a repair tool
 def test_future_slidelog_entries_still_count(r):
     W = 60000
     future_us = time.time_ns() // 1000 + 600 * 10 ** 6  # 10 minutes ahead

@@ -13,7 +13,8 @@ DEBUG DIGEST-VALUE sees every field of a holder and of a fenced value.
 Bad values follow tests/integration/test_bad_input.py: non-numbers, empty,
 out of range, 64-bit overflows, inf/nan, trailing garbage. FG.HOLD and
 FG.UNHOLD are internal (the replication stream and the AOF send them) but a
-client can send them too, so they are validated like the others.
+repair tool can send them too (floodgate.enable-effect-commands, on for this
+file), so they are validated like the others.
 """
 
 import time
@@ -21,6 +22,8 @@ import time
 import pytest
 
 from harness import RawClient, RespError, digest, s
+
+pytestmark = pytest.mark.usefixtures("effect_commands")
 
 # -- bad values ---------------------------------------------------------------
 

@@ -69,6 +69,7 @@ def other_nodes(cluster, owner):
     return [n for n in cluster.nodes if n.port != owner.port]
 
 
+@pytest.mark.usefixtures("cluster_effect_commands")  # FG.HOLD, FG.UNHOLD
 def test_each_lock_command_is_served_by_the_slot_owner(cluster):
     for name, argv in lock_commands():
         for i in range(6):

@@ -571,7 +571,9 @@ KEY_CALLS = [
 
 
 def test_corrupted_restore_payloads_never_crash():
-    srv = plain_server("--sanitize-dump-payload", "yes", "--slowlog-log-slower-than", "-1")
+    # FG.HOLD, sent as a repair tool would, checks the values RESTORE accepts
+    srv = plain_server("--sanitize-dump-payload", "yes", "--slowlog-log-slower-than", "-1",
+                       "--floodgate.enable-effect-commands", "yes")
     try:
         srv.start()
         c = srv.client(socket_timeout=20)
@@ -865,11 +867,14 @@ def test_fencing_counter_survives_aof(rewrite, preamble):
 def held_token_far_ahead(c):
     """Raises the counter far above the clock's floor (now in microseconds) through
     a replicated hold, then releases it: afterwards only the counter itself
-    can explain a token above it."""
+    can explain a token above it. The hold is sent as a repair tool would;
+    restarts, replays and replicas then run with the default (off)."""
     far = time.time_ns() // 1_000 + 10 ** 15
+    c.config_set("floodgate.enable-effect-commands", "yes")
     assert ok(c.execute_command("FG.HOLD", "far", "lock", 0, "o", "exclusive", 1,
                                 now_us() + 10 ** 9, far))
     assert c.execute_command("FG.UNHOLD", "far", "o") in (1, b"OK", "OK")
+    c.config_set("floodgate.enable-effect-commands", "no")
     assert c.exists("far") == 0
     return far
 
@@ -934,7 +939,7 @@ def test_tokens_stay_in_their_range():
     A counter raised to the top by a forged FG.HOLD must not push a grant
     beyond it: the server could neither replicate that grant nor load the
     file it saves."""
-    with Server() as srv:
+    with Server(["--floodgate.enable-effect-commands", "yes"]) as srv:
         c = srv.client()
         assert ok(c.execute_command("FG.HOLD", "top", "lock", 0, "o", "exclusive", 1,
                                     now_us() + 10 ** 9, I64_MAX))

@@ -81,10 +81,14 @@ def waiters(c):
 
 def raise_counter(c, key="raise"):
     """Raises the master's fencing counter 2^40 above the clock's floor
-    (now in microseconds) with a holder of a long lease; returns that token."""
+    (now in microseconds) with a holder of a long lease; returns that token.
+    The hold is sent as a repair tool would; the replica and the AOF replays
+    keep the default (off) and take it as an effect."""
     token = time.time_ns() // 10 ** 3 + 2 ** 40
     expires_us = time.time_ns() // 1000 + LONG_MS * 1000
+    c.config_set("floodgate.enable-effect-commands", "yes")
     c.execute_command("FG.HOLD", key, "lock", 0, "raiser", "exclusive", 1, expires_us, token)
+    c.config_set("floodgate.enable-effect-commands", "no")
     return token
 
 

@@ -1378,6 +1378,7 @@ def test_multi_waiter_failing_lets_the_queue_behind_it_go(r, spawn):
     assert holders(r, "{t}k2") == ["b"] and queue(r, "{t}k2") == []
 
 
+@pytest.mark.usefixtures("effect_commands")  # FG.HOLD
 def test_mlock_over_a_shared_hold_is_refused_like_lock(r, spawn):
     """Regression: FG.MLOCK on a key its owner reads (an upgrade) answered
     [0,...] or queued for ever, where FG.LOCK refuses it: two such readers
@@ -1418,6 +1419,7 @@ def test_shortened_lease_wakes_the_waiters_at_its_new_end(r, spawn):
     assert sorted(holders(r, "sem")) == ["h2", "w"]
 
 
+@pytest.mark.usefixtures("effect_commands")  # FG.HOLD
 def test_mlock_after_serving_turned_a_key_into_a_semaphore(r, spawn):
     """Regression: FG.MLOCK prunes its keys and serves their waiters first; a
     semaphore waiter could thereby turn one key into a semaphore, and

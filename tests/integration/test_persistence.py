@@ -71,10 +71,12 @@ def build_states(c, rnd=None):
     for _ in range(6):
         run("s:10min", "sliding", "FG.SLIDING", "s:10min", 100, LONG_MS, "COST", 9)
     run("s:frac", "sliding", "FG.SLIDING", "s:frac", 10, "123456.789", "COST", 3)
-    # a sliding state with a previous window, and states set directly
+    # a sliding state with a previous window, and states set directly, as a
+    # repair tool may (restarts and replays then run with the default: off)
     now_us = int(time.time() * 1e6)
     ws = now_us - now_us % (LONG_MS * 1000)
     pxat = now_ms + 2 * LONG_MS
+    c.config_set("floodgate.enable-effect-commands", "yes")
     assert c.execute_command("FG.SETSTATE", "s:prev", "sliding", ws, 5, 7, "PXAT", pxat) in (b"OK", "OK")
     keys["s:prev"] = "sliding"
     assert c.execute_command("FG.SETSTATE", "x:bucket", "bucket", (now_ms + LONG_MS) * 10 ** 6,
@@ -82,6 +84,7 @@ def build_states(c, rnd=None):
     keys["x:bucket"] = "bucket"
     assert c.execute_command("FG.SETSTATE", "x:fixed", "fixed", ws, 3, "PXAT", pxat) in (b"OK", "OK")
     keys["x:fixed"] = "fixed"
+    c.config_set("floodgate.enable-effect-commands", "no")
     # sliding logs: many entries over many timestamps, one big run, a small one
     p = c.pipeline(transaction=False)
     for _ in range(3000):
@@ -398,8 +401,9 @@ def corrupted_cases(bases):
 
 def test_corrupted_restore_payloads_never_crash():
     # sanitize-dump-payload: Redis validates its own encodings deeply, so only
-    # the module's loaders are on trial here
-    srv = Server(["--sanitize-dump-payload", "yes"])
+    # the module's loaders are on trial here; FG.SETSTATE (sent as a repair
+    # tool would) checks the states they accept
+    srv = Server(["--sanitize-dump-payload", "yes", "--floodgate.enable-effect-commands", "yes"])
     try:
         srv.start()
         c = srv.client(socket_timeout=20)

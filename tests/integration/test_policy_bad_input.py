@@ -31,8 +31,10 @@ BAD_NAMES = ["", "x" * 65, "a b", "a:b", "a,b", "\xe9", "a\n", "a*", "\x00"]
 
 @pytest.fixture(scope="module")
 def srv():
-    """DUMP writes strings raw (no LZF), so a payload can be taken apart."""
-    with Server(["--floodgate.explicit-time", "yes", "--rdbcompression", "no"]) as server:
+    """DUMP writes strings raw (no LZF), so a payload can be taken apart;
+    FG.PLSTATE is validated as a repair tool meets it."""
+    with Server(["--floodgate.explicit-time", "yes", "--rdbcompression", "no",
+                 "--floodgate.enable-effect-commands", "yes"]) as server:
         yield server
         assert_no_crash(server)
 

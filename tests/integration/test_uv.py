@@ -11,7 +11,8 @@ any size and catch an item in the wrong window even when the count would hide
 it.
 
 Time. Counts read the server's clock, so every test takes its times from the
-server's TIME and backfills with FG.UVADDAT at chosen seconds. Past windows
+server's TIME and backfills with FG.UVADDAT at chosen seconds, as clients
+may with floodgate.explicit-time (on for this file). Past windows
 are answered from the counter's newest second, which the test fixes, so they
 do not depend on when the test runs. Windows that end "now" (LAST) are read
 in a MULTI between two TIMEs and retried when the second changed, so they are
@@ -43,6 +44,9 @@ DEFAULTS = {"span": 604800, "minutes": 60, "hours": 48, "days": 31, "tzoffset": 
 UV_COMMANDS = ["fg.uvcreate", "fg.uvadd", "fg.uvaddat", "fg.uvcount", "fg.uvexport",
                "fg.uvstore", "fg.uvinfo", "fg.uvload"]
 REF, EXP = "__uv:ref", "__uv:exp"  # scratch keys of the reference checks
+TIMED = ["--floodgate.explicit-time", "yes"]
+
+pytestmark = pytest.mark.usefixtures("explicit_time")
 
 
 # -- helpers (imported by test_uv_bad_input.py) ------------------------------------
@@ -246,7 +250,7 @@ def payload_script(n):
 def aof_payloads():
     """(script, {key: FG.UVLOAD payload}, {key: DUMP}) from a server with
     the AOF on (no RDB preamble) that ran payload_script and a rewrite."""
-    srv = Server(["--appendonly", "yes", "--aof-use-rdb-preamble", "no"])
+    srv = Server(TIMED + ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"])
     try:
         srv.start()
         c = srv.client(socket_timeout=60)
@@ -867,6 +871,7 @@ def test_info_figures(r):
 # -- FG.UVLOAD ---------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("effect_commands")  # FG.UVLOAD
 def test_load_the_aof_payloads(r, payloads):
     """The payloads an AOF rewrite wrote restore the very counters: the same
     DUMP as the originals and as counters rebuilt here by the same adds."""
@@ -933,6 +938,7 @@ class Events:
         self.c.config_set("notify-keyspace-events", self.old)
 
 
+@pytest.mark.usefixtures("effect_commands")  # FG.UVLOAD
 def test_keyspace_events(r, payloads):
     _, loads, _ = payloads
     t = server_second(r) - 10
@@ -961,6 +967,7 @@ def test_keyspace_events(r, payloads):
         ev.close()
 
 
+@pytest.mark.usefixtures("effect_commands")  # FG.UVLOAD
 def test_watch(r, server, payloads):
     _, loads, _ = payloads
     t = server_second(r) - 10

@@ -30,6 +30,9 @@ from harness import digest
 from test_uv import (DAY, HOUR, MINUTE, SEC, between, off_grid, off_minute, ok,
                      payloads, raw, server_second, too_long, uv_info)  # noqa: F401 (fixture)
 
+# FG.UVADDAT and FG.UVLOAD are validated as a repair tool meets them.
+pytestmark = pytest.mark.usefixtures("effect_commands")
+
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 WINDOW = "ERR window must be LAST n unit or BETWEEN start_us end_us"
 UNIT = "ERR unit must be SECONDS, MINUTES, HOURS or DAYS"

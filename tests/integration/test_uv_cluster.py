@@ -85,6 +85,7 @@ def a_payload(cluster):
         c.config_set("rdbcompression", old)
 
 
+@pytest.mark.usefixtures("cluster_effect_commands")  # FG.UVADDAT, FG.UVLOAD
 def test_each_uv_command_is_served_by_the_slot_owner(cluster):
     payload = a_payload(cluster)
     for name, setup, argv in uv_commands(payload):

@@ -51,6 +51,11 @@ MINUTE, HOUR, DAY = 60, 3600, 86400
 TYPE = b"fg-uvcntr"
 HLL_BYTES = 12304
 MAX_SECOND = (1 << 32) - 1
+# Counters are built at chosen seconds with FG.UVADDAT, as clients backfill
+# with floodgate.explicit-time; FG.UVLOAD is sent as a repair tool would,
+# with floodgate.enable-effect-commands.
+TIMED = ["--floodgate.explicit-time", "yes"]
+REPAIR = ["--floodgate.enable-effect-commands", "yes"]
 
 
 def ok(reply):
@@ -59,7 +64,7 @@ def ok(reply):
 
 def plain_server(*extra):
     """DUMP writes strings raw (no LZF), so the payload can be parsed."""
-    return Server(["--rdbcompression", "no"] + list(extra))
+    return Server(TIMED + ["--rdbcompression", "no"] + list(extra))
 
 
 def uvinfo(c, key):
@@ -252,7 +257,7 @@ def assert_types(c, windows):
 
 
 def test_debug_reload():
-    with Server() as srv:
+    with Server(TIMED) as srv:
         c = srv.client(socket_timeout=60)
         windows, _ = build_counters(c)
         expected_counts_are_plausible(c, windows)
@@ -263,7 +268,7 @@ def test_debug_reload():
 
 
 def test_save_restart_and_a_fresh_server_on_the_rdb_file(tmp_path):
-    with Server() as srv:
+    with Server(TIMED) as srv:
         c = srv.client(socket_timeout=60)
         windows, _ = build_counters(c)
         before = snapshot(c, windows)
@@ -288,7 +293,7 @@ def test_save_restart_and_a_fresh_server_on_the_rdb_file(tmp_path):
 def test_aof_always_fsync_survives_kill9():
     """No rewrite: the AOF holds the writes (FG.UVADD as FG.UVADDAT), and a
     kill -9 loses nothing with appendfsync always."""
-    with Server(["--appendonly", "yes", "--appendfsync", "always",
+    with Server(TIMED + ["--appendonly", "yes", "--appendfsync", "always",
                  "--aof-use-rdb-preamble", "no"]) as srv:
         c = srv.client(socket_timeout=60)
         windows, _ = build_counters(c)
@@ -324,7 +329,7 @@ def uvload_commands(path):
 
 @pytest.mark.parametrize("preamble", ["yes", "no"])
 def test_aof_rewrite_and_restart(preamble):
-    with Server(["--appendonly", "yes", "--aof-use-rdb-preamble", preamble,
+    with Server(TIMED + ["--appendonly", "yes", "--aof-use-rdb-preamble", preamble,
                  "--rdbcompression", "no"]) as srv:
         c = srv.client(socket_timeout=60)
         windows, _ = build_counters(c)
@@ -357,7 +362,7 @@ def test_aof_rewrite_and_restart(preamble):
 def test_digest_covers_every_field():
     """DEBUG DIGEST-VALUE, which the replication tests compare, tells apart
     counters that differ in any parameter, item or second."""
-    with Server() as srv:
+    with Server(TIMED) as srv:
         c = srv.client(socket_timeout=60)
         n = int(time.time())
         base = ["SPAN", 3600, "MINUTES", 10, "HOURS", 5, "DAYS", 3, "TZOFFSET", 600]
@@ -395,7 +400,7 @@ def test_masked_entries_and_a_rebase_survive_reload_and_aof():
     newest - SPAN left in registers no later add touched (queries mask
     them), and a base moved forward after more than 2^25 seconds. Both
     save, load and replay as they are."""
-    with Server(["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always",
+    with Server(TIMED + ["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always",
                  "--rdbcompression", "no"]) as srv:
         c = srv.client(socket_timeout=60)
         n = int(time.time())
@@ -436,7 +441,7 @@ def test_masked_entries_and_a_rebase_survive_reload_and_aof():
 
 
 def test_dump_restore_to_this_and_another_server():
-    with Server() as a, Server() as b:
+    with Server(TIMED) as a, Server(TIMED) as b:
         ca, cb = a.client(socket_timeout=60), b.client(socket_timeout=60)
         windows, _ = build_counters(ca)
         before = snapshot(ca, windows)
@@ -462,7 +467,7 @@ def test_dump_restore_to_this_and_another_server():
 
 
 def test_copy_is_deep():
-    with Server() as srv:
+    with Server(TIMED) as srv:
         c = srv.client(socket_timeout=60)
         windows, _ = build_counters(c)
         before = snapshot(c, windows)
@@ -486,7 +491,7 @@ def test_copy_is_deep():
 def test_uvload_of_the_rewrite_payload():
     """The payload the AOF rewrite writes loads into a new key as the same
     counter; onto an existing key it is refused."""
-    with Server(["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]) as srv:
+    with Server(TIMED + REPAIR + ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]) as srv:
         c = srv.client(socket_timeout=60)
         windows, _ = build_counters(c)
         c.bgrewriteaof()
@@ -510,7 +515,7 @@ def memory_usage(c, key):
 
 
 def test_memory_usage_grows_with_content_and_covers_bytes():
-    with Server() as srv:
+    with Server(TIMED) as srv:
         c = srv.client(socket_timeout=60)
         now = int(time.time())
         assert ok(c.execute_command("FG.UVCREATE", "m", "MINUTES", 120, "HOURS", 72))
@@ -547,7 +552,7 @@ def test_unlink_frees_a_big_counter_in_the_background():
     """Lazy free: a counter of more than 4 MiB (Redis's threshold of 64
     effort units, one per 64 KiB here) goes to the background thread; a
     small one is freed at once."""
-    with Server() as srv:
+    with Server(TIMED) as srv:
         c = srv.client(socket_timeout=60)
         now = int(time.time())
         assert ok(c.execute_command("FG.UVCREATE", "big", "MINUTES", 400))
@@ -946,7 +951,7 @@ def rewrite_payloads(c, srv, keys):
 
 
 def test_corrupted_uvload_payloads_never_crash():
-    srv = Server(["--appendonly", "yes", "--aof-use-rdb-preamble", "no",
+    srv = Server(TIMED + REPAIR + ["--appendonly", "yes", "--aof-use-rdb-preamble", "no",
                   "--slowlog-log-slower-than", "-1", "--rdbcompression", "no"])
     try:
         srv.start()
@@ -1006,7 +1011,7 @@ def test_staircase_and_buckets_that_disagree_are_refused():
     window ending now). Such counters answer windows that contradict each
     other; docs/uv.md, FG.UVLOAD: anything a counter could not hold is
     refused."""
-    srv = plain_server()
+    srv = plain_server(*REPAIR)
     try:
         srv.start()
         c = srv.client(socket_timeout=20)

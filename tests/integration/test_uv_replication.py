@@ -29,8 +29,12 @@ from topology import aof_files, assert_no_crash, digest, read_aof_commands
 from test_uv_persistence import (DAY, HOUR, HLL_BYTES, MINUTE, TYPE, US, group, ok,
                                  rewrite_payloads, uvinfo)
 
+# The test backfills the master (FG.UVADDAT) and restores counters on it
+# (FG.UVLOAD) as a client may with these configs; the replica and the AOF
+# replays keep the defaults, so what the master sends passes as effects.
 MASTER_ARGS = ["--appendonly", "yes", "--appendfsync", "always", "--aof-use-rdb-preamble", "no",
-               "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "3600"]
+               "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "3600",
+               "--floodgate.explicit-time", "yes", "--floodgate.enable-effect-commands", "yes"]
 
 
 @pytest.fixture
@@ -425,7 +429,9 @@ def test_far_future_uvaddat_loads_from_an_aof(tmp_path):
         assert c.execute_command("FG.UVCOUNT", "j", "LAST", 1, "SECONDS") == 1
         # and a window containing them
         assert c.execute_command("FG.UVCOUNT", "k", "BETWEEN", future, future + US) == 3
-        # a client is refused the same, and nothing changes
+        # a client allowed to give the time is refused the same, and nothing
+        # changes
+        c.config_set("floodgate.explicit-time", "yes")
         before = c.dump("k")
         with pytest.raises(redis.ResponseError, match="^unix_us is more than 60 seconds in the future$"):
             c.execute_command("FG.UVADDAT", "k", future + US, "f")
