@@ -9,7 +9,7 @@
  * entry lives while it has holders or waiters or a call is using it (its
  * pins); the last of those to go frees it. One mutex guards the whole table
  * of a client. That is the simple choice rather than the fast one: a call
- * holds it for a hash probe and an O(holders) decision, but calls on
+ * holds it for a hash probe and an O(log holders) decision, but calls on
  * unrelated keys do take turns, where the rate limits' table (mem_store.c)
  * is sharded. Sharding would pay off little here: a multi-key waiter sits
  * in several queues at once, and granting it must see all of them.
@@ -934,16 +934,16 @@ static bool extend_held(fg_mem_locks *m, const char *key, const char *owner, int
     if (e == NULL) return false;
     int64_t now = clock_now(m);
     prune_and_serve(m, e, now);
-    int64_t i = fg_lock_find(&e->state, owner, strlen(owner));
-    if (i >= 0) {
-        fg_lock_holder h = e->state.holders[i];
+    const fg_lock_holder *held = fg_lock_find(&e->state, owner, strlen(owner));
+    if (held != NULL) {
+        fg_lock_holder h = *held;
         bool shorter = lease_end(now, lease_us) < h.expires_us;
         h.expires_us = lease_end(now, lease_us);
         fg_lock_put(&e->state, e->state.kind, e->state.capacity, &h, &heap); /* in place */
         if (shorter) wake_queue(e); /* their sleep may now be too long */
     }
     entry_unpin(m, e);
-    return i >= 0;
+    return held != NULL;
 }
 
 fg_code fg_mem_extend(fg_mem_locks *m, const char *key, const char *owner, int64_t lease_ms,

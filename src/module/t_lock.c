@@ -40,7 +40,10 @@
  *   gets the immediate answer instead of waiting.
  *
  * Costs: a command opens its key once; the dict of queues is consulted only
- * when some queue exists. Deciding is O(holders) (core/lock.c).
+ * when some queue exists. Deciding, putting and removing a holder cost
+ * O(log holders) (core/lock.c), so one command that grants k waiters of a
+ * key with h holders costs O(k log(h + k)): each grant is one decision, one
+ * put, one FG.HOLD and the key's new expiry.
  */
 #include "t_lock.h"
 
@@ -287,8 +290,7 @@ static fg_status store_holder(RedisModuleCtx *ctx, RedisModuleKey *key, RedisMod
     }
     fg_status st = fg_lock_put(*s, r->kind, r->capacity, h, &module_allocator);
     if (st == FG_OK) {
-        int64_t i = fg_lock_find(*s, h->owner, h->owner_len);
-        replicate_hold(ctx, keyname, *s, &(*s)->holders[i]);
+        replicate_hold(ctx, keyname, *s, fg_lock_find(*s, h->owner, h->owner_len));
         key_changed(ctx, keyname, "fg.lock");
     }
     bool emptied = (*s)->len == 0; /* the key goes with its last holder */
@@ -299,9 +301,10 @@ static fg_status store_holder(RedisModuleCtx *ctx, RedisModuleKey *key, RedisMod
 
 /* ============================================================ deciding */
 
-static const fg_lock_state empty_state = {0, 0, 0, 0, 0, NULL};
+static const fg_lock_state empty_state;
 
-/* Decides and, when granted, stores. *token is the grant's token. */
+/* Decides and, when granted, stores: a grant takes `token`, or the next one
+ * when 0. */
 static fg_lock_outcome decide_and_grant(RedisModuleCtx *ctx, RedisModuleKey *key,
                                         RedisModuleString *keyname, fg_lock_state **s,
                                         const fg_lock_request *r, int64_t now_us,
@@ -818,7 +821,7 @@ static void replicate_hold_change(RedisModuleCtx *ctx, RedisModuleString *keynam
                                   fg_lock_state *s, const char *owner, size_t owner_len,
                                   int64_t left) {
     if (left > 0)
-        replicate_hold(ctx, keyname, s, &s->holders[fg_lock_find(s, owner, owner_len)]);
+        replicate_hold(ctx, keyname, s, fg_lock_find(s, owner, owner_len));
     else
         RedisModule_Replicate(ctx, "FG.UNHOLD", "sb", keyname, owner, owner_len);
 }
@@ -877,19 +880,19 @@ static int extend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (open_lock_key(ctx, argv[1], 0, &key, &s) == KEY_WRONGTYPE)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     uint32_t pruned = prune(ctx, key, argv[1], &s, now_us);
-    int64_t i = s ? fg_lock_find(s, r.owner, r.owner_len) : -1;
-    if (i >= 0) {
-        fg_lock_holder h = s->holders[i];
+    const fg_lock_holder *held = fg_lock_find(s, r.owner, r.owner_len);
+    if (held) {
+        fg_lock_holder h = *held;
         h.expires_us = now_us + lease_us;
-        fg_lock_put(s, s->kind, s->capacity, &h, &module_allocator);
-        replicate_hold(ctx, argv[1], s, &s->holders[i]);
+        fg_lock_put(s, s->kind, s->capacity, &h, &module_allocator); /* in place */
+        replicate_hold(ctx, argv[1], s, held);
         lockstate_settle(key, s);
         key_changed(ctx, argv[1], "fg.extend");
         rearm_waiters(ctx, argv[1], s, now_us);
     }
     RedisModule_CloseKey(key);
     if (pruned) serve_key(ctx, argv[1], now_us);
-    return RedisModule_ReplyWithLongLong(ctx, i >= 0);
+    return RedisModule_ReplyWithLongLong(ctx, held != NULL);
 }
 
 /* FG.FORCEUNLOCK key */
@@ -1076,8 +1079,7 @@ static int munlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
 static void reply_holders(RedisModuleCtx *ctx, const fg_lock_state *s, int64_t now_us) {
     long n = 0;
     RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_LEN);
-    for (uint32_t i = 0; s && i < s->len; i++) {
-        const fg_lock_holder *h = &s->holders[i];
+    for (const fg_lock_holder *h = fg_lock_first(s); h; h = fg_lock_next(h)) {
         if (h->expires_us <= now_us) continue; /* ended; removed at the next write */
         RedisModule_ReplyWithArray(ctx, 5);
         RedisModule_ReplyWithStringBuffer(ctx, h->owner, h->owner_len);
@@ -1115,8 +1117,8 @@ static int lockinfo_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     if (found == LOCK_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), argv[1]);
     long long used = 0;
-    for (uint32_t i = 0; s && i < s->len; i++)
-        if (s->holders[i].expires_us > now_us) used += s->holders[i].count;
+    for (const fg_lock_holder *h = fg_lock_first(s); h; h = fg_lock_next(h))
+        if (h->expires_us > now_us) used += h->count;
     if (used == 0) s = NULL; /* every lease ended: nothing is held */
     if (!s && !(q && q->head)) return RedisModule_ReplyWithNull(ctx);
     uint8_t kind = s ? s->kind : q->head->w->req.kind;
@@ -1273,17 +1275,16 @@ static int unhold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     fg_lock_state *s;
     if (open_lock_key(ctx, argv[1], 0, &key, &s) == KEY_WRONGTYPE)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-    int64_t i = s ? fg_lock_find(s, r.owner, r.owner_len) : -1;
-    if (i >= 0) {
-        fg_lock_remove(s, (uint32_t)i, &module_allocator);
+    bool removed = s && fg_lock_release(s, r.owner, r.owner_len, 0, &module_allocator) == 0;
+    if (removed) {
         lockstate_settle(key, s);
         RedisModule_ReplicateVerbatim(ctx);
         key_changed(ctx, argv[1], "fg.unhold");
     }
     RedisModule_CloseKey(key);
-    if (i >= 0 && (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER))
+    if (removed && (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER))
         serve_key(ctx, argv[1], server_clock_us());
-    return RedisModule_ReplyWithLongLong(ctx, i >= 0);
+    return RedisModule_ReplyWithLongLong(ctx, removed);
 }
 
 /* ========================================================= registration */
