@@ -445,7 +445,8 @@ static bool capacity_valid(uint8_t kind, int64_t capacity) {
 /* A holder on its own: everything fg_lock_state_storable asks of one. */
 static bool holder_valid(uint8_t kind, const fg_lock_holder *h) {
     if (h->owner == NULL || h->owner_len < 1 || h->owner_len > FG_LOCK_OWNER_MAX) return false;
-    if (h->token < 1 || h->expires_us < 1 || h->count < 1) return false;
+    if (h->token < 1 || h->token >= FG_LOCK_TOKEN_CEILING) return false;
+    if (h->expires_us < 1 || h->count < 1) return false;
     if (kind == FG_LOCK_KIND_SEMAPHORE)
         return h->mode == FG_LOCK_EXCLUSIVE && h->count <= FG_LOCK_MAX_CAPACITY;
     return (h->mode == FG_LOCK_EXCLUSIVE || h->mode == FG_LOCK_SHARED) &&
@@ -579,16 +580,11 @@ size_t fg_lock_memory(const fg_lock_state *s) {
 
 /* ---------------------------------------------------------------- tokens */
 
-/* Tokens stay within 1 .. 2^63 - 1, what FG.FENCE and the RDB loader
- * accept, and saturate there rather than wrap: the floor gets there in the
- * year 2248, and a counter raised there (a forged FG.HOLD) stops growing
- * instead of starting again from small tokens. */
-#define TOKEN_MAX ((uint64_t)INT64_MAX)
-
 uint64_t fg_lock_next_token(uint64_t last, int64_t now_us) {
-    uint64_t next = last < TOKEN_MAX ? last + 1 : TOKEN_MAX;
+    if (last >= FG_LOCK_TOKEN_CEILING - 1) return 0;
     uint64_t floor = now_us > 0 ? (uint64_t)now_us : 0;
-    return next > floor ? next : floor;
+    uint64_t next = last + 1 > floor ? last + 1 : floor;
+    return next < FG_LOCK_TOKEN_CEILING ? next : 0;
 }
 
 /* ------------------------------------------------------------- storable */

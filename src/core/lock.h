@@ -39,6 +39,11 @@
 #define FG_LOCK_MAX_REENTRY 1000000000LL
 #define FG_LOCK_MAX_LEASE_MS 1000000000000LL /* about 31 years */
 
+/* Fencing tokens are below 2^53: every one of them, and its successor, is
+ * exact as a double (a Lua number, a JavaScript number). See
+ * fg_lock_next_token. */
+#define FG_LOCK_TOKEN_CEILING (1ULL << 53)
+
 typedef enum fg_lock_kind {
     FG_LOCK_KIND_LOCK = 1,      /* exclusive or shared (read/write lock) */
     FG_LOCK_KIND_SEMAPHORE = 2, /* up to `capacity` permits */
@@ -55,7 +60,7 @@ typedef struct fg_lock_holder {
     uint8_t mode;       /* fg_lock_mode */
     int64_t count;      /* >= 1: reentrant holds, or permits */
     int64_t expires_us; /* lease end, microseconds since the epoch */
-    uint64_t token;     /* fencing token of the grant, >= 1 */
+    uint64_t token;     /* fencing token of the grant, 1 .. FG_LOCK_TOKEN_CEILING - 1 */
 } fg_lock_holder;
 
 typedef struct fg_lock_node fg_lock_node; /* a holder and its links (lock.c) */
@@ -154,9 +159,10 @@ const fg_lock_holder *fg_lock_next(const fg_lock_holder *h);
  * keeping its place in grant order, else appending; owner bytes are
  * copied), and sets the capacity to `capacity` (0 for locks). FG_EINVAL,
  * with the state unchanged, when the result would break a rule of
- * fg_lock_state_storable or the kind differs from a non-empty state's;
- * FG_EOVERFLOW when memory cannot be had (a new holder costs one
- * allocation, a replacement none). An empty state takes the kind given. */
+ * fg_lock_state_storable (a token at or above FG_LOCK_TOKEN_CEILING among
+ * them) or the kind differs from a non-empty state's; FG_EOVERFLOW when
+ * memory cannot be had (a new holder costs one allocation, a replacement
+ * none). An empty state takes the kind given. */
 fg_status fg_lock_put(fg_lock_state *s, uint8_t kind, int64_t capacity, const fg_lock_holder *h,
                       const fg_allocator *a);
 
@@ -190,10 +196,10 @@ int64_t fg_lock_next_expiry_us(const fg_lock_state *s);
  * capacity lowered later); locks with capacity 0, either one exclusive
  * holder or only shared ones, counts in [1, FG_LOCK_MAX_REENTRY]; len <=
  * FG_LOCK_MAX_HOLDERS; owners of 1..FG_LOCK_OWNER_MAX bytes, all different;
- * tokens >= 1; lease ends >= 1; and the grant order and both indexes
- * holding exactly the len holders, in order and balanced. Every state
- * built by these functions keeps them; this is the check of tests and
- * fuzzers, O(holders x log holders). */
+ * tokens in 1 .. FG_LOCK_TOKEN_CEILING - 1; lease ends >= 1; and the
+ * grant order and both indexes holding exactly the len holders, in order
+ * and balanced. Every state built by these functions keeps them; this is
+ * the check of tests and fuzzers, O(holders x log holders). */
 bool fg_lock_state_storable(const fg_lock_state *s);
 
 /* Bytes the holders take (the state struct itself not counted). */
@@ -204,14 +210,16 @@ size_t fg_lock_memory(const fg_lock_state *s);
 void fg_lock_clear(fg_lock_state *s, const fg_allocator *a);
 
 /* The next fencing token after `last` at now_us: max(last + 1, the clock's
- * floor), where the floor is now_us itself. The floor keeps tokens growing
- * even when the counter itself was lost (a server restarted from a file
- * written before the last grants): no server grants a lock per microsecond
- * for long (a Redis thread does a few hundred thousand commands a second).
- * Microseconds keep tokens below 2^53 until the year 2255, so a Lua script
- * or a JavaScript client reads them exactly as numbers. A time before the
- * epoch has floor 0; the result saturates at INT64_MAX, the largest token
- * FG.FENCE accepts. */
+ * floor), where the floor is now_us itself; 0 when that is not below
+ * FG_LOCK_TOKEN_CEILING: the tokens are exhausted, and the grant must be
+ * refused (a token at the ceiling would not be exact as a double, and one
+ * below it would be given twice). The floor keeps tokens growing even when the counter
+ * itself was lost (a server restarted from a file written before the last
+ * grants): no server grants a lock per microsecond for long (a Redis thread
+ * does a few hundred thousand commands a second). The floor reaches the
+ * ceiling in the year 2255; only a counter raised near it (by a holder
+ * restored with such a token) exhausts the tokens sooner. A time before the
+ * epoch has floor 0. */
 uint64_t fg_lock_next_token(uint64_t last, int64_t now_us);
 
 #endif

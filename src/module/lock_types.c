@@ -17,9 +17,14 @@
  * duplicate owner is the one thing fg_lock_put would hide (it replaces):
  * the loader refuses it first. On refusal everything is freed.
  *
- * Tokens are written as signed integers by AOF rewrite and the replicated
- * FG.HOLD, so loaders refuse tokens above INT64_MAX: a state that loads is
- * a state the AOF can carry.
+ * Tokens stay below FG_LOCK_TOKEN_CEILING (2^53) everywhere: fg_lock_put
+ * refuses a holder at or above it, and so does the loader of the counter.
+ * A payload that raised the counter there would leave no token for any
+ * later grant (docs/locks.md, "Fencing tokens"); refusing it makes RESTORE
+ * answer an error and a file with it fail to load, as any invalid value
+ * does. Fenced values (fg-fenced) never touch the counter, so they keep the
+ * full range 1 .. 2^63-1 that FG.FENCE accepts (tokens of other systems
+ * may be that large).
  *
  * The fencing counter is module aux data saved before the keyspace, so a
  * replica's full sync and a restart from RDB continue it. It is only ever
@@ -42,7 +47,7 @@
 #include "limiter_types.h" /* us_to_ms_ceil */
 
 #define ENCODING_VERSION 1 /* of both types, and of the aux data */
-#define TOKEN_MAX        ((uint64_t)INT64_MAX)
+#define FENCED_TOKEN_MAX ((uint64_t)INT64_MAX)
 
 RedisModuleType *LockStateType;
 RedisModuleType *FencedType;
@@ -183,7 +188,7 @@ static int load_holder(RedisModuleIO *io, fg_lock_state *s, uint8_t kind, int64_
     int64_t expires_us = RedisModule_LoadSigned(io);
     uint64_t token = RedisModule_LoadUnsigned(io);
     int fine = !RedisModule_IsIOError(io) && owner_len >= 1 && owner_len <= FG_LOCK_OWNER_MAX &&
-               mode <= FG_LOCK_SHARED && token <= TOKEN_MAX;
+               mode <= FG_LOCK_SHARED;
     if (fine) {
         fg_lock_holder h = {.owner = owner,
                             .owner_len = (uint32_t)owner_len,
@@ -280,7 +285,13 @@ static int fence_aux_load(RedisModuleIO *io, int encver, int when) {
     (void)when;
     if (encver != ENCODING_VERSION) return REDISMODULE_ERR;
     uint64_t last = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || last > TOKEN_MAX) return REDISMODULE_ERR;
+    if (RedisModule_IsIOError(io)) return REDISMODULE_ERR;
+    if (last >= FG_LOCK_TOKEN_CEILING) {
+        RedisModule_LogIOError(io, "warning",
+                               "fencing counter %llu at or above the ceiling of 2^53: refused",
+                               (unsigned long long)last);
+        return REDISMODULE_ERR;
+    }
     fence_raise(last);
     return REDISMODULE_OK;
 }
@@ -329,7 +340,8 @@ static void *fenced_rdb_load(RedisModuleIO *io, int encver) {
     if (encver != ENCODING_VERSION) return NULL;
     uint64_t token = RedisModule_LoadUnsigned(io);
     uint64_t has_value = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || token < 1 || token > TOKEN_MAX || has_value > 1) return NULL;
+    if (RedisModule_IsIOError(io) || token < 1 || token > FENCED_TOKEN_MAX || has_value > 1)
+        return NULL;
     fenced_value *f = fenced_create();
     f->token = token;
     if (has_value) {

@@ -44,6 +44,12 @@
  * O(log holders) (core/lock.c), so one command that grants k waiters of a
  * key with h holders costs O(k log(h + k)): each grant is one decision, one
  * put, one FG.HOLD and the key's new expiry.
+ *
+ * Tokens: a grant takes the next token of the server's counter
+ * (fg_lock_next_token); when none is left below FG_LOCK_TOKEN_CEILING the
+ * grant is refused with ERR_NO_TOKEN rather than given a token already
+ * given. FG.HOLD refuses a token at or above the ceiling, so no replicated
+ * or replayed holder can push the counter there either.
  */
 #include "t_lock.h"
 
@@ -58,6 +64,9 @@
 #define MAX_MLOCK_KEYS 64
 
 static long long stat_grants, stat_waited_grants, stat_timeouts, stat_waiters, stat_expired;
+
+static const char ERR_NO_TOKEN[] =
+    "ERR no fencing token left: the server's counter reached its ceiling of 2^53";
 
 /* Microseconds to milliseconds, rounded up: a lease never looks shorter
  * than it is, and a timer never fires before the lease ends. */
@@ -272,6 +281,7 @@ static uint32_t prune(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStrin
     return n;
 }
 
+/* The next fencing token, or 0 when none is left (ERR_NO_TOKEN). */
 static uint64_t take_token(int64_t now_us) {
     uint64_t token = fg_lock_next_token(fence_last(), now_us);
     fence_raise(token);
@@ -312,6 +322,11 @@ static fg_lock_outcome decide_and_grant(RedisModuleCtx *ctx, RedisModuleKey *key
     fg_lock_decide(*s ? *s : &empty_state, r, now_us, d);
     if (d->outcome != FG_LOCK_GRANTED && d->outcome != FG_LOCK_REENTERED) return d->outcome;
     if (d->outcome == FG_LOCK_GRANTED) d->holder.token = token ? token : take_token(now_us);
+    if (d->outcome == FG_LOCK_GRANTED && d->holder.token == 0) {
+        d->outcome = FG_LOCK_NEVER;
+        d->why = ERR_NO_TOKEN;
+        return d->outcome;
+    }
     if (store_holder(ctx, key, keyname, s, r, &d->holder) != FG_OK) {
         d->outcome = FG_LOCK_NEVER;
         d->why = "ERR out of memory or too many holders";
@@ -491,11 +506,12 @@ static bool serve_multi(serve_round *r, waiter *w) {
         if (d.outcome == FG_LOCK_NEVER) error = d.why;
         if (d.outcome != FG_LOCK_GRANTED) free_everywhere = false;
     }
+    uint64_t token = !error && free_everywhere ? take_token(r->now_us) : 0;
+    if (!error && free_everywhere && token == 0) error = ERR_NO_TOKEN;
     bool served = true;
     if (error) {
         waiter_done_in_round(r, w, error, 0, 0);
     } else if (free_everywhere) {
-        uint64_t token = take_token(r->now_us);
         for (int i = 0; i < w->nkeys; i++) {
             fg_lock_decision d;
             decide_and_grant(r->ctx, keys[i], w->links[i].q->key, &states[i], &req, r->now_us, &d,
@@ -1019,9 +1035,13 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
             RedisModule_CloseKey(opened[i]);
         return RedisModule_ReplyWithError(ctx, error);
     }
-    uint64_t token = 0;
+    uint64_t token = all_free ? take_token(now_us) : 0;
+    if (all_free && token == 0) {
+        for (int i = 0; i < n; i++)
+            RedisModule_CloseKey(opened[i]);
+        return RedisModule_ReplyWithError(ctx, ERR_NO_TOKEN);
+    }
     if (all_free) {
-        token = take_token(now_us);
         r.queued_ahead = false;
         for (int i = 0; i < n; i++) {
             fg_lock_decision d;
@@ -1234,13 +1254,14 @@ static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (kind < 0) return RedisModule_ReplyWithError(ctx, "ERR kind must be lock or semaphore");
     if (mode < 0) return RedisModule_ReplyWithError(ctx, "ERR mode must be exclusive or shared");
     fg_lock_request r;
-    int64_t capacity, count, expires_us;
-    uint64_t token;
+    int64_t capacity, count, expires_us, token;
+    /* Tokens stay below the ceiling: a master never sends one it could not
+     * grant, and one at the ceiling would leave no token for later grants. */
     if (!parse_integer(ctx, argv[3], "capacity", 0, FG_LOCK_MAX_CAPACITY, &capacity) ||
         !parse_owner(ctx, argv[4], &r) ||
         !parse_integer(ctx, argv[6], "count", 1, FG_LOCK_MAX_REENTRY, &count) ||
         !parse_integer(ctx, argv[7], "expires_us", 1, INT64_MAX, &expires_us) ||
-        !parse_token(ctx, argv[8], &token))
+        !parse_integer(ctx, argv[8], "token", 1, FG_LOCK_TOKEN_CEILING - 1, &token))
         return REDISMODULE_OK;
     RedisModuleKey *key;
     fg_lock_state *s;
@@ -1249,7 +1270,7 @@ static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     bool created = !s;
     if (created) s = lockstate_create();
     fg_lock_holder h = {(char *)r.owner, (uint32_t)r.owner_len, (uint8_t)mode, count, expires_us,
-                        token};
+                        (uint64_t)token};
     fg_status st = fg_lock_put(s, (uint8_t)kind, capacity, &h, &module_allocator);
     if (st != FG_OK) {
         if (created) lockstate_destroy(s);
@@ -1260,7 +1281,7 @@ static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     lockstate_settle(key, s);
     rearm_waiters(ctx, argv[1], s, server_clock_us());
     RedisModule_CloseKey(key);
-    fence_raise(token);
+    fence_raise((uint64_t)token);
     RedisModule_ReplicateVerbatim(ctx);
     key_changed(ctx, argv[1], "fg.hold");
     return RedisModule_ReplyWithSimpleString(ctx, "OK");

@@ -166,7 +166,7 @@ static void put_decided(run *u, const fg_lock_request *r, fg_lock_decision *d, b
     fg_lock_holder h = d->holder;
     if (d->outcome == FG_LOCK_GRANTED) {
         h.token = fg_lock_next_token(u->last_token, u->now);
-        CHECK(h.token > u->last_token && h.token <= (uint64_t)INT64_MAX);
+        CHECK(h.token > u->last_token && h.token < FG_LOCK_TOKEN_CEILING);
     }
     int64_t capacity = u->kind == FG_LOCK_KIND_SEMAPHORE ? r->capacity : 0;
     uint64_t before = digest(&u->s);

@@ -715,7 +715,7 @@ static void test_put_refuses_what_is_not_storable(void **state) {
     fg_lock_state s = {0};
     take_permits(&s, "a", 2, 5, T0, 10 * SEC_US, 1);
     const fg_lock_holder good = {"b", 1, FG_LOCK_EXCLUSIVE, 1, T0 + SEC_US, 2};
-    enum { BAD = 11 };
+    enum { BAD = 13 };
     fg_lock_holder bad[BAD];
     for (int i = 0; i < BAD; i++) bad[i] = good;
     bad[0].owner = NULL;
@@ -730,6 +730,8 @@ static void test_put_refuses_what_is_not_storable(void **state) {
     bad[8].count = FG_LOCK_MAX_CAPACITY + 1;
     bad[9].mode = FG_LOCK_SHARED; /* semaphores are exclusive */
     bad[10].mode = 7;
+    bad[11].token = FG_LOCK_TOKEN_CEILING; /* tokens stay below 2^53 */
+    bad[12].token = UINT64_MAX;
     snapshot *before = take_snapshot(&s);
     for (int i = 0; i < BAD; i++)
         expect_status(fg_lock_put(&s, FG_LOCK_KIND_SEMAPHORE, 5, &bad[i], &alloc), FG_EINVAL);
@@ -745,6 +747,10 @@ static void test_put_refuses_what_is_not_storable(void **state) {
     expect_status(fg_lock_put(NULL, FG_LOCK_KIND_SEMAPHORE, 5, &good, &alloc), FG_EINVAL);
     expect_unchanged(&s, before);
     expect_i64(heap.blocks, 1);
+    /* The last token below the ceiling is fine. */
+    fg_lock_holder last = good;
+    last.token = FG_LOCK_TOKEN_CEILING - 1;
+    expect_status(fg_lock_put(&s, FG_LOCK_KIND_SEMAPHORE, 5, &last, &alloc), FG_OK);
     fg_lock_clear(&s, &alloc);
 
     /* Locks: capacity 0, counts up to the reentrancy limit. */
@@ -1002,6 +1008,7 @@ static void test_storable_rejects_each_broken_rule(void **state) {
     BROKEN(beta->owner_len, 0);
     BROKEN(beta->owner_len, FG_LOCK_OWNER_MAX + 1);
     BROKEN(beta->token, 0);
+    BROKEN(beta->token, FG_LOCK_TOKEN_CEILING);
     BROKEN(beta->expires_us, 0);
     BROKEN(beta->expires_us, T0 + 5 * SEC_US); /* out of its place in the lease order */
     BROKEN(beta->count, 0);
@@ -1230,16 +1237,20 @@ static void test_tokens_grow_from_the_counter_and_the_clock(void **state) {
     assert_true(fg_lock_next_token(41, -5) == 42);
     assert_true(fg_lock_next_token(41, INT64_MIN) == 42);
     assert_true(fg_lock_next_token(0, 1000) == 1000);
-    /* The edge of 2^63 - 1 (FG.FENCE's largest token): saturated, never
-     * wrapped, whatever the counter or the clock. */
-    const uint64_t top = INT64_MAX;
-    assert_true(fg_lock_next_token(0, INT64_MAX - 1) == top - 1);
-    assert_true(fg_lock_next_token(0, INT64_MAX) == top);
-    assert_true(fg_lock_next_token(top - 2, T0) == top - 1);
-    assert_true(fg_lock_next_token(top - 1, T0) == top);
-    assert_true(fg_lock_next_token(top, T0) == top);
-    assert_true(fg_lock_next_token(top + 1, 0) == top);
-    assert_true(fg_lock_next_token(UINT64_MAX, 0) == top);
+    /* The ceiling of 2^53: the last token is 2^53 - 1, and then there is
+     * none (0), whatever the counter or the clock: never the same token
+     * twice, never a wrapped one. */
+    const uint64_t last_token = FG_LOCK_TOKEN_CEILING - 1;
+    assert_true(last_token == 9007199254740991ULL); /* JavaScript's MAX_SAFE_INTEGER */
+    assert_true(fg_lock_next_token(last_token - 2, T0) == last_token - 1);
+    assert_true(fg_lock_next_token(last_token - 1, T0) == last_token);
+    assert_true(fg_lock_next_token(last_token, T0) == 0);
+    assert_true(fg_lock_next_token(FG_LOCK_TOKEN_CEILING, T0) == 0);
+    assert_true(fg_lock_next_token((uint64_t)INT64_MAX, 0) == 0);
+    assert_true(fg_lock_next_token(UINT64_MAX, 0) == 0);
+    assert_true(fg_lock_next_token(0, (int64_t)last_token) == last_token);
+    assert_true(fg_lock_next_token(0, (int64_t)FG_LOCK_TOKEN_CEILING) == 0);
+    assert_true(fg_lock_next_token(0, INT64_MAX) == 0);
     /* Strictly growing over a stream of grants within one millisecond. */
     uint64_t last = 0;
     for (int i = 0; i < 1000; i++) {
