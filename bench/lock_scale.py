@@ -38,15 +38,13 @@ QUICK=1, MODULE, REDIS_SERVER, LOCK_SCALE_ROUNDS, LOCK_SCALE_OPS.
 """
 
 import os
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-import redis
+from bench_server import BenchServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
@@ -70,44 +68,6 @@ def log(msg):
 def die(msg):
     log("ERROR: " + msg)
     sys.exit(1)
-
-
-class Server:
-    """Our own redis-server on a free loopback port, pinned to SERVER_CPU."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="floodgate-lockscale.")
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--maxclients", str(max(WAITERS) + 1000), "--dir", self.dir,
-             "--logfile", os.path.join(self.dir, "redis.log"), "--loadmodule", MODULE])
-        self.client = redis.Redis(host="127.0.0.1", port=self.port)
-        for _ in range(100):
-            if self.proc.poll() is not None:
-                die("redis-server exited at start (see its log)")
-            try:
-                if self.client.ping():
-                    break
-            except redis.ConnectionError:
-                time.sleep(0.1)
-        else:
-            die("redis-server does not answer on port %d" % self.port)
-        subprocess.run(["taskset", "-a", "-cp", str(SERVER_CPU), str(self.proc.pid)], check=True,
-                       stdout=subprocess.DEVNULL)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def resp(*args):
@@ -232,7 +192,11 @@ def main():
     if not os.path.exists(MODULE):
         die("module not found: %s (run 'make module' first)" % MODULE)
     os.sched_setaffinity(0, {CLIENT_CPU})
-    srv = Server()
+    try:
+        srv = BenchServer(REDIS_SERVER, MODULE, SERVER_CPU, "floodgate-lockscale.",
+                          ["--maxclients", max(WAITERS) + 1000])
+    except RuntimeError as e:
+        die(str(e))
     try:
         version = srv.client.info("server")["redis_version"]
         handoff = {}
