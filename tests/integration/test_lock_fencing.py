@@ -4,8 +4,10 @@ Tokens stay below 2^53 (so that every token is exact as a Lua or JavaScript
 number). No token may be handed out twice, and the server's counter may
 never be pinned at the ceiling, whatever reaches it: FG.HOLD from a client
 (the effect commands are still open to clients here), AOF replay, a master,
-a RESTORE payload or an RDB file. A grant that cannot take a token above
-every token given is refused with an error, and nothing is written.
+a RESTORE payload or an RDB file (test_lock_persistence.py has the files
+whose counter is at or above the ceiling: refused). A grant that cannot
+take a token above every token given is refused with an error, and nothing
+is written.
 """
 
 import os
@@ -17,7 +19,6 @@ import pytest
 import redis
 
 from harness import Server, wait_for
-from rdbpayload import enc_len
 from test_lock_persistence import (EXCLUSIVE, I64_MAX, LOCK, SEMAPHORE, aux_record, fenced_body,
                                    lock_body, payload, rdb_file, start_on, u)
 
@@ -249,26 +250,6 @@ def test_restore_of_a_lock_beyond_the_ceiling_is_refused():
         assert_tokens_still_grow(c, before)
         assert c.restore("moved", 0, payload(lock_body(LOCK, 0, [(b"a", EXCLUSIVE, 1, exp, LAST)])))
         assert next_token(c) == 0
-
-
-def key_record(name, body):
-    """A key of an RDB file: the value's type byte, the name, the value."""
-    return body[:1] + enc_len(len(name)) + name + body[1:]
-
-
-@pytest.mark.parametrize("label,contents", [
-    pytest.param(label, contents, id=label) for label, contents in [
-        ("a counter at the ceiling", rdb_file(aux_record(u(CEILING)))),
-        ("a counter at 2^63 - 1", rdb_file(aux_record(u(I64_MAX)))),
-        ("a holder at the ceiling", rdb_file(keys=key_record(b"k", lock_body(
-            LOCK, 0, [(b"a", EXCLUSIVE, 1, now_us() + 10 ** 9, CEILING)])))),
-    ]])
-def test_rdb_file_beyond_the_ceiling_is_refused(tmp_path, label, contents):
-    srv, log = start_on(str(tmp_path), contents)
-    if srv is not None:
-        srv.stop()
-    assert srv is None, "%s: the server loaded the file" % label
-    assert "STACK TRACE" not in log and "crashed by signal" not in log, log[-2000:]
 
 
 def test_rdb_file_with_the_last_token_loads(tmp_path):

@@ -1004,6 +1004,8 @@ def test_rdb_file_with_aux_data(tmp_path):
 @pytest.mark.parametrize("label,contents", [
     ("encver 2", rdb_file(aux_record(u(5), encver=2))),
     ("counter above INT64_MAX", rdb_file(aux_record(u(1 << 63)))),
+    ("counter at the ceiling of tokens, 2^53", rdb_file(aux_record(u(TOKEN_MAX + 1)))),
+    ("counter at INT64_MAX", rdb_file(aux_record(u(I64_MAX)))),
     ("no counter", rdb_file(aux_record(b""))),
     ("a string", rdb_file(aux_record(buf(b"12")))),
     ("two counters", rdb_file(aux_record(u(5) + u(6)))),
