@@ -295,6 +295,12 @@ $(BUILD)/bench/lock_bench: bench/lock_bench.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O2 -o $@ $< -lhiredis -lpthread
 
+# Locks at scale: one FG.UNLOCK granting 500-8,000 waiters, semaphores of
+# 1,000-40,000 holders; server CPU time (bench/lock_scale.py; a few minutes).
+.PHONY: bench-lock-scale
+bench-lock-scale: deps module
+	$(PYTHON) bench/lock_scale.py
+
 # Bloom filters in process: ns per add, hit and miss, bits per item and the
 # measured false-positive rate (bench/bloom_bench.c), pinned to CPU 1.
 .PHONY: bench-bloom

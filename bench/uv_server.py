@@ -54,15 +54,15 @@ import array
 import math
 import os
 import random
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import redis
+
+from bench_server import BenchServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
@@ -102,53 +102,6 @@ def log(msg):
 def die(msg):
     log("ERROR: " + msg)
     sys.exit(1)
-
-
-# ------------------------------------------------------------------ server
-
-class Server:
-    """Our own redis-server on a free loopback port, pinned to SERVER_CPU."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="floodgate-uvbench.")
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log"),
-             "--loadmodule", MODULE, "--floodgate.explicit-time", "yes"])  # FG.UVADDAT
-        self.client = redis.Redis(host="127.0.0.1", port=self.port)
-        for _ in range(100):
-            if self.proc.poll() is not None:
-                die("redis-server exited at start: " + self.log_tail())
-            try:
-                if self.client.ping():
-                    break
-            except redis.ConnectionError:
-                time.sleep(0.1)
-        else:
-            die("redis-server does not answer on port %d" % self.port)
-        subprocess.run(["taskset", "-a", "-cp", str(SERVER_CPU), str(self.proc.pid)], check=True,
-                       stdout=subprocess.DEVNULL)
-
-    def log_tail(self):
-        try:
-            with open(os.path.join(self.dir, "redis.log")) as f:
-                return "".join(f.readlines()[-20:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- workload
@@ -492,7 +445,11 @@ def main():
     if (os.cpu_count() or 1) < 2:
         die("needs 2 CPUs (server on CPU 0, client on CPU 1)")
     os.sched_setaffinity(0, {CLIENT_CPU})
-    srv = Server()
+    try:
+        srv = BenchServer(REDIS_SERVER, MODULE, SERVER_CPU, "floodgate-uvbench.",
+                          ("--floodgate.explicit-time", "yes"))  # FG.UVADDAT
+    except RuntimeError as e:
+        die(str(e))
     try:
         lines = header(srv.client)
         lines += measure_memory(srv) if MEMORY else measure(srv)

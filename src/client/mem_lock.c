@@ -9,7 +9,7 @@
  * entry lives while it has holders or waiters or a call is using it (its
  * pins); the last of those to go frees it. One mutex guards the whole table
  * of a client. That is the simple choice rather than the fast one: a call
- * holds it for a hash probe and an O(holders) decision, but calls on
+ * holds it for a hash probe and an O(log holders) decision, but calls on
  * unrelated keys do take turns, where the rate limits' table (mem_store.c)
  * is sharded. Sharding would pay off little here: a multi-key waiter sits
  * in several queues at once, and granting it must see all of them.
@@ -48,7 +48,8 @@
  * jumped) or FG_LOST_RENEW_LIMIT, never FG_LOST_UNREACHABLE.
  *
  * Tokens come from one counter per table through fg_lock_next_token, so
- * they are floored by the clock as the server's are.
+ * they are floored by the clock and refused at the ceiling (a grant then
+ * fails with the server's "ERR no fencing token left") as the server's are.
  *
  * Unlike a server: lock keys are apart from the rate limits' keys (a lock
  * named like a limit is no WRONGTYPE), there is no durable mode (no
@@ -77,6 +78,8 @@
 static const fg_allocator heap = {realloc, free};
 
 static const char ERR_NOMEM[] = "out of memory";
+static const char ERR_NO_TOKEN[] =
+    "ERR no fencing token left: the server's counter reached its ceiling of 2^53";
 static const char ERR_WRONGTYPE[] =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -202,11 +205,17 @@ static fg_code nomem(fg_error *err) {
 
 /* The code of a core message, as the client maps the server's reply. */
 static fg_code code_of(const char *why) {
+    if (why == ERR_NOMEM) return FG_CODE_NOMEM;
     return strncmp(why, "WRONGTYPE", 9) == 0 ? FG_CODE_WRONGTYPE : FG_CODE_INVALID;
 }
 
 static fg_code refuse(const char *why, fg_error *err) {
     return fg_set_error(err, code_of(why), "%s", why);
+}
+
+/* FG_CODE_OK when why is NULL, else refuse(why). */
+static fg_code refused_if(const char *why, fg_error *err) {
+    return why == NULL ? FG_CODE_OK : refuse(why, err);
 }
 
 /* ---------------------------------------------- the module's argument checks */
@@ -323,37 +332,44 @@ static bool kind_differs(const entry *e, uint8_t kind) {
     return e->state.len > 0 && e->state.kind != kind;
 }
 
+/* The next fencing token, or 0 when none is left (the counter is kept). */
 static uint64_t take_token(fg_mem_locks *m, int64_t now) {
-    m->last_token = fg_lock_next_token(m->last_token, now);
-    return m->last_token;
+    uint64_t token = fg_lock_next_token(m->last_token, now);
+    if (token != 0) m->last_token = token;
+    return token;
 }
 
 /* Puts the holder of a GRANTED or REENTERED decision (a grant takes a fresh
- * token) and describes the grant. */
-static fg_code put_holder(fg_mem_locks *m, entry *e, const fg_lock_request *r, fg_lock_decision *d,
-                          int64_t now, fg_lock_grant *out) {
-    if (d->outcome == FG_LOCK_GRANTED) d->holder.token = take_token(m, now);
+ * token) and describes the grant. NULL, or why nothing changed: no memory
+ * (ERR_NOMEM) or no token left. */
+static const char *put_holder(fg_mem_locks *m, entry *e, const fg_lock_request *r,
+                              fg_lock_decision *d, int64_t now, fg_lock_grant *out) {
+    if (d->outcome == FG_LOCK_GRANTED) {
+        d->holder.token = take_token(m, now);
+        if (d->holder.token == 0) return ERR_NO_TOKEN;
+    }
     if (fg_lock_put(&e->state, r->kind, r->capacity, &d->holder, &heap) != FG_OK)
-        return FG_CODE_NOMEM;
+        return ERR_NOMEM;
     *out = (fg_lock_grant){true, d->holder.token, ttl_ms_until(d->holder.expires_us, now),
                            d->holder.count};
-    return FG_CODE_OK;
+    return NULL;
 }
 
 /* Puts the exclusive holder h (decided free on every key) into all n
- * entries with one token; nothing changes when memory runs out. */
-static fg_code put_everywhere(fg_mem_locks *m, entry *const *es, size_t n, const fg_lock_holder *h,
-                              int64_t now, fg_lock_grant *out) {
+ * entries with one token; NULL, or why nothing changed, as put_holder. */
+static const char *put_everywhere(fg_mem_locks *m, entry *const *es, size_t n,
+                                  const fg_lock_holder *h, int64_t now, fg_lock_grant *out) {
     fg_lock_holder put = *h;
     put.token = take_token(m, now);
+    if (put.token == 0) return ERR_NO_TOKEN;
     for (size_t i = 0; i < n; i++)
         if (fg_lock_put(&es[i]->state, FG_LOCK_KIND_LOCK, 0, &put, &heap) != FG_OK) {
             while (i-- > 0)
                 fg_lock_release(&es[i]->state, put.owner, put.owner_len, 0, &heap);
-            return FG_CODE_NOMEM;
+            return ERR_NOMEM;
         }
     *out = (fg_lock_grant){true, put.token, ttl_ms_until(put.expires_us, now), (int64_t)n};
-    return FG_CODE_OK;
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- queues */
@@ -424,10 +440,10 @@ static bool serve_single(serve_round *r, entry *e, waiter *w) {
     fg_lock_decide(&e->state, &req, r->now, &d);
     if (d.outcome == FG_LOCK_BUSY) return false;
     fg_lock_grant g;
-    if (d.outcome == FG_LOCK_NEVER)
-        waiter_finish(w, code_of(d.why), d.why, NULL);
-    else if (put_holder(r->m, e, &req, &d, r->now, &g) != FG_CODE_OK)
-        waiter_finish(w, FG_CODE_NOMEM, ERR_NOMEM, NULL);
+    const char *why =
+        d.outcome == FG_LOCK_NEVER ? d.why : put_holder(r->m, e, &req, &d, r->now, &g);
+    if (why != NULL)
+        waiter_finish(w, code_of(why), why, NULL);
     else
         waiter_finish(w, FG_CODE_OK, NULL, &g);
     return true;
@@ -465,12 +481,10 @@ static bool serve_multi(serve_round *r, waiter *w) {
     }
     fg_lock_grant g;
     size_t n = w->nkeys;
+    if (error == NULL && !free_everywhere) return false;
+    if (error == NULL) error = put_everywhere(r->m, es, n, &d.holder, r->now, &g);
     if (error != NULL)
         waiter_finish(w, code_of(error), error, NULL);
-    else if (!free_everywhere)
-        return false;
-    else if (put_everywhere(r->m, es, n, &d.holder, r->now, &g) != FG_CODE_OK)
-        waiter_finish(w, FG_CODE_NOMEM, ERR_NOMEM, NULL);
     else
         waiter_finish(w, FG_CODE_OK, NULL, &g);
     for (size_t i = 0; i < n; i++)
@@ -749,7 +763,7 @@ static fg_code take_one(fg_mem_locks *m, entry *e, fg_lock_request *r, int64_t n
     switch (d.outcome) {
     case FG_LOCK_GRANTED:
     case FG_LOCK_REENTERED:
-        return put_holder(m, e, r, &d, now, out) == FG_CODE_OK ? FG_CODE_OK : nomem(err);
+        return refused_if(put_holder(m, e, r, &d, now, out), err);
     case FG_LOCK_NEVER: return refuse(d.why, err);
     case FG_LOCK_BUSY: break;
     }
@@ -772,7 +786,7 @@ static fg_code take_all(fg_mem_locks *m, entry *const *es, size_t n, fg_lock_req
         if (d.outcome == FG_LOCK_BUSY) *busy_until = fg_max(*busy_until, d.busy_until_us);
     }
     if (!all_free) return FG_CODE_OK;
-    return put_everywhere(m, es, n, &d.holder, now, out) == FG_CODE_OK ? FG_CODE_OK : nomem(err);
+    return refused_if(put_everywhere(m, es, n, &d.holder, now, out), err);
 }
 
 /* The common path of the three requests that may grant, on keys checked
@@ -934,16 +948,16 @@ static bool extend_held(fg_mem_locks *m, const char *key, const char *owner, int
     if (e == NULL) return false;
     int64_t now = clock_now(m);
     prune_and_serve(m, e, now);
-    int64_t i = fg_lock_find(&e->state, owner, strlen(owner));
-    if (i >= 0) {
-        fg_lock_holder h = e->state.holders[i];
+    const fg_lock_holder *held = fg_lock_find(&e->state, owner, strlen(owner));
+    if (held != NULL) {
+        fg_lock_holder h = *held;
         bool shorter = lease_end(now, lease_us) < h.expires_us;
         h.expires_us = lease_end(now, lease_us);
         fg_lock_put(&e->state, e->state.kind, e->state.capacity, &h, &heap); /* in place */
         if (shorter) wake_queue(e); /* their sleep may now be too long */
     }
     entry_unpin(m, e);
-    return i >= 0;
+    return held != NULL;
 }
 
 fg_code fg_mem_extend(fg_mem_locks *m, const char *key, const char *owner, int64_t lease_ms,

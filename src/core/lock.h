@@ -2,12 +2,18 @@
  * lock.h - leases on a named resource: exclusive and shared locks, and
  * counting semaphores, with owners, reentrancy and fencing tokens.
  *
- * A state is the list of its current holders. Each holder is an owner id
- * (bytes chosen by the caller, never a thread id), a count (reentrant holds
- * of a lock, or permits of a semaphore), the end of its lease and the
- * fencing token of its grant. There is no other state: a resource nobody
- * holds has no state at all, and the token counter lives with the caller
- * (the module keeps one per server), so tokens keep growing across releases.
+ * A state is the set of its current holders, in grant order. Each holder is
+ * an owner id (bytes chosen by the caller, never a thread id), a count
+ * (reentrant holds of a lock, or permits of a semaphore), the end of its
+ * lease and the fencing token of its grant. There is no other state: a
+ * resource nobody holds has no state at all, and the token counter lives
+ * with the caller (the module keeps one per server), so tokens keep growing
+ * across releases.
+ *
+ * Every operation costs O(log holders) at most, whatever the number of
+ * holders (up to FG_LOCK_MAX_HOLDERS): owners are found through an index,
+ * and lease ends are kept in order (lock.c). Only walking the holders
+ * (fg_lock_first/fg_lock_next) and fg_lock_state_storable cost O(holders).
  *
  * The functions are pure: time is an argument, nothing is read or written
  * outside the state passed in. Expired holders are not removed by decisions:
@@ -33,6 +39,11 @@
 #define FG_LOCK_MAX_REENTRY 1000000000LL
 #define FG_LOCK_MAX_LEASE_MS 1000000000000LL /* about 31 years */
 
+/* Fencing tokens are below 2^53: every one of them, and its successor, is
+ * exact as a double (a Lua number, a JavaScript number). See
+ * fg_lock_next_token. */
+#define FG_LOCK_TOKEN_CEILING (1ULL << 53)
+
 typedef enum fg_lock_kind {
     FG_LOCK_KIND_LOCK = 1,      /* exclusive or shared (read/write lock) */
     FG_LOCK_KIND_SEMAPHORE = 2, /* up to `capacity` permits */
@@ -49,16 +60,25 @@ typedef struct fg_lock_holder {
     uint8_t mode;       /* fg_lock_mode */
     int64_t count;      /* >= 1: reentrant holds, or permits */
     int64_t expires_us; /* lease end, microseconds since the epoch */
-    uint64_t token;     /* fencing token of the grant, >= 1 */
+    uint64_t token;     /* fencing token of the grant, 1 .. FG_LOCK_TOKEN_CEILING - 1 */
 } fg_lock_holder;
 
+typedef struct fg_lock_node fg_lock_node; /* a holder and its links (lock.c) */
+
+/* A zeroed struct is an empty state. Only kind, capacity, used and len are
+ * for reading; the rest belongs to lock.c, but for `steps`. */
 typedef struct fg_lock_state {
     uint8_t kind;     /* fg_lock_kind */
     int64_t capacity; /* semaphores: permits, >= 1; locks: 0 */
     int64_t used;     /* the sum of the counts: permits held, or holds */
     uint32_t len;     /* holders */
-    uint32_t cap;     /* holders allocated */
-    fg_lock_holder *holders; /* in grant order */
+    fg_lock_node *first, *last; /* grant order */
+    fg_lock_node *by_owner;     /* the owner index: a search tree */
+    fg_lock_node *by_end;       /* lease ends in order: a search tree */
+    uint64_t grants;            /* holders ever added: numbers them in grant order */
+    /* NULL, or a counter of the index nodes every call visits: tests bound
+     * the cost of an operation with it. Kept by fg_lock_clear. */
+    uint64_t *steps;
 } fg_lock_state;
 
 typedef struct fg_lock_request {
@@ -126,20 +146,25 @@ typedef struct fg_lock_decision {
 void fg_lock_decide(const fg_lock_state *s, const fg_lock_request *r, int64_t now_us,
                     fg_lock_decision *d);
 
-/* Index of the owner's hold, or -1. */
-int64_t fg_lock_find(const fg_lock_state *s, const char *owner, size_t owner_len);
+/* The owner's hold, or NULL. s may be NULL. The pointer stays valid until
+ * the hold is removed (a put replacing it keeps it). */
+const fg_lock_holder *fg_lock_find(const fg_lock_state *s, const char *owner, size_t owner_len);
+
+/* The holders in grant order: the first (NULL for an empty or NULL state)
+ * and the one after h (NULL after the last). */
+const fg_lock_holder *fg_lock_first(const fg_lock_state *s);
+const fg_lock_holder *fg_lock_next(const fg_lock_holder *h);
 
 /* Puts a holder exactly as given (replacing the owner's hold if it has one,
- * else appending; owner bytes are copied), and sets the capacity to
- * `capacity` (0 for locks). FG_EINVAL, with the state unchanged, when the
- * result would not be storable (fg_lock_state_storable) or the kind differs
- * from a non-empty state's; FG_EOVERFLOW when memory cannot be had. An empty
- * state takes the kind given. */
+ * keeping its place in grant order, else appending; owner bytes are
+ * copied), and sets the capacity to `capacity` (0 for locks). FG_EINVAL,
+ * with the state unchanged, when the result would break a rule of
+ * fg_lock_state_storable (a token at or above FG_LOCK_TOKEN_CEILING among
+ * them) or the kind differs from a non-empty state's; FG_EOVERFLOW when
+ * memory cannot be had (a new holder costs one allocation, a replacement
+ * none). An empty state takes the kind given. */
 fg_status fg_lock_put(fg_lock_state *s, uint8_t kind, int64_t capacity, const fg_lock_holder *h,
                       const fg_allocator *a);
-
-/* Removes the hold at index i (order of the others kept). */
-void fg_lock_remove(fg_lock_state *s, uint32_t i, const fg_allocator *a);
 
 /* Releases `count` of the owner's hold (locks: 1 per unlock; semaphores: the
  * permits to give back; 0 meaning all of it). Returns what the owner
@@ -152,7 +177,9 @@ int64_t fg_lock_release(fg_lock_state *s, const char *owner, size_t owner_len, i
 /* Removes every holder whose lease ended at or before now_us, calling
  * removed(holder, arg) for each, in grant order, before removing any
  * (removed may be NULL; it sees the state unchanged and must not change
- * it). Returns how many were removed. */
+ * it). Returns how many were removed. Costs O(log holders) per holder
+ * removed, plus O(removed x log removed) for the grant order when removed
+ * is given. */
 uint32_t fg_lock_prune(fg_lock_state *s, int64_t now_us,
                        void (*removed)(const fg_lock_holder *h, void *arg), void *arg,
                        const fg_allocator *a);
@@ -162,30 +189,37 @@ uint32_t fg_lock_prune(fg_lock_state *s, int64_t now_us,
 int64_t fg_lock_expires_at_us(const fg_lock_state *s);
 int64_t fg_lock_next_expiry_us(const fg_lock_state *s);
 
-/* Whether a state may be stored and loaded: a known kind; `used` equal to
- * the sum of the counts; semaphores with capacity in
- * [1, FG_LOCK_MAX_CAPACITY], exclusive holders with counts in
- * [1, FG_LOCK_MAX_CAPACITY] (used may exceed a capacity lowered later);
- * locks with capacity 0, either one exclusive holder or only shared ones,
- * counts in [1, FG_LOCK_MAX_REENTRY]; len <= FG_LOCK_MAX_HOLDERS and <= cap;
- * owners of 1..FG_LOCK_OWNER_MAX bytes, all different; tokens >= 1; lease
- * ends >= 1. fg_lock_put checks the same of the holder it puts, assuming
- * the state was storable. */
+/* Whether a state keeps every rule, those fg_lock_put enforces and those
+ * of its own structure: a known kind; `used` equal to the sum of the
+ * counts; semaphores with capacity in [1, FG_LOCK_MAX_CAPACITY], exclusive
+ * holders with counts in [1, FG_LOCK_MAX_CAPACITY] (used may exceed a
+ * capacity lowered later); locks with capacity 0, either one exclusive
+ * holder or only shared ones, counts in [1, FG_LOCK_MAX_REENTRY]; len <=
+ * FG_LOCK_MAX_HOLDERS; owners of 1..FG_LOCK_OWNER_MAX bytes, all different;
+ * tokens in 1 .. FG_LOCK_TOKEN_CEILING - 1; lease ends >= 1; and the
+ * grant order and both indexes holding exactly the len holders, in order
+ * and balanced. Every state built by these functions keeps them; this is
+ * the check of tests and fuzzers, O(holders x log holders). */
 bool fg_lock_state_storable(const fg_lock_state *s);
 
+/* Bytes the holders take (the state struct itself not counted). */
+size_t fg_lock_memory(const fg_lock_state *s);
+
 /* Frees the holders (not the state struct itself), leaving an empty state
- * (all fields 0). */
+ * (all fields 0 but steps). */
 void fg_lock_clear(fg_lock_state *s, const fg_allocator *a);
 
 /* The next fencing token after `last` at now_us: max(last + 1, the clock's
- * floor), where the floor is now_us itself. The floor keeps tokens growing
- * even when the counter itself was lost (a server restarted from a file
- * written before the last grants): no server grants a lock per microsecond
- * for long (a Redis thread does a few hundred thousand commands a second).
- * Microseconds keep tokens below 2^53 until the year 2255, so a Lua script
- * or a JavaScript client reads them exactly as numbers. A time before the
- * epoch has floor 0; the result saturates at INT64_MAX, the largest token
- * FG.FENCE accepts. */
+ * floor), where the floor is now_us itself; 0 when that is not below
+ * FG_LOCK_TOKEN_CEILING: the tokens are exhausted, and the grant must be
+ * refused (a token at the ceiling would not be exact as a double, and one
+ * below it would be given twice). The floor keeps tokens growing even when the counter
+ * itself was lost (a server restarted from a file written before the last
+ * grants): no server grants a lock per microsecond for long (a Redis thread
+ * does a few hundred thousand commands a second). The floor reaches the
+ * ceiling in the year 2255; only a counter raised near it (by a holder
+ * restored with such a token) exhausts the tokens sooner. A time before the
+ * epoch has floor 0. */
 uint64_t fg_lock_next_token(uint64_t last, int64_t now_us);
 
 #endif

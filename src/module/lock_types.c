@@ -10,17 +10,21 @@
  * Persistence: RDB stores every field under encoding version 1; loaders
  * refuse other versions. RESTORE hands rdb_load bytes anyone may have
  * written, so the loader bounds every count before allocating anything,
- * grows the holder array only as holders are actually read (a payload that
- * claims 100000 holders and ends after one costs one holder), and accepts
- * only what fg_lock_state_storable accepts, freeing everything on refusal.
- * The state is built directly rather than through fg_lock_put: putting n
- * holders one by one searches the list n times, and a large semaphore would
- * load in quadratic time. Duplicate owners are the one thing fg_lock_put
- * would hide (it replaces); storable refuses them.
+ * allocates holders only as they are actually read (a payload that claims
+ * 100000 holders and ends after one costs one holder), and puts each
+ * through fg_lock_put, which refuses what breaks a rule of a stored state
+ * (O(log holders) each: a state of any size loads in O(n log n)). A
+ * duplicate owner is the one thing fg_lock_put would hide (it replaces):
+ * the loader refuses it first. On refusal everything is freed.
  *
- * Tokens are written as signed integers by AOF rewrite and the replicated
- * FG.HOLD, so loaders refuse tokens above INT64_MAX: a state that loads is
- * a state the AOF can carry.
+ * Tokens stay below FG_LOCK_TOKEN_CEILING (2^53) everywhere: fg_lock_put
+ * refuses a holder at or above it, and so does the loader of the counter.
+ * A payload that raised the counter there would leave no token for any
+ * later grant (docs/locks.md, "Fencing tokens"); refusing it makes RESTORE
+ * answer an error and a file with it fail to load, as any invalid value
+ * does. Fenced values (fg-fenced) never touch the counter, so they keep the
+ * full range 1 .. 2^63-1 that FG.FENCE accepts (tokens of other systems
+ * may be that large).
  *
  * The fencing counter is module aux data saved before the keyspace, so a
  * replica's full sync and a restart from RDB continue it. It is only ever
@@ -43,7 +47,7 @@
 #include "limiter_types.h" /* us_to_ms_ceil */
 
 #define ENCODING_VERSION 1 /* of both types, and of the aux data */
-#define TOKEN_MAX        ((uint64_t)INT64_MAX)
+#define FENCED_TOKEN_MAX ((uint64_t)INT64_MAX)
 
 RedisModuleType *LockStateType;
 RedisModuleType *FencedType;
@@ -149,18 +153,12 @@ static void lockstate_unlink(RedisModuleString *key, const void *value) {
     if (s->len && fg_lock_expires_at_us(s) <= server_clock_us()) leases_ended_with_key += s->len;
 }
 
-static void reserve_holders(fg_lock_state *s, uint32_t cap) {
-    s->holders = RedisModule_Realloc(s->holders, sizeof(*s->holders) * cap);
-    s->cap = cap;
-}
-
-/* Appends a holder, taking its owner buffer. The array doubles from one
- * (most locks have one holder), so the holders actually read bound what a
- * load allocates, whatever count the payload claims. */
-static void append_holder(fg_lock_state *s, const fg_lock_holder *h) {
-    if (s->len == s->cap) reserve_holders(s, s->cap ? s->cap * 2 : 1);
-    s->holders[s->len++] = *h;
-    s->used += h->count;
+/* Appends a holder as read or copied: refused (0) when its owner holds
+ * already or fg_lock_put refuses it. */
+static int append_holder(fg_lock_state *s, uint8_t kind, int64_t capacity,
+                         const fg_lock_holder *h) {
+    if (fg_lock_find(s, h->owner, h->owner_len)) return 0;
+    return fg_lock_put(s, kind, capacity, h, &module_allocator) == FG_OK;
 }
 
 /* RDB layout: kind, capacity, holder count, then per holder its owner,
@@ -170,8 +168,7 @@ static void lockstate_rdb_save(RedisModuleIO *io, void *value) {
     RedisModule_SaveUnsigned(io, s->kind);
     RedisModule_SaveSigned(io, s->capacity);
     RedisModule_SaveUnsigned(io, s->len);
-    for (uint32_t i = 0; i < s->len; i++) {
-        const fg_lock_holder *h = &s->holders[i];
+    for (const fg_lock_holder *h = fg_lock_first(s); h; h = fg_lock_next(h)) {
         RedisModule_SaveStringBuffer(io, h->owner, h->owner_len);
         RedisModule_SaveUnsigned(io, h->mode);
         RedisModule_SaveSigned(io, h->count);
@@ -180,10 +177,9 @@ static void lockstate_rdb_save(RedisModuleIO *io, void *value) {
     }
 }
 
-/* Reads one holder into s. Fields are bounded before they are narrowed, and
- * counts before they are summed into `used` (at most FG_LOCK_MAX_HOLDERS
- * times FG_LOCK_MAX_REENTRY: no overflow); storable checks the rest. */
-static int load_holder(RedisModuleIO *io, fg_lock_state *s) {
+/* Reads one holder into s, of `kind` and `capacity`. Fields are bounded
+ * before they are narrowed; fg_lock_put checks the rest. */
+static int load_holder(RedisModuleIO *io, fg_lock_state *s, uint8_t kind, int64_t capacity) {
     size_t owner_len = 0;
     char *owner = RedisModule_LoadStringBuffer(io, &owner_len);
     if (RedisModule_IsIOError(io)) return 0; /* owner is NULL */
@@ -191,19 +187,19 @@ static int load_holder(RedisModuleIO *io, fg_lock_state *s) {
     int64_t count = RedisModule_LoadSigned(io);
     int64_t expires_us = RedisModule_LoadSigned(io);
     uint64_t token = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || owner_len < 1 || owner_len > FG_LOCK_OWNER_MAX ||
-        mode > FG_LOCK_SHARED || count < 1 || count > FG_LOCK_MAX_REENTRY || token > TOKEN_MAX) {
-        RedisModule_Free(owner);
-        return 0;
+    int fine = !RedisModule_IsIOError(io) && owner_len >= 1 && owner_len <= FG_LOCK_OWNER_MAX &&
+               mode <= FG_LOCK_SHARED;
+    if (fine) {
+        fg_lock_holder h = {.owner = owner,
+                            .owner_len = (uint32_t)owner_len,
+                            .mode = (uint8_t)mode,
+                            .count = count,
+                            .expires_us = expires_us,
+                            .token = token};
+        fine = append_holder(s, kind, capacity, &h);
     }
-    fg_lock_holder h = {.owner = owner,
-                        .owner_len = (uint32_t)owner_len,
-                        .mode = (uint8_t)mode,
-                        .count = count,
-                        .expires_us = expires_us,
-                        .token = token};
-    append_holder(s, &h);
-    return 1;
+    RedisModule_Free(owner);
+    return fine;
 }
 
 static void *lockstate_rdb_load(RedisModuleIO *io, int encver) {
@@ -216,28 +212,21 @@ static void *lockstate_rdb_load(RedisModuleIO *io, int encver) {
         holders > FG_LOCK_MAX_HOLDERS)
         return NULL;
     fg_lock_state *s = lockstate_create();
-    s->kind = (uint8_t)kind;
-    s->capacity = capacity;
     for (uint64_t i = 0; i < holders; i++) {
-        if (!load_holder(io, s)) {
+        if (!load_holder(io, s, (uint8_t)kind, capacity)) {
             lockstate_destroy(s);
             return NULL;
         }
     }
-    if (!fg_lock_state_storable(s)) {
-        lockstate_destroy(s);
-        return NULL;
-    }
-    for (uint32_t i = 0; i < s->len; i++)
-        fence_raise(s->holders[i].token);
+    for (const fg_lock_holder *h = fg_lock_first(s); h; h = fg_lock_next(h))
+        fence_raise(h->token);
     return s;
 }
 
 /* One FG.HOLD per holder, in grant order (the server appends PEXPIREAT). */
 static void lockstate_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value) {
     const fg_lock_state *s = value;
-    for (uint32_t i = 0; i < s->len; i++) {
-        const fg_lock_holder *h = &s->holders[i];
+    for (const fg_lock_holder *h = fg_lock_first(s); h; h = fg_lock_next(h)) {
         RedisModule_EmitAOF(io, "FG.HOLD", "sclbclll", key, lock_kind_name(s->kind),
                             (long long)s->capacity, h->owner, (size_t)h->owner_len,
                             lock_mode_name(h->mode), (long long)h->count, (long long)h->expires_us,
@@ -247,10 +236,7 @@ static void lockstate_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, voi
 
 static size_t lockstate_mem_usage(const void *value) {
     const fg_lock_state *s = value;
-    size_t size = sizeof(*s) + sizeof(*s->holders) * s->cap;
-    for (uint32_t i = 0; i < s->len; i++)
-        size += s->holders[i].owner_len;
-    return size;
+    return sizeof(*s) + fg_lock_memory(s);
 }
 
 /* Sequences are combined regardless of their order, so each holder's
@@ -260,8 +246,8 @@ static void lockstate_digest(RedisModuleDigest *md, void *value) {
     RedisModule_DigestAddLongLong(md, s->kind);
     RedisModule_DigestAddLongLong(md, s->capacity);
     RedisModule_DigestEndSequence(md);
-    for (uint32_t i = 0; i < s->len; i++) {
-        const fg_lock_holder *h = &s->holders[i];
+    long long i = 0;
+    for (const fg_lock_holder *h = fg_lock_first(s); h; h = fg_lock_next(h), i++) {
         RedisModule_DigestAddLongLong(md, i);
         RedisModule_DigestAddStringBuffer(md, h->owner, h->owner_len);
         RedisModule_DigestAddLongLong(md, h->mode);
@@ -282,14 +268,10 @@ static void *lockstate_copy(RedisModuleString *from, RedisModuleString *to, cons
     (void)from, (void)to;
     const fg_lock_state *s = value;
     fg_lock_state *dup = lockstate_create();
-    dup->kind = s->kind;
-    dup->capacity = s->capacity;
-    if (s->len > 0) reserve_holders(dup, s->len);
-    for (uint32_t i = 0; i < s->len; i++) {
-        fg_lock_holder h = s->holders[i];
-        h.owner = copy_bytes(h.owner, h.owner_len);
-        append_holder(dup, &h);
-    }
+    /* Holders of a stored state, in their order: every put appends (the
+     * module's allocator never returns NULL). */
+    for (const fg_lock_holder *h = fg_lock_first(s); h; h = fg_lock_next(h))
+        fg_lock_put(dup, s->kind, s->capacity, h, &module_allocator);
     return dup;
 }
 
@@ -303,7 +285,13 @@ static int fence_aux_load(RedisModuleIO *io, int encver, int when) {
     (void)when;
     if (encver != ENCODING_VERSION) return REDISMODULE_ERR;
     uint64_t last = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || last > TOKEN_MAX) return REDISMODULE_ERR;
+    if (RedisModule_IsIOError(io)) return REDISMODULE_ERR;
+    if (last >= FG_LOCK_TOKEN_CEILING) {
+        RedisModule_LogIOError(io, "warning",
+                               "fencing counter %llu at or above the ceiling of 2^53: refused",
+                               (unsigned long long)last);
+        return REDISMODULE_ERR;
+    }
     fence_raise(last);
     return REDISMODULE_OK;
 }
@@ -352,7 +340,8 @@ static void *fenced_rdb_load(RedisModuleIO *io, int encver) {
     if (encver != ENCODING_VERSION) return NULL;
     uint64_t token = RedisModule_LoadUnsigned(io);
     uint64_t has_value = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || token < 1 || token > TOKEN_MAX || has_value > 1) return NULL;
+    if (RedisModule_IsIOError(io) || token < 1 || token > FENCED_TOKEN_MAX || has_value > 1)
+        return NULL;
     fenced_value *f = fenced_create();
     f->token = token;
     if (has_value) {

@@ -40,7 +40,16 @@
  *   gets the immediate answer instead of waiting.
  *
  * Costs: a command opens its key once; the dict of queues is consulted only
- * when some queue exists. Deciding is O(holders) (core/lock.c).
+ * when some queue exists. Deciding, putting and removing a holder cost
+ * O(log holders) (core/lock.c), so one command that grants k waiters of a
+ * key with h holders costs O(k log(h + k)): each grant is one decision, one
+ * put, one FG.HOLD and the key's new expiry.
+ *
+ * Tokens: a grant takes the next token of the server's counter
+ * (fg_lock_next_token); when none is left below FG_LOCK_TOKEN_CEILING the
+ * grant is refused with ERR_NO_TOKEN rather than given a token already
+ * given. FG.HOLD refuses a token at or above the ceiling, so no replicated
+ * or replayed holder can push the counter there either.
  */
 #include "t_lock.h"
 
@@ -57,6 +66,9 @@
 #define MAX_MLOCK_KEYS 64
 
 static long long stat_grants, stat_waited_grants, stat_timeouts, stat_waiters, stat_expired;
+
+static const char ERR_NO_TOKEN[] =
+    "ERR no fencing token left: the server's counter reached its ceiling of 2^53";
 
 /* Microseconds to milliseconds, rounded up: a lease never looks shorter
  * than it is, and a timer never fires before the lease ends. */
@@ -273,6 +285,7 @@ static uint32_t prune(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStrin
     return n;
 }
 
+/* The next fencing token, or 0 when none is left (ERR_NO_TOKEN). */
 static uint64_t take_token(int64_t now_us) {
     uint64_t token = fg_lock_next_token(fence_last(), now_us);
     fence_raise(token);
@@ -291,8 +304,7 @@ static fg_status store_holder(RedisModuleCtx *ctx, RedisModuleKey *key, RedisMod
     }
     fg_status st = fg_lock_put(*s, r->kind, r->capacity, h, &module_allocator);
     if (st == FG_OK) {
-        int64_t i = fg_lock_find(*s, h->owner, h->owner_len);
-        replicate_hold(ctx, keyname, *s, &(*s)->holders[i]);
+        replicate_hold(ctx, keyname, *s, fg_lock_find(*s, h->owner, h->owner_len));
         key_changed(ctx, keyname, "fg.lock");
     }
     bool emptied = (*s)->len == 0; /* the key goes with its last holder */
@@ -303,9 +315,10 @@ static fg_status store_holder(RedisModuleCtx *ctx, RedisModuleKey *key, RedisMod
 
 /* ============================================================ deciding */
 
-static const fg_lock_state empty_state = {0, 0, 0, 0, 0, NULL};
+static const fg_lock_state empty_state;
 
-/* Decides and, when granted, stores. *token is the grant's token. */
+/* Decides and, when granted, stores: a grant takes `token`, or the next one
+ * when 0. */
 static fg_lock_outcome decide_and_grant(RedisModuleCtx *ctx, RedisModuleKey *key,
                                         RedisModuleString *keyname, fg_lock_state **s,
                                         const fg_lock_request *r, int64_t now_us,
@@ -313,6 +326,11 @@ static fg_lock_outcome decide_and_grant(RedisModuleCtx *ctx, RedisModuleKey *key
     fg_lock_decide(*s ? *s : &empty_state, r, now_us, d);
     if (d->outcome != FG_LOCK_GRANTED && d->outcome != FG_LOCK_REENTERED) return d->outcome;
     if (d->outcome == FG_LOCK_GRANTED) d->holder.token = token ? token : take_token(now_us);
+    if (d->outcome == FG_LOCK_GRANTED && d->holder.token == 0) {
+        d->outcome = FG_LOCK_NEVER;
+        d->why = ERR_NO_TOKEN;
+        return d->outcome;
+    }
     if (store_holder(ctx, key, keyname, s, r, &d->holder) != FG_OK) {
         d->outcome = FG_LOCK_NEVER;
         d->why = "ERR out of memory or too many holders";
@@ -492,11 +510,12 @@ static bool serve_multi(serve_round *r, waiter *w) {
         if (d.outcome == FG_LOCK_NEVER) error = d.why;
         if (d.outcome != FG_LOCK_GRANTED) free_everywhere = false;
     }
+    uint64_t token = !error && free_everywhere ? take_token(r->now_us) : 0;
+    if (!error && free_everywhere && token == 0) error = ERR_NO_TOKEN;
     bool served = true;
     if (error) {
         waiter_done_in_round(r, w, error, 0, 0);
     } else if (free_everywhere) {
-        uint64_t token = take_token(r->now_us);
         for (int i = 0; i < w->nkeys; i++) {
             fg_lock_decision d;
             decide_and_grant(r->ctx, keys[i], w->links[i].q->key, &states[i], &req, r->now_us, &d,
@@ -835,7 +854,7 @@ static void replicate_hold_change(RedisModuleCtx *ctx, RedisModuleString *keynam
                                   fg_lock_state *s, const char *owner, size_t owner_len,
                                   int64_t left) {
     if (left > 0)
-        replicate_hold(ctx, keyname, s, &s->holders[fg_lock_find(s, owner, owner_len)]);
+        replicate_hold(ctx, keyname, s, fg_lock_find(s, owner, owner_len));
     else
         RedisModule_Replicate(ctx, "FG.UNHOLD", "sb", keyname, owner, owner_len);
 }
@@ -894,19 +913,19 @@ static int extend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (open_lock_key(ctx, argv[1], 0, &key, &s) == KEY_WRONGTYPE)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     uint32_t pruned = prune(ctx, key, argv[1], &s, now_us);
-    int64_t i = s ? fg_lock_find(s, r.owner, r.owner_len) : -1;
-    if (i >= 0) {
-        fg_lock_holder h = s->holders[i];
+    const fg_lock_holder *held = fg_lock_find(s, r.owner, r.owner_len);
+    if (held) {
+        fg_lock_holder h = *held;
         h.expires_us = now_us + lease_us;
-        fg_lock_put(s, s->kind, s->capacity, &h, &module_allocator);
-        replicate_hold(ctx, argv[1], s, &s->holders[i]);
+        fg_lock_put(s, s->kind, s->capacity, &h, &module_allocator); /* in place */
+        replicate_hold(ctx, argv[1], s, held);
         lockstate_settle(key, s);
         key_changed(ctx, argv[1], "fg.extend");
         rearm_waiters(ctx, argv[1], s, now_us);
     }
     RedisModule_CloseKey(key);
     if (pruned) serve_key(ctx, argv[1], now_us);
-    return RedisModule_ReplyWithLongLong(ctx, i >= 0);
+    return RedisModule_ReplyWithLongLong(ctx, held != NULL);
 }
 
 /* FG.FORCEUNLOCK key */
@@ -1033,9 +1052,13 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
             RedisModule_CloseKey(opened[i]);
         return RedisModule_ReplyWithError(ctx, error);
     }
-    uint64_t token = 0;
+    uint64_t token = all_free ? take_token(now_us) : 0;
+    if (all_free && token == 0) {
+        for (int i = 0; i < n; i++)
+            RedisModule_CloseKey(opened[i]);
+        return RedisModule_ReplyWithError(ctx, ERR_NO_TOKEN);
+    }
     if (all_free) {
-        token = take_token(now_us);
         r.queued_ahead = false;
         for (int i = 0; i < n; i++) {
             fg_lock_decision d;
@@ -1093,8 +1116,7 @@ static int munlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
 static void reply_holders(RedisModuleCtx *ctx, const fg_lock_state *s, int64_t now_us) {
     long n = 0;
     RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_LEN);
-    for (uint32_t i = 0; s && i < s->len; i++) {
-        const fg_lock_holder *h = &s->holders[i];
+    for (const fg_lock_holder *h = fg_lock_first(s); h; h = fg_lock_next(h)) {
         if (h->expires_us <= now_us) continue; /* ended; removed at the next write */
         RedisModule_ReplyWithArray(ctx, 5);
         RedisModule_ReplyWithStringBuffer(ctx, h->owner, h->owner_len);
@@ -1132,8 +1154,8 @@ static int lockinfo_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     if (found == LOCK_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), argv[1]);
     long long used = 0;
-    for (uint32_t i = 0; s && i < s->len; i++)
-        if (s->holders[i].expires_us > now_us) used += s->holders[i].count;
+    for (const fg_lock_holder *h = fg_lock_first(s); h; h = fg_lock_next(h))
+        if (h->expires_us > now_us) used += h->count;
     if (used == 0) s = NULL; /* every lease ended: nothing is held */
     if (!s && !(q && q->head)) return RedisModule_ReplyWithNull(ctx);
     uint8_t kind = s ? s->kind : q->head->w->req.kind;
@@ -1250,13 +1272,14 @@ static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (kind < 0) return RedisModule_ReplyWithError(ctx, "ERR kind must be lock or semaphore");
     if (mode < 0) return RedisModule_ReplyWithError(ctx, "ERR mode must be exclusive or shared");
     fg_lock_request r;
-    int64_t capacity, count, expires_us;
-    uint64_t token;
+    int64_t capacity, count, expires_us, token;
+    /* Tokens stay below the ceiling: a master never sends one it could not
+     * grant, and one at the ceiling would leave no token for later grants. */
     if (!parse_integer(ctx, argv[3], "capacity", 0, FG_LOCK_MAX_CAPACITY, &capacity) ||
         !parse_owner(ctx, argv[4], &r) ||
         !parse_integer(ctx, argv[6], "count", 1, FG_LOCK_MAX_REENTRY, &count) ||
         !parse_integer(ctx, argv[7], "expires_us", 1, INT64_MAX, &expires_us) ||
-        !parse_token(ctx, argv[8], &token))
+        !parse_integer(ctx, argv[8], "token", 1, FG_LOCK_TOKEN_CEILING - 1, &token))
         return REDISMODULE_OK;
     RedisModuleKey *key;
     fg_lock_state *s;
@@ -1265,7 +1288,7 @@ static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     bool created = !s;
     if (created) s = lockstate_create();
     fg_lock_holder h = {(char *)r.owner, (uint32_t)r.owner_len, (uint8_t)mode, count, expires_us,
-                        token};
+                        (uint64_t)token};
     fg_status st = fg_lock_put(s, (uint8_t)kind, capacity, &h, &module_allocator);
     if (st != FG_OK) {
         if (created) lockstate_destroy(s);
@@ -1276,7 +1299,7 @@ static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     lockstate_settle(key, s);
     rearm_waiters(ctx, argv[1], s, server_clock_us());
     RedisModule_CloseKey(key);
-    fence_raise(token);
+    fence_raise((uint64_t)token);
     RedisModule_ReplicateVerbatim(ctx);
     key_changed(ctx, argv[1], "fg.hold");
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
@@ -1292,17 +1315,16 @@ static int unhold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     fg_lock_state *s;
     if (open_lock_key(ctx, argv[1], 0, &key, &s) == KEY_WRONGTYPE)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-    int64_t i = s ? fg_lock_find(s, r.owner, r.owner_len) : -1;
-    if (i >= 0) {
-        fg_lock_remove(s, (uint32_t)i, &module_allocator);
+    bool removed = s && fg_lock_release(s, r.owner, r.owner_len, 0, &module_allocator) == 0;
+    if (removed) {
         lockstate_settle(key, s);
         RedisModule_ReplicateVerbatim(ctx);
         key_changed(ctx, argv[1], "fg.unhold");
     }
     RedisModule_CloseKey(key);
-    if (i >= 0 && (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER))
+    if (removed && (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER))
         serve_key(ctx, argv[1], server_clock_us());
-    return RedisModule_ReplyWithLongLong(ctx, i >= 0);
+    return RedisModule_ReplyWithLongLong(ctx, removed);
 }
 
 /* ========================================================= registration */

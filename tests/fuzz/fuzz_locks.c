@@ -7,8 +7,10 @@
  * against a state pruned at their time, as the module does. After every
  * step the fuzzer checks what must hold whatever the input:
  *
- *   - the state is storable (or empty, keeping no memory), `used` is the sum
- *     of the counts, and a lock has one writer alone or only readers;
+ *   - the state is storable (or empty, keeping no memory), which includes
+ *     its grant order and both of its indexes being whole, ordered and
+ *     balanced; `used` is the sum of the counts, and a lock has one writer
+ *     alone or only readers;
  *   - a decision changes nothing, and its holder is put without error (the
  *     allocator fails only when the script says so, and then nothing
  *     changes); a re-entry keeps the token, a grant gets a fresh one,
@@ -61,10 +63,12 @@ static uint64_t digest(const fg_lock_state *s) {
     MIX(s->capacity);
     MIX(s->used);
     MIX(s->len);
-    MIX(s->cap);
-    MIX((uintptr_t)s->holders);
-    for (uint32_t i = 0; i < s->len; i++) {
-        const fg_lock_holder *h = &s->holders[i];
+    MIX(s->grants);
+    MIX((uintptr_t)s->by_owner);
+    MIX((uintptr_t)s->by_end);
+    MIX((uintptr_t)s->last);
+    for (const fg_lock_holder *h = fg_lock_first(s); h != NULL; h = fg_lock_next(h)) {
+        MIX((uintptr_t)h);
         MIX((uintptr_t)h->owner);
         MIX(h->owner_len);
         for (uint32_t k = 0; k < h->owner_len; k++) MIX((unsigned char)h->owner[k]);
@@ -79,25 +83,34 @@ static uint64_t digest(const fg_lock_state *s) {
 
 static void check_state(const fg_lock_state *s) {
     if (s->len == 0) {
-        CHECK(s->used == 0 && s->holders == NULL && s->cap == 0);
+        CHECK(s->used == 0 && fg_lock_first(s) == NULL && fg_lock_memory(s) == 0);
+        CHECK(s->by_owner == NULL && s->by_end == NULL && s->last == NULL);
         return;
     }
     CHECK(fg_lock_state_storable(s));
     int64_t sum = 0;
-    uint32_t writers = 0;
-    for (uint32_t i = 0; i < s->len; i++) {
-        sum += s->holders[i].count;
-        writers += s->holders[i].mode == FG_LOCK_EXCLUSIVE;
+    uint32_t writers = 0, n = 0;
+    for (const fg_lock_holder *h = fg_lock_first(s); h != NULL; h = fg_lock_next(h), n++) {
+        sum += h->count;
+        writers += h->mode == FG_LOCK_EXCLUSIVE;
+        CHECK(fg_lock_find(s, h->owner, h->owner_len) == h);
     }
-    CHECK(sum == s->used);
+    CHECK(n == s->len && sum == s->used);
     if (s->kind == FG_LOCK_KIND_LOCK) CHECK(writers == 0 || s->len == 1);
 }
 
 /* A copy of s through fg_lock_put, in grant order. */
 static void clone_state(const fg_lock_state *s, fg_lock_state *copy) {
     memset(copy, 0, sizeof(*copy));
-    for (uint32_t i = 0; i < s->len; i++)
-        CHECK(fg_lock_put(copy, s->kind, s->capacity, &s->holders[i], &alloc) == FG_OK);
+    for (const fg_lock_holder *h = fg_lock_first(s); h != NULL; h = fg_lock_next(h))
+        CHECK(fg_lock_put(copy, s->kind, s->capacity, h, &alloc) == FG_OK);
+}
+
+/* The i-th holder in grant order (i < len). */
+static const fg_lock_holder *holder_at(const fg_lock_state *s, uint32_t i) {
+    const fg_lock_holder *h = fg_lock_first(s);
+    while (i-- > 0) h = fg_lock_next(h);
+    return h;
 }
 
 /* What r would be answered at t, against s pruned at t. */
@@ -153,7 +166,7 @@ static void put_decided(run *u, const fg_lock_request *r, fg_lock_decision *d, b
     fg_lock_holder h = d->holder;
     if (d->outcome == FG_LOCK_GRANTED) {
         h.token = fg_lock_next_token(u->last_token, u->now);
-        CHECK(h.token > u->last_token && h.token <= (uint64_t)INT64_MAX);
+        CHECK(h.token > u->last_token && h.token < FG_LOCK_TOKEN_CEILING);
     }
     int64_t capacity = u->kind == FG_LOCK_KIND_SEMAPHORE ? r->capacity : 0;
     uint64_t before = digest(&u->s);
@@ -167,8 +180,8 @@ static void put_decided(run *u, const fg_lock_request *r, fg_lock_decision *d, b
         return;
     }
     if (d->outcome == FG_LOCK_GRANTED) u->last_token = h.token;
-    int64_t i = fg_lock_find(&u->s, r->owner, r->owner_len);
-    CHECK(i >= 0 && u->s.holders[i].token == h.token && u->s.holders[i].count == h.count);
+    const fg_lock_holder *put = fg_lock_find(&u->s, r->owner, r->owner_len);
+    CHECK(put != NULL && put->token == h.token && put->count == h.count);
 }
 
 static void check_busy(run *u, const fg_lock_request *r, const fg_lock_decision *d) {
@@ -187,13 +200,12 @@ static void check_busy(run *u, const fg_lock_request *r, const fg_lock_decision 
 
 static void check_never(run *u, const fg_lock_request *r, const fg_lock_decision *d) {
     CHECK(d->why != NULL && strncmp(d->why, "ERR ", 4) == 0);
-    int64_t i = fg_lock_find(&u->s, r->owner, r->owner_len);
+    const fg_lock_holder *h = fg_lock_find(&u->s, r->owner, r->owner_len);
     if (u->kind == FG_LOCK_KIND_SEMAPHORE) {
         CHECK(r->count > r->capacity);
         return;
     }
-    CHECK(i >= 0);
-    const fg_lock_holder *h = &u->s.holders[i];
+    CHECK(h != NULL);
     bool upgrade = h->mode == FG_LOCK_SHARED && r->mode == FG_LOCK_EXCLUSIVE;
     CHECK(upgrade || (r->reentrant && h->count == FG_LOCK_MAX_REENTRY));
 }
@@ -206,18 +218,18 @@ static void step_request(run *u, bool fail) {
     fg_lock_decide(&u->s, &r, u->now, &d);
     CHECK(digest(&u->s) == before);
 
-    int64_t i = fg_lock_find(&u->s, r.owner, r.owner_len);
+    const fg_lock_holder *held = fg_lock_find(&u->s, r.owner, r.owner_len);
     switch (d.outcome) {
     case FG_LOCK_GRANTED:
-        CHECK(i < 0 && d.holder.token == 0 && d.holder.count == r.count);
+        CHECK(held == NULL && d.holder.token == 0 && d.holder.count == r.count);
         CHECK(d.holder.owner == r.owner && d.holder.expires_us > u->now);
         put_decided(u, &r, &d, fail);
         break;
     case FG_LOCK_REENTERED:
-        CHECK(i >= 0 && d.holder.token == u->s.holders[i].token);
-        CHECK(d.holder.count == u->s.holders[i].count + r.count);
-        CHECK(d.holder.expires_us >= u->s.holders[i].expires_us);
-        CHECK(d.holder.mode == u->s.holders[i].mode);
+        CHECK(held != NULL && d.holder.token == held->token);
+        CHECK(d.holder.count == held->count + r.count);
+        CHECK(d.holder.expires_us >= held->expires_us);
+        CHECK(d.holder.mode == held->mode);
         put_decided(u, &r, &d, fail);
         break;
     case FG_LOCK_BUSY:
@@ -232,43 +244,53 @@ static void step_request(run *u, bool fail) {
 static void step_release(run *u) {
     int owner = (int)take_range(&u->in, 1, 0, OWNERS - 1);
     int64_t count = take_range(&u->in, 1, -1, 5);
-    int64_t i = fg_lock_find(&u->s, owner_names[owner], owner_lens[owner]);
-    int64_t held = i >= 0 ? u->s.holders[i].count : -1;
+    const fg_lock_holder *h = fg_lock_find(&u->s, owner_names[owner], owner_lens[owner]);
+    int64_t held = h != NULL ? h->count : -1;
     int64_t left = fg_lock_release(&u->s, owner_names[owner], owner_lens[owner], count, &alloc);
     if (held < 0) CHECK(left == -1);
     else if (count < 0) CHECK(left == held);
     else if (count == 0 || count >= held) CHECK(left == 0);
     else CHECK(left == held - count);
-    CHECK((fg_lock_find(&u->s, owner_names[owner], owner_lens[owner]) >= 0) == (left > 0));
+    CHECK((fg_lock_find(&u->s, owner_names[owner], owner_lens[owner]) != NULL) == (left > 0));
 }
 
 typedef struct prune_note {
     int64_t now;
     uint32_t calls;
+    const fg_lock_holder *next; /* where the grant order goes on from */
 } prune_note;
 
+/* Told of every ended holder, in grant order, the state untouched. */
 static void note_pruned(const fg_lock_holder *h, void *arg) {
     prune_note *note = arg;
     CHECK(h->expires_us <= note->now);
+    while (note->next != NULL && note->next != h) {
+        CHECK(note->next->expires_us > note->now);
+        note->next = fg_lock_next(note->next);
+    }
+    CHECK(note->next == h);
+    note->next = fg_lock_next(h);
     note->calls++;
 }
 
 static void step_prune(run *u) {
-    prune_note note = {u->now, 0};
+    prune_note note = {u->now, 0, fg_lock_first(&u->s)};
     uint32_t len = u->s.len;
     uint32_t pruned = fg_lock_prune(&u->s, u->now, note_pruned, &note, &alloc);
     CHECK(pruned == note.calls && u->s.len == len - pruned);
-    for (uint32_t i = 0; i < u->s.len; i++) CHECK(u->s.holders[i].expires_us > u->now);
+    for (const fg_lock_holder *h = fg_lock_first(&u->s); h != NULL; h = fg_lock_next(h))
+        CHECK(h->expires_us > u->now);
 }
 
 /* FG.EXTEND: the holder put again with a new lease end. */
 static void step_extend(run *u) {
     if (u->s.len == 0) return;
     uint32_t i = (uint32_t)take_range(&u->in, 1, 0, u->s.len - 1);
-    fg_lock_holder h = u->s.holders[i];
+    const fg_lock_holder *held = holder_at(&u->s, i);
+    fg_lock_holder h = *held;
     h.expires_us = u->now + take_range(&u->in, 2, 1, 60000) * 100;
     CHECK(fg_lock_put(&u->s, u->s.kind, u->s.capacity, &h, &alloc) == FG_OK);
-    CHECK(u->s.holders[i].expires_us == h.expires_us);
+    CHECK(holder_at(&u->s, i) == held && held->expires_us == h.expires_us);
 }
 
 /* FG.HOLD with any holder: refused without a trace, or put. */
@@ -301,8 +323,11 @@ static void step(run *u) {
     case 6: case 7: step_release(u); break;
     case 8: step_prune(u); break;
     case 9:
-        if (u->s.len > 0)
-            fg_lock_remove(&u->s, (uint32_t)take_range(&u->in, 1, 0, u->s.len), &alloc);
+        if (u->s.len > 0) {
+            uint32_t i = (uint32_t)take_range(&u->in, 1, 0, u->s.len - 1);
+            const fg_lock_holder *h = holder_at(&u->s, i);
+            CHECK(fg_lock_release(&u->s, h->owner, h->owner_len, 0, &alloc) == 0);
+        }
         break;
     case 10: step_extend(u); break;
     default: step_raw_put(u); break;

@@ -28,7 +28,6 @@ import rdbpayload
 from harness import RawClient, Server, digest, wait_for, wait_replica_synced
 from topology import aof_command_names, assert_no_crash, wait_aof_rewrite_done
 
-I64_MAX = 2 ** 63 - 1
 CONFIG = "floodgate.enable-effect-commands"
 TIMED = "floodgate.explicit-time"
 EFFECTS = ["FG.SETSTATE", "FG.LOGAPPEND", "FG.HOLD", "FG.UNHOLD", "FG.PLSTATE", "FG.UVADDAT",
@@ -75,7 +74,7 @@ def effect_calls(c):
     return {
         "FG.SETSTATE": ["FG.SETSTATE", "bucket", "bucket", t * 1000, "PXAT", t // 1000 + 60000],
         "FG.LOGAPPEND": ["FG.LOGAPPEND", "log", 0, t, 3, "PXAT", t // 1000 + 60000],
-        "FG.HOLD": ["FG.HOLD", "junk", "lock", 0, "evil", "exclusive", 1, t + 10 ** 9, I64_MAX],
+        "FG.HOLD": ["FG.HOLD", "junk", "lock", 0, "evil", "exclusive", 1, t + 10 ** 9, 2 ** 52],
         "FG.UNHOLD": ["FG.UNHOLD", "held", "alice"],
         "FG.PLSTATE": ["FG.PLSTATE", "copy", string_of_dump(c, "checked")],
         "FG.UVADDAT": ["FG.UVADDAT", "counted", t - 3600 * 10 ** 6, "backfilled"],

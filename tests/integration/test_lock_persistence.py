@@ -38,6 +38,7 @@ MAX_HOLDERS = 100000
 MAX_CAPACITY = 1000000
 MAX_REENTRY = 10 ** 9
 I64_MAX = (1 << 63) - 1
+TOKEN_MAX = (1 << 53) - 1  # of lock holders (fenced values: I64_MAX)
 MASK = (1 << 64) - 1
 
 
@@ -359,7 +360,7 @@ def test_built_payloads_match_dump():
     bodies = [
         lock_body(LOCK, 0, [(b"alice", EXCLUSIVE, 1, exp, 5)]),
         lock_body(LOCK, 0, [(b"a", SHARED, 3, exp, 9), (b"b" * OWNER_MAX, SHARED, 1, exp + 1, 10)]),
-        lock_body(LOCK, 0, [(b"w", EXCLUSIVE, MAX_REENTRY, 1, I64_MAX)]),
+        lock_body(LOCK, 0, [(b"w", EXCLUSIVE, MAX_REENTRY, 1, TOKEN_MAX)]),
         lock_body(SEMAPHORE, MAX_CAPACITY, [(b"o%d" % k, EXCLUSIVE, 1 + k, exp + k, 100 + k)
                                             for k in range(50)]),
         lock_body(SEMAPHORE, 1, [(b"x", EXCLUSIVE, 5, exp, 1)]),  # over a lowered capacity
@@ -449,7 +450,7 @@ def refused_cases():
         with_holder("count %d" % count, count=count)
     for expires in (0, -1, -I64_MAX - 1):
         with_holder("expires_us %d" % expires, expires_us=expires)
-    for token in (0, 1 << 63, MASK):
+    for token in (0, TOKEN_MAX + 1, I64_MAX, 1 << 63, MASK):
         with_holder("token %d" % token, token=token)
     add("duplicate owners (shared)",
         lock_body(LOCK, 0, [(b"a", SHARED, 1, exp, 5), (b"a", SHARED, 1, exp, 6)]))
@@ -516,7 +517,7 @@ def test_invalid_states_are_refused_without_leaks():
             grown, rounds * len(cases))
         # the valid neighbours of these cases are accepted
         exp = now_us() + LEASE_MS * 1000
-        for body in (lock_body(LOCK, 0, [(b"o" * OWNER_MAX, EXCLUSIVE, MAX_REENTRY, 1, I64_MAX)]),
+        for body in (lock_body(LOCK, 0, [(b"o" * OWNER_MAX, EXCLUSIVE, MAX_REENTRY, 1, TOKEN_MAX)]),
                      lock_body(SEMAPHORE, MAX_CAPACITY, [(b"a", EXCLUSIVE, 1, exp, 1)]),
                      fenced_body(I64_MAX, None), fenced_body(1, b"")):
             assert c.restore("fine", 0, payload(body), replace=True)
@@ -935,20 +936,17 @@ def test_restore_raises_the_counter():
 
 
 def test_tokens_stay_in_their_range():
-    """Tokens are 1 .. 2^63-1 everywhere (FG.HOLD, FG.FENCE, the RDB file).
-    A counter raised to the top by a forged FG.HOLD must not push a grant
-    beyond it: the server could neither replicate that grant nor load the
-    file it saves."""
+    """Lock tokens are 1 .. 2^53-1 everywhere (FG.HOLD, the RDB file). A
+    counter raised to the top must not push a grant beyond it: the server
+    could neither replicate that grant nor load the file it saves
+    (test_lock_fencing.py has the rest)."""
     with Server(["--floodgate.enable-effect-commands", "yes"]) as srv:
         c = srv.client()
         assert ok(c.execute_command("FG.HOLD", "top", "lock", 0, "o", "exclusive", 1,
-                                    now_us() + 10 ** 9, I64_MAX))
+                                    now_us() + 10 ** 9, TOKEN_MAX))
         c.delete("top")
-        try:
-            reply = c.execute_command("FG.LOCK", "k", "a", 10000)
-            assert reply[0] == 0 or 1 <= int(reply[1]) <= I64_MAX, reply
-        except redis.ResponseError:
-            pass  # refusing to grant is fine too
+        with pytest.raises(redis.ResponseError, match="no fencing token left"):
+            c.execute_command("FG.LOCK", "k", "a", 10000)
         assert c.save()
         srv.restart()  # the file loads
         assert_no_crash(srv)
@@ -1011,6 +1009,8 @@ def test_rdb_file_with_aux_data(tmp_path):
 @pytest.mark.parametrize("label,contents", [
     ("encver 2", rdb_file(aux_record(u(5), encver=2))),
     ("counter above INT64_MAX", rdb_file(aux_record(u(1 << 63)))),
+    ("counter at the ceiling of tokens, 2^53", rdb_file(aux_record(u(TOKEN_MAX + 1)))),
+    ("counter at INT64_MAX", rdb_file(aux_record(u(I64_MAX)))),
     ("no counter", rdb_file(aux_record(b""))),
     ("a string", rdb_file(aux_record(buf(b"12")))),
     ("two counters", rdb_file(aux_record(u(5) + u(6)))),
