@@ -2,7 +2,8 @@
 on 127.0.0.1, loading build/floodgate.so.
 
 Public API (kept stable, other test files import it):
-    REPO, MODULE, REDIS_SERVER
+    REPO, MODULE, REDIS_SERVER (the binary: $FLOODGATE_REDIS_SERVER, else
+                                /usr/bin/redis-server)
     free_port()
     Server(extra_args=(), module=True, dir=None)
         .start() .stop() .kill9() .restart() .client(**kw)
@@ -11,6 +12,7 @@ Public API (kept stable, other test files import it):
     wait_for(predicate, timeout=10, interval=0.02)
     wait_replica_synced(master_client, replica_client, timeout=30)
     stop_all()
+    rdb_version()
 """
 
 import atexit
@@ -27,7 +29,7 @@ import redis
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULE = os.path.join(REPO, "build", "floodgate.so")
-REDIS_SERVER = "/usr/bin/redis-server"
+REDIS_SERVER = os.environ.get("FLOODGATE_REDIS_SERVER", "/usr/bin/redis-server")
 
 _lock = threading.Lock()
 _live_servers = set()
@@ -460,3 +462,26 @@ def call(c, *args):
     """A command's integer reply, or its array of integers."""
     reply = c.execute_command(*args)
     return [int(x) for x in reply] if isinstance(reply, list) else int(reply)
+
+
+_rdb_versions = {}
+
+
+def rdb_version():
+    """The RDB version REDIS_SERVER writes (10 for Redis 7.0, 11 for 7.2 and
+    Valkey 8, 12 for 7.4 and 8.x): the 2 bytes before the CRC64 of a DUMP
+    payload, read once from a scratch server without the module, so that
+    tests never write into a dataset of theirs to learn it."""
+    if REDIS_SERVER not in _rdb_versions:
+        with Server(module=False) as srv:
+            c = srv.client()
+            c.set("probe", "x")
+            payload = c.dump("probe")
+            c.close()
+        _rdb_versions[REDIS_SERVER] = int.from_bytes(payload[-10:-8], "little")
+    return _rdb_versions[REDIS_SERVER]
+
+
+def rdb_file_magic():
+    """The 9 bytes an RDB file of REDIS_SERVER's starts with."""
+    return b"REDIS%04d" % rdb_version()
