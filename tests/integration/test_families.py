@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from harness import digest, digest_value, guard_window, state, now_ms, s, slidelog_stamps
+from harness import T0, digest, digest_value, guard_window, state, now_ms, s, slidelog_stamps
 
 FAMILIES = ["FIXED", "SLIDING", "SLIDELOG", "TOKEN", "LEAKY", "GCRA"]
 BUCKET = {"TOKEN", "LEAKY", "GCRA"}
@@ -433,20 +433,19 @@ def test_sliding_weights_previous_window(r):
     assert 2 <= rep[2] <= 4, rep
 
 
-def test_slidelog_is_exact(r):
+def test_slidelog_is_exact(t):
     # entries leave the log one by one, exactly one window after admission
+    # (decided at chosen times: AT on the explicit-time server)
     W = 300
-    fg(r, "SLIDELOG", "l", (3, W))
-    time.sleep(0.1)
-    fg(r, "SLIDELOG", "l", (3, W), "COST", 2)
-    rep = fg(r, "SLIDELOG", "l", (3, W))
-    assert rep[0] == 0
-    assert 0 < rep[3] <= 200 + 5, rep  # the first entry leaves at ~300 ms
-    time.sleep(rep[3] / 1000.0)
-    rep = fg(r, "SLIDELOG", "l", (3, W))
-    assert rep[:3] == [1, 3, 0], rep
-    rep = fg(r, "SLIDELOG", "l", (3, W))
-    assert rep[0] == 0 and 50 <= rep[3] <= 100 + 5, rep
+    assert fg(t, "SLIDELOG", "l", (3, W), "AT", T0) == [1, 3, 2, -1, 300]
+    assert fg(t, "SLIDELOG", "l", (3, W), "COST", 2, "AT", T0 + 100_000) == [1, 3, 0, -1, 300]
+    assert fg(t, "SLIDELOG", "l", (3, W), "AT", T0 + 100_000) == [0, 3, 0, 200, 300]
+    # 1 us before the first entry leaves: still full, the wait rounded up
+    assert fg(t, "SLIDELOG", "l", (3, W), "AT", T0 + 299_999) == [0, 3, 0, 1, 101]
+    assert fg(t, "SLIDELOG", "l", (3, W), "AT", T0 + 300_000) == [1, 3, 0, -1, 300]
+    # the next two leave together, 400 ms after the start
+    assert fg(t, "SLIDELOG", "l", (3, W), "AT", T0 + 300_000) == [0, 3, 0, 100, 300]
+    assert fg(t, "SLIDELOG", "l", (3, W), "COST", 2, "AT", T0 + 400_000) == [1, 3, 0, -1, 300]
 
 
 def test_fixed_window_is_epoch_aligned(r):
