@@ -412,17 +412,32 @@ def test_the_tool(r, server, tmp_path):
 
 # ------------------------------------------------------------ the loader
 
+def without_reset(answer):
+    """An answer's words without its reset_after_ms, and that number."""
+    words = answer.split()
+    return words[:5] + words[6:], int(words[5])
+
+
 def test_the_loader_on_a_miss(r, server):
+    """The acquire waits (FG.CHECK WAIT), so it is decided at the server's
+    clock: its reset_after_ms is 3000 less the time since the first unit
+    was taken, which the test bounds by the time it measured around them."""
     p = "l%d" % int(time.time() * 1000)
     c = PolicyClient(url(server))
     try:
         assert c("loader %s.known token:5:1 penalty:1000:2:0" % p) == "ok"
+        first_ns = time.time_ns()
         assert c("check %s.known k 1" % p) == "ok 1 5 4 -1 1000 limit:1 0 server"
         assert c("loads") == "ok 1"
         assert get(r, p + ".known")["limits"] == [["TOKEN", "5", "1"]]
         assert get(r, p + ".known")["penalty"] == ["1000", "2", "1000"]
-        assert c("check %s.known k 1" % p) == "ok 1 5 3 -1 2000 limit:1 0 server"
-        assert c("acquire %s.known k 1 100" % p) == "ok 1 5 2 -1 3000 limit:1 0 server"
+        for line, words, full_ms in (
+                ("check %s.known k 1", ["ok", "1", "5", "3", "-1"], 2000),
+                ("acquire %s.known k 1 100", ["ok", "1", "5", "2", "-1"], 3000)):
+            got, reset_ms = without_reset(c(line % p))
+            since_first_ms = (time.time_ns() - first_ns) / 1e6
+            assert got == words + ["limit:1", "0", "server"], (line, got)
+            assert full_ms - since_first_ms <= reset_ms <= full_ms, (line, reset_ms, since_first_ms)
         assert c("loads") == "ok 1"
         assert c("check %s.other k 1" % p) == "err invalid ERR no such policy '%s.other'" % p
         assert c("loads") == "ok 2"
