@@ -141,6 +141,15 @@ def wait_bgsave_done(c, timeout=30):
 
 
 def aof_files(server, appenddirname="appendonlydir"):
+    """The server's AOF files, once a running server has written what it
+    holds in its AOF buffer: with appendfsync everysec the write waits (up
+    to 2 s) while a background fsync runs, which a busy disk makes slow."""
+    if server.alive():
+        c = server.client()
+        try:
+            wait_for(lambda: c.info("persistence").get("aof_buffer_length", 0) == 0, timeout=10)
+        finally:
+            c.close()
     d = os.path.join(server.dir, appenddirname)
     return sorted(glob.glob(os.path.join(d, "*")))
 
