@@ -319,18 +319,6 @@ def inspect(c, key):
     return dict(zip(raw[0::2], raw[1::2]))
 
 
-def now_ms():
-    return time.time_ns() // 1_000_000
-
-
-def guard_window(window_ms, margin_ms):
-    """Sleep until at least margin_ms remain before the next boundary of the
-    epoch-aligned window of window_ms, so a test does not cross it."""
-    left = window_ms - (time.time_ns() / 1e6) % window_ms
-    if left < margin_ms:
-        time.sleep(left / 1000.0 + 0.005)
-
-
 def state(c, key):
     """FG.INSPECT without the fields that change with the clock alone (pttl):
     what must stay equal when nothing is written. None when absent."""
