@@ -2,7 +2,8 @@
 on 127.0.0.1, loading build/floodgate.so.
 
 Public API (kept stable, other test files import it):
-    REPO, MODULE, REDIS_SERVER
+    REPO, MODULE, REDIS_SERVER (the binary: $FLOODGATE_REDIS_SERVER, else
+                                /usr/bin/redis-server)
     free_port()
     Server(extra_args=(), module=True, dir=None)
         .start() .stop() .kill9() .restart() .client(**kw)
@@ -11,6 +12,7 @@ Public API (kept stable, other test files import it):
     wait_for(predicate, timeout=10, interval=0.02)
     wait_replica_synced(master_client, replica_client, timeout=30)
     stop_all()
+    rdb_version()
 """
 
 import atexit
@@ -317,18 +319,6 @@ def inspect(c, key):
     return dict(zip(raw[0::2], raw[1::2]))
 
 
-def now_ms():
-    return time.time_ns() // 1_000_000
-
-
-def guard_window(window_ms, margin_ms):
-    """Sleep until at least margin_ms remain before the next boundary of the
-    epoch-aligned window of window_ms, so a test does not cross it."""
-    left = window_ms - (time.time_ns() / 1e6) % window_ms
-    if left < margin_ms:
-        time.sleep(left / 1000.0 + 0.005)
-
-
 def state(c, key):
     """FG.INSPECT without the fields that change with the clock alone (pttl):
     what must stay equal when nothing is written. None when absent."""
@@ -477,3 +467,26 @@ def call(c, *args):
     """A command's integer reply, or its array of integers."""
     reply = c.execute_command(*args)
     return [int(x) for x in reply] if isinstance(reply, list) else int(reply)
+
+
+_rdb_versions = {}
+
+
+def rdb_version():
+    """The RDB version REDIS_SERVER writes (10 for Redis 7.0, 11 for 7.2 and
+    Valkey 8, 12 for 7.4 and 8.x): the 2 bytes before the CRC64 of a DUMP
+    payload, read once from a scratch server without the module, so that
+    tests never write into a dataset of theirs to learn it."""
+    if REDIS_SERVER not in _rdb_versions:
+        with Server(module=False) as srv:
+            c = srv.client()
+            c.set("probe", "x")
+            payload = c.dump("probe")
+            c.close()
+        _rdb_versions[REDIS_SERVER] = int.from_bytes(payload[-10:-8], "little")
+    return _rdb_versions[REDIS_SERVER]
+
+
+def rdb_file_magic():
+    """The 9 bytes an RDB file of REDIS_SERVER's starts with."""
+    return b"REDIS%04d" % rdb_version()

@@ -134,7 +134,9 @@ def test_command_timeout_on_a_stopped_server(server):
         start = time.monotonic()
         assert d("check k fixed 10 1000").endswith("failed_closed")
         elapsed = time.monotonic() - start
-        assert 0.25 < elapsed < 1.0, elapsed
+        # the 300 ms timeout, not the stopped server, ended the call (which
+        # would otherwise block until SIGCONT): a bound far from both
+        assert 0.25 < elapsed < 10, elapsed
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
     wait_for(lambda: d("check k fixed 10 1000").endswith("server"), timeout=5)
@@ -145,21 +147,31 @@ def test_command_timeout_on_a_stopped_server(server):
 # ------------------------------------------------------------ denial cache
 
 def test_denial_cache(server):
+    # The client caches a denial for its retry_after, by its own clock (the
+    # server's): a check that ends within retry_after of the start of the
+    # denied one is answered from the cache.
     d = Driver(url(server), "cache")
     assert d("check k token 1 2") == "ok 1 1 0 -1 500 server"
+    denied_at = time.monotonic()
     denied = d("check k token 1 2").split()
     assert denied[1] == "0" and denied[-1] == "server"
     trips = d.stats()["round_trips"]
+    cached = 0
     for _ in range(20):
         local = d("check k token 1 2").split()
-        assert local[1] == "0" and local[-1] == "denial_cache"
-        assert 0 < int(local[4]) <= int(denied[4])
+        assert local[1] == "0", local
+        if (time.monotonic() - denied_at) * 1000 < int(denied[4]):
+            assert local[-1] == "denial_cache", local
+        if local[-1] == "denial_cache":
+            assert 0 < int(local[4]) <= int(denied[4])
+            cached += 1
+    assert cached > 0
     # A smaller cost or another limit is not answered from the cache.
     assert d("check k token 1 2 0").endswith("server")
     assert d("check k token 2 2").endswith("server")
     st = d.stats()
-    assert st["round_trips"] == trips + 2
-    assert st["cached"] == 20 and st["decisions"] == 24
+    assert st["round_trips"] == trips + 2 + 20 - cached
+    assert st["cached"] == cached and st["decisions"] == 24
     time.sleep(0.55)
     assert d("check k token 1 2") .endswith("server")
     d.close()

@@ -65,9 +65,9 @@ def test_every_command_on_its_owner(cluster):
     d = Driver(cluster_url(cluster, cluster.nodes[1:2]))
     assert d.opened == "open ok"
     keys = ["route:%d" % i for i in range(30)] + ["{user1}.a", "{user1}.b", "foo"]
-    for k in keys:
-        assert d("check %s token 5 5" % k) == "ok 1 5 4 -1 200 server"
-        assert d("peek %s token 5 5" % k).startswith("ok 1 5 3 -1 ")
+    for k in keys:  # 1000 s per token: no key expires before it is looked for
+        assert d("check %s token 5 0.001" % k) == "ok 1 5 4 -1 1000000 server"
+        assert d("peek %s token 5 0.001" % k).startswith("ok 1 5 3 -1 ")
         assert d("inspect %s" % k).startswith("ok type=bucket tat_ns=")
     assert_on_owners(cluster, keys)
     # The hash tag puts both keys on one node.
@@ -89,10 +89,10 @@ def test_batch_one_round_trip_per_node(cluster):
     owners = {owner(cluster, k).port for k in keys}
     assert len(owners) == 3
     before = d.stats()["round_trips"]
-    assert d("mbatch %d many: gcra 2 1 1000" % n) == "ok %d server" % n
+    assert d("mbatch %d many: gcra 2 1 1000000" % n) == "ok %d server" % n
     assert d.stats()["round_trips"] - before == len(owners)
-    assert d("mbatch %d many: gcra 2 1 1000" % n) == "ok %d server" % n
-    assert d("mbatch %d many: gcra 2 1 1000" % n) == "ok 0 server"
+    assert d("mbatch %d many: gcra 2 1 1000000" % n) == "ok %d server" % n
+    assert d("mbatch %d many: gcra 2 1 1000000" % n) == "ok 0 server"
     assert_on_owners(cluster, keys)
     d.close()
 

@@ -412,17 +412,32 @@ def test_the_tool(r, server, tmp_path):
 
 # ------------------------------------------------------------ the loader
 
+def without_reset(answer):
+    """An answer's words without its reset_after_ms, and that number."""
+    words = answer.split()
+    return words[:5] + words[6:], int(words[5])
+
+
 def test_the_loader_on_a_miss(r, server):
+    """The acquire waits (FG.CHECK WAIT), so it is decided at the server's
+    clock: its reset_after_ms is 3000 less the time since the first unit
+    was taken, which the test bounds by the time it measured around them."""
     p = "l%d" % int(time.time() * 1000)
     c = PolicyClient(url(server))
     try:
         assert c("loader %s.known token:5:1 penalty:1000:2:0" % p) == "ok"
+        first_ns = time.time_ns()
         assert c("check %s.known k 1" % p) == "ok 1 5 4 -1 1000 limit:1 0 server"
         assert c("loads") == "ok 1"
         assert get(r, p + ".known")["limits"] == [["TOKEN", "5", "1"]]
         assert get(r, p + ".known")["penalty"] == ["1000", "2", "1000"]
-        assert c("check %s.known k 1" % p) == "ok 1 5 3 -1 2000 limit:1 0 server"
-        assert c("acquire %s.known k 1 100" % p) == "ok 1 5 2 -1 3000 limit:1 0 server"
+        for line, words, full_ms in (
+                ("check %s.known k 1", ["ok", "1", "5", "3", "-1"], 2000),
+                ("acquire %s.known k 1 100", ["ok", "1", "5", "2", "-1"], 3000)):
+            got, reset_ms = without_reset(c(line % p))
+            since_first_ms = (time.time_ns() - first_ns) / 1e6
+            assert got == words + ["limit:1", "0", "server"], (line, got)
+            assert full_ms - since_first_ms <= reset_ms <= full_ms, (line, reset_ms, since_first_ms)
         assert c("loads") == "ok 1"
         assert c("check %s.other k 1" % p) == "err invalid ERR no such policy '%s.other'" % p
         assert c("loads") == "ok 2"
@@ -522,17 +537,21 @@ def test_cluster(cluster, tmp_path):
             assert get(m, "cp")["denylist"] == ["exact", 2]
         keys = ["ck%d" % i for i in range(12)]
         assert len({cluster.owner_of(k)[1].port for k in keys}) == 3
+        taken_ns = time.time_ns()  # before ck5's two units are taken
         for k in keys:  # each key decided by its own node
             assert c("check cp %s 2" % k).startswith("ok 1 2 0 ")
             owner = cluster.owner_of(k)[1].client()
             assert decode(owner.execute_command("TYPE", k)) == "fg-plstat"
             owner.close()
         assert c("check cp ck0 1 bad2") == "ok 0 0 0 -1 0 denylist 0 server"
-        # waiting on the key's node: the unit comes in 1 s
-        t = time.monotonic()
+        # waiting on the key's node: a unit comes back 1 s after ck5's two
+        # were taken, and the bucket is full 2 s after that grant (3 s after
+        # they were taken, less the time since)
         got = c("acquire cp ck5 1 5000").split()
-        assert got[:5] == ["ok", "1", "2", "0", "-1"] and 1990 <= int(got[5]) <= 2000, got
-        assert time.monotonic() - t >= 0.8
+        since_ms = (time.time_ns() - taken_ns) / 1e6
+        assert since_ms >= 1000, since_ms
+        assert got[:5] == ["ok", "1", "2", "0", "-1"], got
+        assert 3000 - since_ms <= int(got[5]) <= 2000, (got, since_ms)
         assert c("names") == "ok cp"
         assert c("get cp").startswith("ok limits=1 ")
         # a file, and the tool

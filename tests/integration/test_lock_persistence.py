@@ -23,7 +23,7 @@ import pytest
 import redis
 
 import rdbpayload
-from harness import Server, wait_for
+from harness import Server, rdb_file_magic, rdb_version, wait_for
 from rdbpayload import OP_EOF, OP_STRING, OP_UINT, enc_len
 from topology import (assert_no_crash, aof_files, digest, read_aof_commands, s,
                       wait_aof_rewrite_done)
@@ -106,11 +106,11 @@ def fenced_body(token, value, has=None, encver=1, tail=b""):
     return out + tail + enc_len(OP_EOF)
 
 
-RDB_VERSION = 10  # what Redis 7.0 writes in DUMP payloads (checked below)
-
-
 def payload(body):
-    return rdbpayload.make(body, RDB_VERSION)
+    """A DUMP payload of the server's RDB version (10 on Redis 7.0, 11 on
+    7.2 and Valkey 8, 12 on 7.4 and 8.x): RESTORE refuses a newer one, and a
+    DUMP compared with it carries the server's own."""
+    return rdbpayload.make(body, rdb_version())
 
 
 # ---------------------------------------------------------------------------
@@ -371,7 +371,7 @@ def test_built_payloads_match_dump():
     with plain_server() as srv:
         c = srv.client()
         c.execute_command("FG.FENCE", "probe", 1)
-        assert rdbpayload.split(c.dump("probe"))[1] == RDB_VERSION
+        assert rdbpayload.split(c.dump("probe"))[1] == rdb_version()
         for n, body in enumerate(bodies):
             assert c.restore("k%d" % n, 0, payload(body))
             assert c.dump("k%d" % n) == payload(body), n
@@ -542,7 +542,7 @@ def base_bodies(c):
     out = []
     for k in ("z:excl", "z:shared", "z:sem", "z:fval", "z:fnone"):
         body, version, _ = rdbpayload.split(c.dump(k))
-        assert version == RDB_VERSION
+        assert version == rdb_version()
         rdbpayload.parse_module_value(body)
         out.append((k, body))
     return out
@@ -956,9 +956,14 @@ def test_tokens_stay_in_their_range():
 # RDB files with the module's aux data
 
 
+def rdb_body(aux=b"", keys=b""):
+    """What follows the magic in an RDB file (checksum 0: not checked)."""
+    return aux + b"\xfe\x00" + keys + b"\xff" + b"\0" * 8
+
+
 def rdb_file(aux=b"", keys=b""):
-    """An RDB file (version 10, checksum 0: not checked)."""
-    return b"REDIS0010" + aux + b"\xfe\x00" + keys + b"\xff" + b"\0" * 8
+    """An RDB file of the server's RDB version."""
+    return rdb_file_magic() + rdb_body(aux, keys)
 
 
 def aux_record(counter_fields, encver=1, when=1):
@@ -1007,17 +1012,18 @@ def test_rdb_file_with_aux_data(tmp_path):
 
 
 @pytest.mark.parametrize("label,contents", [
-    ("encver 2", rdb_file(aux_record(u(5), encver=2))),
-    ("counter above INT64_MAX", rdb_file(aux_record(u(1 << 63)))),
-    ("counter at the ceiling of tokens, 2^53", rdb_file(aux_record(u(TOKEN_MAX + 1)))),
-    ("counter at INT64_MAX", rdb_file(aux_record(u(I64_MAX)))),
-    ("no counter", rdb_file(aux_record(b""))),
-    ("a string", rdb_file(aux_record(buf(b"12")))),
-    ("two counters", rdb_file(aux_record(u(5) + u(6)))),
-    ("the file ends in the counter", b"REDIS0010" + aux_record(u(1000))[:-2]),
+    ("encver 2", rdb_body(aux_record(u(5), encver=2))),
+    ("counter above INT64_MAX", rdb_body(aux_record(u(1 << 63)))),
+    ("counter at the ceiling of tokens, 2^53", rdb_body(aux_record(u(TOKEN_MAX + 1)))),
+    ("counter at INT64_MAX", rdb_body(aux_record(u(I64_MAX)))),
+    ("no counter", rdb_body(aux_record(b""))),
+    ("a string", rdb_body(aux_record(buf(b"12")))),
+    ("two counters", rdb_body(aux_record(u(5) + u(6)))),
+    ("the file ends in the counter", aux_record(u(1000))[:-2]),
 ])
 def test_rdb_file_with_bad_aux_data_is_refused(tmp_path, label, contents):
-    srv, log = start_on(str(tmp_path), contents)
+    # the magic is added here: parameters are built before any server runs
+    srv, log = start_on(str(tmp_path), rdb_file_magic() + contents)
     if srv is not None:
         srv.stop()
     assert srv is None, "%s: the server loaded the file" % label

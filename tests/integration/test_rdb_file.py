@@ -20,7 +20,7 @@ import time
 import pytest
 import redis
 
-from harness import MODULE, Server, free_port
+from harness import MODULE, REDIS_SERVER, Server, free_port, rdb_file_magic
 
 SCALE = int(os.environ.get("FLOODGATE_FUZZ_SCALE", "1"))
 
@@ -57,14 +57,15 @@ def values():
 
 
 def rdb_file(value):
-    """An RDB file with one key `k` in db 0; checksum 0 means "not checked"."""
-    return b"REDIS0010" + b"\xfe\x00" + value[:1] + b"\x01k" + value[1:] + b"\xff" + b"\0" * 8
+    """An RDB file with one key `k` in db 0, of the server's RDB version;
+    checksum 0 means "not checked"."""
+    return rdb_file_magic() + b"\xfe\x00" + value[:1] + b"\x01k" + value[1:] + b"\xff" + b"\0" * 8
 
 
 def start_on(path_dir):
     port = free_port()
     proc = subprocess.Popen(
-        ["/usr/bin/redis-server", "--port", str(port), "--bind", "127.0.0.1",
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
          "--dir", path_dir, "--dbfilename", "dump.rdb", "--save", "", "--appendonly", "no",
          "--loadmodule", MODULE, "--logfile", os.path.join(path_dir, "redis.log")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

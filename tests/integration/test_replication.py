@@ -12,7 +12,7 @@ import time
 import pytest
 import redis
 
-from harness import Server, wait_for, wait_replica_synced
+from harness import T0, Server, wait_for, wait_replica_synced
 from topology import (assert_no_crash, aof_files, digest, inspect,
                       read_aof_commands, replicated_pair, s)
 
@@ -448,12 +448,13 @@ def test_sliding_counts_near_the_64_bit_edge_replicate_and_reload(pair):
     not be loaded again."""
     master, replica, m, r = pair
     huge = 2 ** 63 - 1
-    window_ms = 1000
-    m.execute_command("FG.SLIDING", "s", huge, window_ms, "COST", huge)
-    # Into the next window (and at least a millisecond into it), same limit.
-    now_ms = time.time() * 1000
-    time.sleep((window_ms - now_ms % window_ms + 2) / 1000)
-    reply = m.execute_command("FG.SLIDING", "s", huge, window_ms)
+    window_ms = 60000
+    # decided at chosen times (the replica only applies the states): T0 is
+    # 20 s into a window, the second call 20 s into the next, and the state
+    # lives 100 s
+    m.config_set("floodgate.explicit-time", "yes")
+    m.execute_command("FG.SLIDING", "s", huge, window_ms, "COST", huge, "AT", T0)
+    reply = m.execute_command("FG.SLIDING", "s", huge, window_ms, "AT", T0 + window_ms * 1000)
     assert reply[0] == 1, reply
     state = inspect(m, "s")
     fields = {s(k): int(v) for k, v in zip(state[2::2], state[3::2])}

@@ -12,9 +12,10 @@ it.
 
 Time. Counts read the server's clock, so every test takes its times from the
 server's TIME and backfills with FG.UVADDAT at chosen seconds, as clients
-may with floodgate.explicit-time (on for this file). Past windows
-are answered from the counter's newest second, which the test fixes, so they
-do not depend on when the test runs. Windows that end "now" (LAST) are read
+may with floodgate.explicit-time (on for this file). Past windows are
+answered from the counter's newest second, which the test fixes (at a
+fixed time of day, fixed_second, where the grid matters), so they do not
+depend on when the test runs. Windows that end "now" (LAST) are read
 in a MULTI between two TIMEs and retried when the second changed, so they are
 exact to the second without sleeping.
 
@@ -80,6 +81,14 @@ def server_us(c):
 
 def server_second(c):
     return c.time()[0]
+
+
+def fixed_second(c):
+    """13:17:23 UTC on the day before the server's: 11 to 35 hours ago. A
+    newest item there puts the minute, hour and day edges around it (and the
+    hours of a TZOFFSET) at the same places whenever the tests run: past
+    windows are answered from the counter's newest second, not the clock."""
+    return (server_second(c) // DAY - 1) * DAY + 13 * HOUR + 17 * MINUTE + 23
 
 
 def grid_message(key, minutes=60, hours=48, days=31):
@@ -562,16 +571,11 @@ def grid_events(n):
     return ev
 
 
-def off_minute(sec):
-    """sec, or the next second when sec is on the minute grid."""
-    return sec if sec % MINUTE else sec + 1
-
-
 @pytest.fixture
 def grid(r):
     """'uv' (events shuffled), 'sorted' (in time order), 'odd' and 'even'
-    (halves of the events): all with newest second n."""
-    n = server_second(r) - 5
+    (halves of the events): all with newest second n (13:17:23)."""
+    n = fixed_second(r)
     events = grid_events(n)
     shuffled = list(events)
     random.Random(11).shuffle(shuffled)
@@ -628,9 +632,9 @@ def test_between_windows_on_the_grid(r, grid):
 def test_between_off_the_grid_is_refused(r, grid):
     n, events = grid
     m, hh, dd = n // MINUTE * MINUTE, n // HOUR * HOUR, n // DAY * DAY
-    old_minute = next(m - k * MINUTE for k in (65, 66, 67) if (m - k * MINUTE) % HOUR)
-    early = off_minute(n - 100)
-    ancient = off_minute(n - 8 * DAY + 17)
+    old_minute = m - 65 * MINUTE  # 12:12, beyond the 60 minutes kept
+    early = n - 100  # 13:15:43
+    ancient = n - 8 * DAY + 17
     cases = [  # (t1, t2, the edge named)
         (old_minute, old_minute + MINUTE, old_minute),       # minutes kept: 60
         (m - 30 * MINUTE, m - 20 * MINUTE + 17, m - 20 * MINUTE + 17),
@@ -661,8 +665,9 @@ def test_between_off_the_grid_is_refused(r, grid):
 
 def test_grid_of_custom_counters(r):
     """MINUTES/HOURS/DAYS set what is kept, TZOFFSET where hours and days
-    begin; the refusal names the counter's own figures."""
-    n = server_second(r) - 5
+    begin; the refusal names the counter's own figures. The newest item at
+    13:17:23: 12:57 is off the hours of every counter, the :30 ones too."""
+    n = fixed_second(r)
     assert ok(r.execute_command("FG.UVCREATE", "tz", "TZOFFSET", 1800))
     assert ok(r.execute_command("FG.UVCREATE", "ny", "TZOFFSET", -18000))
     assert ok(r.execute_command("FG.UVCREATE", "small", "MINUTES", 10, "HOURS", 5, "DAYS", 3,
@@ -699,16 +704,15 @@ def test_grid_of_custom_counters(r):
              {"minutes": 0}),
             ("none", hh - 5 * HOUR, hh - 2 * HOUR, hh - 5 * HOUR,
              {"minutes": 0, "hours": 0, "days": 0})]:
-        if key == "nomin" and (m - 20 * MINUTE) % HOUR == 0:
-            continue  # an hour edge: the hour tier could start it
         assert error_of(r, "FG.UVCOUNT", key, *between(t1, t2)) == \
             off_grid(edge * SEC, key, **grid), (key, t1 - n, t2 - n)
 
 
 def test_staircase_and_buckets_meet(r):
     """SPAN 60: a window that starts a few minutes back takes minute
-    buckets up to the span, then the staircase, exact to the second."""
-    n = server_second(r) - 2
+    buckets up to the span, then the staircase, exact to the second (the
+    newest item at 13:17:23)."""
+    n = fixed_second(r)
     m = n // MINUTE * MINUTE
     assert ok(r.execute_command("FG.UVCREATE", "k", "SPAN", 60))
     events = [(m - 2 * MINUTE + 5, "x"), (m - MINUTE - 1, "y"), (n - 30, "z"), (n, "w")]
@@ -717,17 +721,16 @@ def test_staircase_and_buckets_meet(r):
                    (n - 29, n + 1), (m - 3 * MINUTE, m - MINUTE)]:
         check_window(r, ["k"], between(t1, t2), items_between(events, t1, t2),
                      "[%d, %d)" % (t1 - n, t2 - n))
-    assert error_of(r, "FG.UVCOUNT", "k", *between(off_minute(n - 100), n + 1)) == \
-        off_grid(off_minute(n - 100) * SEC, "k")
+    assert error_of(r, "FG.UVCOUNT", "k", *between(n - 100, n + 1)) == \
+        off_grid((n - 100) * SEC, "k")
     # SPAN 3600: a window from exactly newest - SPAN is exact; the item one
     # second older, added first, stays in the staircase but must not show
     assert ok(r.execute_command("FG.UVCREATE", "h", "SPAN", 3600))
     events = [(n - 3601, "old"), (n - 3600, "edge"), (n - 1800, "mid"), (n, "new")]
     add_events(r, "h", events)
     check_window(r, ["h"], between(n - 3600, n + 1), ["edge", "mid", "new"])
-    if (n - 3601) % HOUR:
-        assert error_of(r, "FG.UVCOUNT", "h", *between(n - 3601, n + 1)) == \
-            off_grid((n - 3601) * SEC, "h")
+    assert error_of(r, "FG.UVCOUNT", "h", *between(n - 3601, n + 1)) == \
+        off_grid((n - 3601) * SEC, "h")
 
 
 # -- the future and the clock --------------------------------------------------------

@@ -27,7 +27,7 @@ import re
 import pytest
 
 from harness import digest
-from test_uv import (DAY, HOUR, MINUTE, SEC, between, off_grid, off_minute, ok,
+from test_uv import (DAY, HOUR, MINUTE, SEC, between, fixed_second, off_grid, ok,
                      payloads, raw, server_second, too_long, uv_info)  # noqa: F401 (fixture)
 
 # FG.UVADDAT and FG.UVLOAD are validated as a repair tool meets them.
@@ -79,9 +79,10 @@ KEYS = ("uv", "uvc", "str", "list", "dst")
 
 def populate(c):
     """The keys of KEYS, and the times the cases use: {n} the counters'
-    newest second; {past} a second before it; {future} 200 s ahead of the
+    newest second (13:17:23, so the grid around it is the same whenever the
+    tests run); {past} a second before it; {future} 200 s ahead of the
     server's clock; {w1} {w2} a window that ends after {n} (exact, valid)."""
-    n = server_second(c) - 5
+    n = fixed_second(c)
     p = c.pipeline(transaction=False)
     p.execute_command("FG.UVADDAT", "uv", (n - 30 * HOUR) * SEC, "a", "b", "c")
     p.execute_command("FG.UVADDAT", "uv", (n - 600) * SEC, "d", "e")
@@ -94,7 +95,7 @@ def populate(c):
     p.rpush("list", "a", "b")
     p.set("dst", "old")
     p.execute()
-    return {"n": n, "past": str((n - 10) * SEC), "future": str((n + 200) * SEC),
+    return {"n": n, "past": str((n - 10) * SEC), "future": str((server_second(c) + 200) * SEC),
             "w1": str((n - 10) * SEC), "w2": str((n + 10) * SEC)}
 
 
@@ -303,15 +304,15 @@ def test_windows_off_the_grid_or_longer_than_the_span(r):
     ctx = populate(r)
     n = ctx["n"]
     m = n // MINUTE * MINUTE
-    old_minute = next(m - k * MINUTE for k in (65, 66, 67) if (m - k * MINUTE) % HOUR)
-    early = off_minute(n - 100)
-    small = {"minutes": 10, "hours": 5, "days": 3}
+    old_minute = m - 65 * MINUTE  # 12:12, beyond the 60 minutes kept
+    early = n - 100  # 13:15:43
+    small = {"minutes": 10, "hours": 5, "days": 3}  # uvc's hours begin at :30
     cases = [(["uv"], between(old_minute, old_minute + MINUTE), off_grid(old_minute * SEC, "uv")),
              (["uv"], between(early, n - 50), off_grid(early * SEC, "uv")),
              (["uv"], between(0, 1), off_grid(0, "uv")),
-             (["uv", "uvc"], between(m - 20 * MINUTE, m - 19 * MINUTE),
+             (["uv", "uvc"], between(m - 20 * MINUTE, m - 19 * MINUTE),  # 12:57
               off_grid((m - 20 * MINUTE) * SEC, "uvc", **small)),
-             (["new", "uvc"], between(m - 30 * MINUTE, m - 29 * MINUTE),
+             (["new", "uvc"], between(m - 30 * MINUTE, m - 29 * MINUTE),  # 12:47
               off_grid((m - 30 * MINUTE) * SEC, "uvc", **small)),
              (["uv"], ["LAST", 8, "DAYS"], too_long(8 * DAY, "uv", 604800)),
              (["uv"], ["LAST", 604801, "SECONDS"], too_long(604801, "uv", 604800)),

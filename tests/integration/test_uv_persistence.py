@@ -159,6 +159,8 @@ def build_counters(c, now=None):
     assert info["entries"] > 0 and info["buckets"] >= 8, info
 
     assert c.execute_command("FG.UVADD", "uv:default", *group("d", 300)) == 1
+    # FG.UVADD stamps the server's second, which may be past n by now
+    nd = uvinfo(c, "uv:default")["newest_us"] // US
     for ago, items in ((10 * DAY, group("d", 100, 200)), (3 * DAY, group("d", 100, 400)),
                        (20 * HOUR, group("d", 100, 600)), (25 * MINUTE, group("d", 100, 800))):
         assert c.execute_command("FG.UVADDAT", "uv:default", (n - ago) * US, *items) == 1
@@ -182,9 +184,9 @@ def build_counters(c, now=None):
         ],
         "uv:default": [
             ["LAST", 24, "HOURS"], ["LAST", 7, "DAYS"], ["LAST", 1, "HOURS"],
-            between(day_start(n - 12 * DAY), day_start(n - 8 * DAY)),
-            between(hour_start(n - 22 * HOUR), hour_start(n - 18 * HOUR)),
-            between(day_start(n - 12 * DAY), n + 1),
+            between(day_start(nd - 12 * DAY), day_start(nd - 8 * DAY)),
+            between(hour_start(nd - 22 * HOUR), hour_start(nd - 18 * HOUR)),
+            between(day_start(nd - 12 * DAY), nd + 1),
         ],
         "uv:empty": [["LAST", 60, "SECONDS"], between(0, n + 1)],
         "uv:ttl": [["LAST", 1, "HOURS"]],
