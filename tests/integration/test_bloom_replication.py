@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from harness import RawClient, Server, wait_for, wait_replica_synced
-from topology import aof_command_names, assert_no_crash, digest, replicated_pair
+from topology import aof_command_names, assert_no_crash, digest, replicated_pair, stream_position
 
 CALLS = 800 * int(os.environ.get("FLOODGATE_FUZZ_SCALE", "1"))  # per thread and round
 THREADS = 3
@@ -282,11 +282,6 @@ def test_a_batch_that_fills_a_filter_replicates_without_an_error(pair):
 
 
 # -- what changes nothing replicates nothing ---------------------------------------
-
-
-def stream_position(c):
-    p = c.info("persistence")
-    return c.info("replication")["master_repl_offset"], p["aof_current_size"]
 
 
 NO_CHANGE = [

@@ -25,7 +25,7 @@ import pytest
 import redis
 
 from harness import RawClient, Server, wait_for, wait_replica_synced
-from topology import aof_files, assert_no_crash, digest, read_aof_commands
+from topology import aof_files, assert_no_crash, digest, read_aof_commands, stream_position
 from test_uv_persistence import (DAY, HOUR, HLL_BYTES, MINUTE, TYPE, US, group, ok,
                                  rewrite_payloads, uvinfo)
 
@@ -79,10 +79,6 @@ def aof_names(server):
 
 def of_key(cmds, key):
     return [a for a in cmds if len(a) > 1 and a[1] == key]
-
-
-def stream_position(c):
-    return c.info("replication")["master_repl_offset"], c.info("persistence")["aof_current_size"]
 
 
 def in_one_second(clock, reads, tries=8):

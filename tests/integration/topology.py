@@ -154,6 +154,15 @@ def aof_files(server, appenddirname="appendonlydir"):
     return sorted(glob.glob(os.path.join(d, "*")))
 
 
+def stream_position(c):
+    """The replication offset and the AOF's size once the AOF buffer is
+    written: under load, appendfsync everysec postpones that write (up to
+    2 s) while a background fsync runs, so earlier commands could grow the
+    file later."""
+    wait_for(lambda: c.info("persistence")["aof_buffer_length"] == 0, timeout=10)
+    return c.info("replication")["master_repl_offset"], c.info("persistence")["aof_current_size"]
+
+
 def read_aof_commands(path):
     """Command names in a RESP-format AOF file (an RDB preamble is skipped)."""
     with open(path, "rb") as f:
