@@ -97,7 +97,8 @@ def load_and_check(tmp_path, family, value):
                     log[-3000:]
             else:
                 assert proc.returncode == -6 and "Guru Meditation" in log and "rdb.c" in log, \
-                    "server died by signal %d:\n%s" % (-proc.returncode, log[-3000:])
+                    "server died by signal %d; its crash report:\n%s" % (
+                        -proc.returncode, log[log.find("BUG REPORT START"):][:4000])
             return "refused"
         for command in (CHECKS[family], ("FG.INSPECT", "k"), ("FG.RESET", "k")):
             try:
