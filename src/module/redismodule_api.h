@@ -250,6 +250,10 @@ typedef struct RedisModuleCommandArg {
     int flags;
     const char *deprecated_since;
     struct RedisModuleCommandArg *subargs;
+    /* Appended in Redis 7.2 without a new info version: 7.2+ reads it, 7.0
+     * steps over it by sizeof_arg. Declaring it keeps both reading the
+     * arguments where they are. */
+    const char *display_text;
 } RedisModuleCommandArg;
 
 typedef struct RedisModuleCommandInfo {

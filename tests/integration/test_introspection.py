@@ -506,3 +506,32 @@ def test_object_and_debug_object(r, timed, fam):
         assert rc.execute("OBJECT", "REFCOUNT", "k") >= 1
         assert rc.execute("DEBUG", "OBJECT", "k")
     assert r.ping()
+
+
+def _args_of(doc):
+    for a in doc.get("arguments", []):
+        d = pairs(a)
+        yield d
+        yield from _args_of(d)
+
+
+def test_command_docs_display_texts_are_the_argument_names(server):
+    """Redis 7.2 appended display_text to the module argument struct (the
+    hint redis-cli shows while typing). Declared with the 7.0 layout, every
+    argument's display text was the next argument's name on 7.2+ (the server
+    shows the name when the field is NULL); 7.0 has no such field. The
+    server's own GET tells which kind this server is."""
+    with raw(server) as rc:
+        get_key = next(_args_of(pairs(rc.execute("COMMAND", "DOCS", "GET")[1])))
+        shows_display = "display_text" in get_key
+        names = [s(n) for n in rc.execute("COMMAND", "LIST", "FILTERBY", "MODULE", "floodgate")]
+        reply = rc.execute("COMMAND", "DOCS", *names)
+    checked = 0
+    for name, doc in zip(reply[0::2], reply[1::2]):
+        for arg in _args_of(pairs(doc)):
+            if shows_display and s(arg["type"]) not in ("oneof", "block"):
+                assert s(arg.get("display_text", b"")) == s(arg["name"]), (s(name), arg)
+                checked += 1
+            else:
+                assert "display_text" not in arg, (s(name), arg)
+    assert checked or not shows_display
