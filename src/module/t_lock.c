@@ -583,7 +583,7 @@ static void timer_fired(RedisModuleCtx *ctx, void *data) {
         defer_while_paused(ctx, &q->paused, resume_after_pause);
         return;
     }
-    serve(ctx, q, server_clock_us());
+    serve(ctx, q, wall_clock_us());
 }
 
 void lock_key_event(RedisModuleCtx *ctx, RedisModuleString *key) {
@@ -678,7 +678,7 @@ static void deadline_passed(RedisModuleCtx *ctx, void *data) {
     waiter *w = data;
     w->has_deadline = false;
     RedisModule_SelectDb(ctx, w->links[0].q->dbid);
-    long long retry_ms = waiter_retry_ms(ctx, w, server_clock_us());
+    long long retry_ms = waiter_retry_ms(ctx, w, wall_clock_us());
     RedisModule_UnblockClient(w->bc, new_answer(NULL, 0, 0, retry_ms, 0));
     stat_timeouts++;
     waiter_abandon(ctx, w);

@@ -493,7 +493,7 @@ static void queue_timer_fired(RedisModuleCtx *ctx, void *data) {
         defer_while_paused(ctx, &q->paused, resume_queue);
         return;
     }
-    serve(ctx, q, server_clock_us());
+    serve(ctx, q, wall_clock_us());
 }
 
 static void deadline_passed(RedisModuleCtx *ctx, void *data);
@@ -521,7 +521,7 @@ static void deadline_passed(RedisModuleCtx *ctx, void *data) {
         defer_while_paused(ctx, &w->paused, resume_deadline);
         return;
     }
-    int64_t now_us = server_clock_us();
+    int64_t now_us = wall_clock_us();
     w->deadline_us = now_us; /* so that it does not wait on */
     if (q->head == w) {
         serve(ctx, q, now_us);

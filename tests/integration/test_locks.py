@@ -538,6 +538,31 @@ def test_lease_end_hands_over_to_the_waiter(r, spawn):
     assert after["floodgate_lock_waited_grants"] == stats["floodgate_lock_waited_grants"] + 1
 
 
+def test_lease_end_during_a_long_command_hands_over_at_once(r, spawn, server):
+    """The lease ends while DEBUG SLEEP holds the server; its timer fires
+    right after and must see the lease as ended. Had it read a time cached
+    at the sleep's start, it would have waited the lease's remainder again
+    (7.2+ refreshes its cache for module timers; floodgate's timers read the
+    clock themselves, docs/time.md)."""
+    for lease_ms in (2000, 8000):   # a slow machine gets a longer lease
+        r.delete("k")
+        locked = time.monotonic()
+        lock(r, "k", "a", lease_ms)
+        w = spawn("FG.LOCK", "k", "b", 5000, "WAIT", 60000)
+        enqueue(r, w, "b", "k")
+        with RawClient(server.port, timeout=60) as rc:
+            sleep_starts = time.monotonic()
+            rc.execute("DEBUG", "SLEEP", 2 * lease_ms / 1000)
+            sleep_ended = time.monotonic()
+        rep = w.result(timeout=60)
+        if sleep_starts - locked < lease_ms / 2000:
+            break   # else the lease may have ended before the sleep: retry
+    assert rep[0] == 1, rep
+    # the stale clock would have made it wait about lease_ms more
+    assert w.t0 + w.elapsed - sleep_ended < lease_ms / 2000, (w.t0 + w.elapsed - sleep_ended)
+    assert holders(r, "k") == ["b"]
+
+
 def test_retry_without_reentrant_waits_for_its_own_lease(r, server):
     # a retried request after a lost reply: the owner waits like anybody
     # else, and is granted a new hold when its lease ends
