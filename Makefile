@@ -3,6 +3,8 @@
 #   make            build build/floodgate.so
 #   make run        install what is missing, build, start redis-server with the module
 #   make test       unit tests (plain and sanitized) and integration tests
+#   make test-servers SERVERS="/path/redis-server /path/valkey-server ..."
+#                   the integration tests against each server (docs/servers.md)
 #   make fuzz       property fuzzing of the Bloom filters, the rate limiters,
 #                   the locks and the unique counters (FUZZ_SECONDS=600 each)
 #   make fuzz-server, make soak   corrupted payloads, replication under load (FUZZ_SCALE=20)
@@ -42,7 +44,7 @@ SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module library cli install example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration bench bench-mem bench-client bench-server clean
+.PHONY: all module library cli install example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers bench bench-mem bench-client bench-server clean
 
 all: module library cli
 
@@ -211,6 +213,18 @@ unit-tsan: $(TSAN_BINS)
 
 integration: module $(CLIENT_TEST_BINS) cli
 	$(PYTHON) -m pytest -q tests/integration
+
+# The integration suite once per server binary; FLOODGATE_REDIS_SERVER names
+# the binary to the harness. Goes on after a failing server, and names them.
+SERVERS ?= /usr/bin/redis-server
+
+test-servers: module $(CLIENT_TEST_BINS) cli
+	@failed=""; for server in $(SERVERS); do \
+		echo "== $$server: $$($$server --version)"; \
+		FLOODGATE_REDIS_SERVER=$$server $(PYTHON) -m pytest -q tests/integration \
+			|| failed="$$failed $$server"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-servers failed on:$$failed"; exit 1; fi
 
 test: deps
 	@$(MAKE) --no-print-directory module unit unit-asan unit-tsan fuzz-smoke fuzz-bloom-smoke fuzz-uv-smoke

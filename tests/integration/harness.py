@@ -490,3 +490,30 @@ def rdb_version():
 def rdb_file_magic():
     """The 9 bytes an RDB file of REDIS_SERVER's starts with."""
     return b"REDIS%04d" % rdb_version()
+
+
+def server_version(c):
+    """("redis", (major, minor)) or ("valkey", (major, minor)) of the server
+    behind client c (redis-py or RawClient). Valkey reports redis_version
+    7.2.4 too, for clients; its own version says which module APIs it has."""
+    info = c.execute_command("INFO", "server") if hasattr(c, "execute_command") \
+        else c.execute("INFO", "server")
+    text = info if isinstance(info, str) else s(info) if isinstance(info, bytes) else \
+        "\n".join("%s:%s" % kv for kv in info.items())
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    name = "valkey" if "valkey_version" in fields else "redis"
+    major, minor = fields[name + "_version"].strip().split(".")[:2]
+    return name, (int(major), int(minor))
+
+
+def has_module_acl_categories(c):
+    """RedisModule_AddACLCategory: Redis 7.4+, Valkey 8+."""
+    name, v = server_version(c)
+    return v >= ((8, 0) if name == "valkey" else (7, 4))
+
+
+def expiry_command(c):
+    """What the server writes to its AOF and replicas for a key that expired:
+    UNLINK where lazyfree-lazy-expire is on (Valkey 8's default), else DEL."""
+    lazy = c.config_get("lazyfree-lazy-expire").get("lazyfree-lazy-expire")
+    return b"UNLINK" if s(lazy) == "yes" else b"DEL"
