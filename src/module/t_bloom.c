@@ -461,12 +461,12 @@ static int card_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 }
 
 /* BF.DEBUG's lines, in RedisBloom 2.4's words: "size:<items>", then per
- * level its bit array, the bits an item sets, the width of the item hash the
+ * level its bit array, the bits an item probes, the width of the item hash the
  * probes come from (64: XXH3 and the legacy hash alike, as in RedisBloom's
  * 64-bit filters), its capacity, its items and its target rate (%g). The
  * bytes are the array proper (BF.INFO's Size also counts the headers and
- * the alignment); an item sets k bits in each of its blocks. */
-#define DEBUG_LINE_MAX 256
+ * the alignment); an item probes k bits in each of its blocks. */
+#define DEBUG_LINE_MAX   256
 #define DEBUG_HASH_WIDTH 64
 
 static void reply_debug_level(RedisModuleCtx *ctx, const fg_bloom_level *l) {
@@ -495,7 +495,8 @@ static int debug_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         int len = snprintf(line, sizeof(line), "size:%llu", (unsigned long long)fg_bloom_items(&f));
         RedisModule_ReplyWithArray(ctx, 1 + f.nlevels);
         RedisModule_ReplyWithStringBuffer(ctx, line, (size_t)len);
-        for (uint32_t i = 0; i < f.nlevels; i++) reply_debug_level(ctx, &f.levels[i]);
+        for (uint32_t i = 0; i < f.nlevels; i++)
+            reply_debug_level(ctx, &f.levels[i]);
     }
     RedisModule_CloseKey(key);
     return REDISMODULE_OK;
