@@ -64,6 +64,7 @@ static const command_acl acl_table[] = {
     {"BF.MEXISTS", "read fast"},
     {"BF.INFO", "read fast"},
     {"BF.CARD", "read fast"},
+    {"BF.DEBUG", "read fast"},
     {"BF.SCANDUMP", "read fast"},
     {"BF.LOADCHUNK", "write slow dangerous"},
     {"FG.UVCREATE", "write slow"},

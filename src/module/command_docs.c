@@ -412,6 +412,9 @@ static const command_doc docs[] = {
      reads_key1, bf_info_args},
     {"BF.CARD", "Estimates the number of distinct items added to a Bloom filter", "O(1)", 2,
      reads_key1, key_only_args},
+    {"BF.DEBUG", "Shows a Bloom filter's items, then each level's size, probes, capacity, "
+                 "items and rate",
+     "O(L) in the levels", 2, reads_key1, key_only_args},
     {"BF.SCANDUMP", "Dumps a Bloom filter in chunks, for BF.LOADCHUNK",
      "O(N) in the chunk's bytes", 3, reads_key1, bf_scandump_args},
     {"BF.LOADCHUNK", "Restores a Bloom filter from the chunks of BF.SCANDUMP",

@@ -19,8 +19,12 @@
  * client-side caching) and emits a keyspace event of class "d" named after
  * the command (bf.add, bf.madd, bf.insert, bf.reserve, bf.loadchunk).
  *
- * A filter being loaded by BF.LOADCHUNK (bloom_types.h) answers BF.INFO and
- * BF.CARD from its header; lookups and adds refuse it, since the bits that
+ * BF.DEBUG gives RedisBloom's per-level lines (sizes, probes, rates)
+ * computed from floodgate's own levels, which are sized differently: the
+ * same shape, other numbers (docs/bloom.md).
+ *
+ * A filter being loaded by BF.LOADCHUNK (bloom_types.h) answers BF.INFO,
+ * BF.CARD and BF.DEBUG from its header; lookups and adds refuse it, since the bits that
  * have not arrived would make them answer wrongly (a false "certainly not",
  * or an add that a later chunk overwrites).
  */
@@ -28,6 +32,7 @@
 
 #include <ctype.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "args.h"
 #include "bloom_types.h"
@@ -455,6 +460,48 @@ static int card_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return REDISMODULE_OK;
 }
 
+/* BF.DEBUG's lines, in RedisBloom 2.4's words: "size:<items>", then per
+ * level its bit array, the bits an item probes, the width of the item hash the
+ * probes come from (64: XXH3 and the legacy hash alike, as in RedisBloom's
+ * 64-bit filters), its capacity, its items and its target rate (%g). The
+ * bytes are the array proper (BF.INFO's Size also counts the headers and
+ * the alignment); an item probes k bits in each of its blocks. */
+#define DEBUG_LINE_MAX   256
+#define DEBUG_HASH_WIDTH 64
+
+static void reply_debug_level(RedisModuleCtx *ctx, const fg_bloom_level *l) {
+    char line[DEBUG_LINE_MAX];
+    unsigned long long bytes = (unsigned long long)l->nblocks * FG_BLOOM_BLOCK_BYTES;
+    int len = snprintf(line, sizeof(line),
+                       "bytes:%llu bits:%llu hashes:%u hashwidth:%d capacity:%llu size:%llu "
+                       "ratio:%g",
+                       bytes, bytes * 8, (unsigned)l->k * l->blocks, DEBUG_HASH_WIDTH,
+                       (unsigned long long)l->capacity, (unsigned long long)l->items, l->error);
+    RedisModule_ReplyWithStringBuffer(ctx, line, (size_t)len);
+}
+
+/* BF.DEBUG key: the whole filter's items, then one line per level, oldest
+ * first (a filter being loaded: as its header describes it, as BF.INFO). */
+static int debug_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key;
+    bloom_value *v;
+    if (!open_for_reading(ctx, argv[1], &key, &v)) return REDISMODULE_OK;
+    if (!v) {
+        RedisModule_ReplyWithError(ctx, ERR_NOT_FOUND);
+    } else {
+        fg_bloom f = bloom_announced(v);
+        char line[DEBUG_LINE_MAX];
+        int len = snprintf(line, sizeof(line), "size:%llu", (unsigned long long)fg_bloom_items(&f));
+        RedisModule_ReplyWithArray(ctx, 1 + f.nlevels);
+        RedisModule_ReplyWithStringBuffer(ctx, line, (size_t)len);
+        for (uint32_t i = 0; i < f.nlevels; i++)
+            reply_debug_level(ctx, &f.levels[i]);
+    }
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
 /* BF.SCANDUMP key iterator: iterator 0 gives the header and iterator 1;
  * iterator i the chunk at byte i - 1 of the bits and the iterator after
  * it; [0, ""] past the bits that have arrived. */
@@ -503,6 +550,7 @@ static const command_entry commands[] = {
     {"bf.mexists", mexists_command, "readonly fast"},
     {"bf.info", info_command, "readonly fast"},
     {"bf.card", card_command, "readonly fast"},
+    {"bf.debug", debug_command, "readonly fast"},
     {"bf.scandump", scandump_command, "readonly fast"},
     {"bf.loadchunk", loadchunk_command, "write deny-oom"},
 };

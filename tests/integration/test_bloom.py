@@ -781,6 +781,7 @@ COMMANDS = {
     "BF.MEXISTS": (["BF.MEXISTS", "{k}", "a", "b"], True, False),
     "BF.INFO": (["BF.INFO", "{k}"], True, False),
     "BF.CARD": (["BF.CARD", "{k}"], True, False),
+    "BF.DEBUG": (["BF.DEBUG", "{k}"], True, False),
     "BF.SCANDUMP": (["BF.SCANDUMP", "{k}", 0], True, False),
     "BF.LOADCHUNK": (["BF.LOADCHUNK", "{k}", 1, "{header}"], False, True),
 }
