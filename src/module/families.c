@@ -95,7 +95,8 @@ static const char *const status_names[] = {
 
 /* One field per family: floodgate_<family>:status=registered, or
  * status=left_out,reason=configured, or
- * status=left_out,reason=name_taken,command=<the first name taken>. */
+ * status=left_out,reason=name_taken,command=<the first name taken>, or
+ * status=incomplete. */
 void families_info(RedisModuleInfoCtx *ctx) {
     if (RedisModule_InfoAddSection(ctx, "command_families") != REDISMODULE_OK) return;
     for (const command_family *f = families; f && f->name; f++) {
