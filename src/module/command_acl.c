@@ -13,7 +13,9 @@
  *
  * Where the server can add categories (7.4), every command is also in
  * @floodgate and the BF.* commands in @bloom, as RedisBloom's are (when
- * RedisBloom added @bloom first, the two modules share it).
+ * RedisBloom added @bloom first, the two modules share it). Without BF.*
+ * (families.c) floodgate adds no @bloom: RedisBloom 8 refuses to load when
+ * the category exists. Commands of a family left out are skipped.
  * tests/integration/test_acl.py checks the table against the flags.
  */
 #include "command_acl.h"
@@ -22,6 +24,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <strings.h>
+
+#include "families.h"
 
 typedef struct command_acl {
     const char *name;
@@ -95,7 +99,8 @@ static bool add_category(RedisModuleCtx *ctx, const char *name) {
 
 int register_command_acl(RedisModuleCtx *ctx) {
     if (!RedisModule_SetCommandACLCategories) return REDISMODULE_OK;
-    bool floodgate = add_category(ctx, "floodgate"), bloom = add_category(ctx, "bloom");
+    bool floodgate = add_category(ctx, "floodgate");
+    bool bloom = !family_command_left_out("BF.ADD") && add_category(ctx, "bloom");
     for (size_t i = 0; i < sizeof(acl_table) / sizeof(acl_table[0]); i++) {
         const command_acl *c = &acl_table[i];
         char categories[96];
@@ -103,6 +108,7 @@ int register_command_acl(RedisModuleCtx *ctx) {
                  floodgate ? " floodgate" : "",
                  bloom && strncasecmp(c->name, "BF.", 3) == 0 ? " bloom" : "");
         RedisModuleCommand *cmd = RedisModule_GetCommand(ctx, c->name);
+        if (!cmd && family_command_left_out(c->name)) continue;
         if (!cmd || RedisModule_SetCommandACLCategories(cmd, categories) != REDISMODULE_OK) {
             RedisModule_Log(ctx, "warning", "floodgate: could not put %s in categories '%s'",
                             c->name, categories);

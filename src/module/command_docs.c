@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#include "families.h"
+
 static const RedisModuleCommandInfoVersion info_version = {
     1, sizeof(RedisModuleCommandHistoryEntry), sizeof(RedisModuleCommandKeySpec),
     sizeof(RedisModuleCommandArg)};
@@ -461,6 +463,7 @@ static const command_doc docs[] = {
 int register_command_docs(RedisModuleCtx *ctx) {
     for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
         RedisModuleCommand *cmd = RedisModule_GetCommand(ctx, docs[i].name);
+        if (!cmd && family_command_left_out(docs[i].name)) continue;
         RedisModuleCommandInfo info = {
             .version = &info_version,
             .summary = docs[i].summary,

@@ -1,12 +1,19 @@
 /*
  * floodgate.c - the module's entry point: API handshake, data types,
- * commands, their metadata, and the INFO sections.
+ * configs, commands, their metadata, and the INFO sections.
+ *
+ * The data types come first and always register, so that RDB files load
+ * whatever happens to the commands. The configs come next, since one of
+ * them decides which commands to create. The commands are created family
+ * by family (families.c): a family whose names another module or the
+ * server already has is left out, and the module loads without it.
  */
 #include "bloom_types.h"
 #include "command_acl.h"
 #include "command_docs.h"
 #include "effects.h"
 #include "eviction.h"
+#include "families.h"
 #include "limiter_types.h"
 #include "lock_types.h"
 #include "memory_limits.h"
@@ -24,8 +31,28 @@
 
 _Static_assert(sizeof(void *) == 8, "the bucket state lives in a 64-bit value slot");
 
+/* One row per family; the INFO field of each is its name. */
+static command_family families[] = {
+    {.name = "ratelimit",
+     .command_names = ratelimit_command_names,
+     .register_commands = ratelimit_register_commands},
+    {.name = "locks",
+     .command_names = lock_command_names,
+     .register_commands = lock_register_commands},
+    {.name = "bloom",
+     .command_names = bloom_command_names,
+     .register_commands = bloom_register_commands,
+     .mode = bloom_commands_mode},
+    {.name = "uv", .command_names = uv_command_names, .register_commands = uv_register_commands},
+    {.name = "policies",
+     .command_names = policy_command_names,
+     .register_commands = policy_register_commands},
+    {0},
+};
+
 static void info_callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     (void)for_crash_report;
+    families_info(ctx);
     ratelimit_info(ctx);
     lock_info(ctx);
     eviction_info(ctx); /* fields of the locks section */
@@ -89,26 +116,25 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         RedisModule_Log(ctx, "warning", "floodgate: could not create the data types");
         return REDISMODULE_ERR;
     }
-    if (ratelimit_register_commands(ctx) != REDISMODULE_OK ||
-        lock_register_commands(ctx) != REDISMODULE_OK ||
-        bloom_register_commands(ctx) != REDISMODULE_OK ||
-        uv_register_commands(ctx) != REDISMODULE_OK ||
-        policy_register_commands(ctx) != REDISMODULE_OK ||
-        register_command_docs(ctx) != REDISMODULE_OK ||
-        register_command_acl(ctx) != REDISMODULE_OK) {
-        RedisModule_Log(ctx, "warning", "floodgate: could not register the commands");
-        return REDISMODULE_ERR;
-    }
-    if (RedisModule_RegisterInfoFunc(ctx, info_callback) != REDISMODULE_OK ||
-        subscribe_key_events(ctx) != REDISMODULE_OK)
-        return REDISMODULE_ERR;
     /* Configs (floodgate.<name>) take their values from the command line or
-     * redis.conf at LoadConfigs; the server's own are watched from here. */
-    RedisModuleEvent config = {REDISMODULE_EVENT_CONFIG, 1};
+     * redis.conf at LoadConfigs, before the commands: floodgate.bf-commands
+     * decides some of them. */
     if (ratelimit_register_configs(ctx) != REDISMODULE_OK ||
         memory_limits_register_configs(ctx) != REDISMODULE_OK ||
         effects_register_config(ctx) != REDISMODULE_OK ||
-        RedisModule_LoadConfigs(ctx) != REDISMODULE_OK ||
+        bloom_register_config(ctx) != REDISMODULE_OK ||
+        RedisModule_LoadConfigs(ctx) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    families_register(ctx, families);
+    if (register_command_docs(ctx) != REDISMODULE_OK ||
+        register_command_acl(ctx) != REDISMODULE_OK) {
+        RedisModule_Log(ctx, "warning", "floodgate: could not register the commands' metadata");
+        return REDISMODULE_ERR;
+    }
+    /* The server's own configs are watched from here. */
+    RedisModuleEvent config = {REDISMODULE_EVENT_CONFIG, 1};
+    if (RedisModule_RegisterInfoFunc(ctx, info_callback) != REDISMODULE_OK ||
+        subscribe_key_events(ctx) != REDISMODULE_OK ||
         RedisModule_SubscribeToServerEvent(ctx, config, on_config_change) != REDISMODULE_OK)
         return REDISMODULE_ERR;
     eviction_check(ctx);

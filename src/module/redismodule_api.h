@@ -65,8 +65,9 @@
 #define REDISMODULE_TYPE_METHOD_VERSION 3
 #define REDISMODULE_AUX_BEFORE_RDB      (1 << 0)
 
-#define REDISMODULE_CONFIG_DEFAULT 0
-#define REDISMODULE_CONFIG_MEMORY  (1 << 7)
+#define REDISMODULE_CONFIG_DEFAULT   0
+#define REDISMODULE_CONFIG_IMMUTABLE (1 << 0)
+#define REDISMODULE_CONFIG_MEMORY    (1 << 7)
 
 #define REDISMODULE_ERRORMSG_WRONGTYPE                                                             \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -373,6 +374,8 @@ typedef struct RedisModuleCommandInfo {
     X(int, IsKeysPositionRequest, (RedisModuleCtx * ctx))                                          \
     X(void, KeyAtPos, (RedisModuleCtx * ctx, int pos))                                             \
     X(void, KeyAtPosWithFlags, (RedisModuleCtx * ctx, int pos, int flags))                         \
+    X(int *, GetCommandKeys,                                                                       \
+      (RedisModuleCtx * ctx, RedisModuleString **argv, int argc, int *num_keys))                   \
     X(RedisModuleCallReply *, Call, (RedisModuleCtx * ctx, const char *cmdname, const char *fmt, ...)) \
     X(void, FreeCallReply, (RedisModuleCallReply * reply))                                         \
     X(RedisModuleCallReply *, CallReplyArrayElement, (RedisModuleCallReply * reply, size_t idx))   \

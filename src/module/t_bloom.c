@@ -27,6 +27,13 @@
  * BF.CARD and BF.DEBUG from its header; lookups and adds refuse it, since the bits that
  * have not arrived would make them answer wrongly (a false "certainly not",
  * or an add that a later chunk overwrites).
+ *
+ * floodgate.bf-commands decides at load whether these commands are created:
+ * RedisBloom (bundled with Redis 8) owns the same names, and whichever
+ * module comes second cannot have them. `auto` creates them when no other
+ * module has, `yes` always tries (a clash is then a warning), `no` never
+ * does. Policies' Bloom lists do not use these commands, nor do the filters
+ * already stored, whose data type is floodgate's own and always loads.
  */
 #include "t_bloom.h"
 
@@ -535,25 +542,56 @@ static int scandump_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
 
 /* ========================================================= registration */
 
+/* The family's commands, for the table below and for the names that
+ * families.c checks before creating any. */
+#define BLOOM_COMMANDS(X)                                                                          \
+    X("bf.reserve", reserve_command, "write deny-oom")                                             \
+    X("bf.add", add_command, "write deny-oom")                                                     \
+    X("bf.madd", madd_command, "write deny-oom")                                                   \
+    X("bf.insert", insert_command, "write deny-oom")                                               \
+    X("bf.exists", exists_command, "readonly fast")                                                \
+    X("bf.mexists", mexists_command, "readonly fast")                                              \
+    X("bf.info", info_command, "readonly fast")                                                    \
+    X("bf.card", card_command, "readonly fast")                                                    \
+    X("bf.debug", debug_command, "readonly fast")                                                  \
+    X("bf.scandump", scandump_command, "readonly fast")                                            \
+    X("bf.loadchunk", loadchunk_command, "write deny-oom")
+
 typedef struct command_entry {
     const char *name; /* lower case: the server's arity errors quote it */
     RedisModuleCmdFunc fn;
     const char *flags;
 } command_entry;
 
-static const command_entry commands[] = {
-    {"bf.reserve", reserve_command, "write deny-oom"},
-    {"bf.add", add_command, "write deny-oom"},
-    {"bf.madd", madd_command, "write deny-oom"},
-    {"bf.insert", insert_command, "write deny-oom"},
-    {"bf.exists", exists_command, "readonly fast"},
-    {"bf.mexists", mexists_command, "readonly fast"},
-    {"bf.info", info_command, "readonly fast"},
-    {"bf.card", card_command, "readonly fast"},
-    {"bf.debug", debug_command, "readonly fast"},
-    {"bf.scandump", scandump_command, "readonly fast"},
-    {"bf.loadchunk", loadchunk_command, "write deny-oom"},
-};
+#define COMMAND_ENTRY(name, fn, flags) {name, fn, flags},
+#define COMMAND_NAME(name, fn, flags)  name,
+static const command_entry commands[] = {BLOOM_COMMANDS(COMMAND_ENTRY)};
+const char *const bloom_command_names[] = {BLOOM_COMMANDS(COMMAND_NAME) NULL};
+
+static int commands_mode = FAMILY_REGISTER_IF_FREE;
+
+static int get_commands_mode(const char *name, void *privdata) {
+    (void)name, (void)privdata;
+    return commands_mode;
+}
+
+static int set_commands_mode(const char *name, int value, void *privdata, RedisModuleString **err) {
+    (void)name, (void)privdata, (void)err;
+    commands_mode = value;
+    return REDISMODULE_OK;
+}
+
+int bloom_register_config(RedisModuleCtx *ctx) {
+    static const char *names[] = {"auto", "yes", "no"};
+    static const int modes[] = {FAMILY_REGISTER_IF_FREE, FAMILY_REGISTER, FAMILY_LEAVE_OUT};
+    return RedisModule_RegisterEnumConfig(ctx, "bf-commands", FAMILY_REGISTER_IF_FREE,
+                                          REDISMODULE_CONFIG_IMMUTABLE, names, modes, 3,
+                                          get_commands_mode, set_commands_mode, NULL, NULL);
+}
+
+family_mode bloom_commands_mode(void) {
+    return (family_mode)commands_mode;
+}
 
 int bloom_register_commands(RedisModuleCtx *ctx) {
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

@@ -4,9 +4,16 @@
 #ifndef FG_T_BLOOM_H
 #define FG_T_BLOOM_H
 
+#include "families.h"
 #include "redismodule_api.h"
 
 int bloom_register_commands(RedisModuleCtx *ctx);
+extern const char *const bloom_command_names[];
+
+/* floodgate.bf-commands (auto, yes, no), before RedisModule_LoadConfigs;
+ * its value is read once, when the families are registered. */
+int bloom_register_config(RedisModuleCtx *ctx);
+family_mode bloom_commands_mode(void);
 void bloom_info(RedisModuleInfoCtx *ctx);
 
 #endif

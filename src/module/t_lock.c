@@ -587,6 +587,7 @@ static void timer_fired(RedisModuleCtx *ctx, void *data) {
 }
 
 void lock_key_event(RedisModuleCtx *ctx, RedisModuleString *key) {
+    if (!queues) return; /* the commands are left out (families.c): nobody waits */
     wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), key);
     if (q) queue_arm(ctx, q, 0, 0);
 }
@@ -601,7 +602,7 @@ static void arm_every_queue(RedisModuleCtx *ctx) {
 }
 
 void lock_keys_replaced(RedisModuleCtx *ctx) {
-    arm_every_queue(ctx);
+    if (queues) arm_every_queue(ctx);
 }
 
 /* ===================================================== blocked clients */
@@ -1329,6 +1330,24 @@ static int unhold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
 
 /* ========================================================= registration */
 
+/* The family's commands, for the table below and for the names that
+ * families.c checks before creating any. */
+#define LOCK_COMMANDS(X)                                                                           \
+    X("FG.LOCK", lock_command, "write deny-oom fast", 1, 1)                                        \
+    X("FG.UNLOCK", unlock_command, "write fast", 1, 1)                                             \
+    X("FG.ACQUIRE", acquire_command, "write deny-oom fast", 1, 1)                                  \
+    X("FG.RELEASE", release_command, "write fast", 1, 1)                                           \
+    X("FG.MLOCK", mlock_command, "write deny-oom getkeys-api", 0, 0)                               \
+    X("FG.MUNLOCK", munlock_command, "write getkeys-api", 0, 0)                                    \
+    X("FG.EXTEND", extend_command, "write deny-oom fast", 1, 1)                                    \
+    X("FG.FORCEUNLOCK", forceunlock_command, "write", 1, 1)                                        \
+    X("FG.LOCKINFO", lockinfo_command, "readonly", 1, 1)                                           \
+    X("FG.FENCE", fence_command, "write deny-oom fast", 1, 1)                                      \
+    X("FG.FSET", fset_command, "write deny-oom fast", 1, 1)                                        \
+    X("FG.FGET", fget_command, "write deny-oom fast", 1, 1)                                        \
+    X("FG.HOLD", hold_command, "write deny-oom", 1, 1)                                             \
+    X("FG.UNHOLD", unhold_command, "write", 1, 1)
+
 typedef struct command_entry {
     const char *name;
     RedisModuleCmdFunc fn;
@@ -1336,22 +1355,10 @@ typedef struct command_entry {
     int firstkey, lastkey;
 } command_entry;
 
-static const command_entry commands[] = {
-    {"FG.LOCK", lock_command, "write deny-oom fast", 1, 1},
-    {"FG.UNLOCK", unlock_command, "write fast", 1, 1},
-    {"FG.ACQUIRE", acquire_command, "write deny-oom fast", 1, 1},
-    {"FG.RELEASE", release_command, "write fast", 1, 1},
-    {"FG.MLOCK", mlock_command, "write deny-oom getkeys-api", 0, 0},
-    {"FG.MUNLOCK", munlock_command, "write getkeys-api", 0, 0},
-    {"FG.EXTEND", extend_command, "write deny-oom fast", 1, 1},
-    {"FG.FORCEUNLOCK", forceunlock_command, "write", 1, 1},
-    {"FG.LOCKINFO", lockinfo_command, "readonly", 1, 1},
-    {"FG.FENCE", fence_command, "write deny-oom fast", 1, 1},
-    {"FG.FSET", fset_command, "write deny-oom fast", 1, 1},
-    {"FG.FGET", fget_command, "write deny-oom fast", 1, 1},
-    {"FG.HOLD", hold_command, "write deny-oom", 1, 1},
-    {"FG.UNHOLD", unhold_command, "write", 1, 1},
-};
+#define COMMAND_ENTRY(name, fn, flags, firstkey, lastkey) {name, fn, flags, firstkey, lastkey},
+#define COMMAND_NAME(name, fn, flags, firstkey, lastkey)  name,
+static const command_entry commands[] = {LOCK_COMMANDS(COMMAND_ENTRY)};
+const char *const lock_command_names[] = {LOCK_COMMANDS(COMMAND_NAME) NULL};
 
 int lock_register_commands(RedisModuleCtx *ctx) {
     queues = RedisModule_CreateDict(NULL);

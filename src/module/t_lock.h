@@ -7,6 +7,7 @@
 #include "redismodule_api.h"
 
 int lock_register_commands(RedisModuleCtx *ctx);
+extern const char *const lock_command_names[];
 
 /* A keyspace event (DEL, expiry, eviction...) on a key, which may free a
  * lock without a lock command: its waiters are served soon. */

@@ -9,6 +9,7 @@
 /* Registers the commands and subscribes to the events that concern
  * waiters and the registry. */
 int policy_register_commands(RedisModuleCtx *ctx);
+extern const char *const policy_command_names[];
 void policy_info(RedisModuleInfoCtx *ctx);
 
 /* FLUSHDB or SWAPDB replaced keys: waiters are decided again soon. */

@@ -749,6 +749,23 @@ static int logappend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int 
 
 /* ------------------------------------------------------------ registration */
 
+/* The family's commands, for the table below and for the names that
+ * families.c checks before creating any. */
+#define RATELIMIT_COMMANDS(X)                                                                      \
+    X("CL.THROTTLE", throttle_command, "write deny-oom fast", 1)                                   \
+    X("FG.GCRA", gcra_command, "write deny-oom fast", 1)                                           \
+    X("FG.TOKEN", token_command, "write deny-oom fast", 1)                                         \
+    X("FG.LEAKY", leaky_command, "write deny-oom fast", 1)                                         \
+    X("FG.FIXED", fixed_command, "write deny-oom fast", 1)                                         \
+    X("FG.SLIDING", sliding_command, "write deny-oom fast", 1)                                     \
+    X("FG.SLIDELOG", slidelog_command, "write deny-oom", 1)                                        \
+    X("FG.PEEK", peek_command, "readonly", 2)                                                      \
+    X("FG.REFUND", refund_command, "write deny-oom fast", 2)                                       \
+    X("FG.RESET", reset_command, "write fast", 1)                                                  \
+    X("FG.INSPECT", inspect_command, "readonly", 1)                                                \
+    X("FG.SETSTATE", setstate_command, "write deny-oom", 1)                                        \
+    X("FG.LOGAPPEND", logappend_command, "write deny-oom", 1)
+
 typedef struct command_entry {
     const char *name;
     RedisModuleCmdFunc fn;
@@ -756,21 +773,10 @@ typedef struct command_entry {
     int firstkey;
 } command_entry;
 
-static const command_entry commands[] = {
-    {"CL.THROTTLE", throttle_command, "write deny-oom fast", 1},
-    {"FG.GCRA", gcra_command, "write deny-oom fast", 1},
-    {"FG.TOKEN", token_command, "write deny-oom fast", 1},
-    {"FG.LEAKY", leaky_command, "write deny-oom fast", 1},
-    {"FG.FIXED", fixed_command, "write deny-oom fast", 1},
-    {"FG.SLIDING", sliding_command, "write deny-oom fast", 1},
-    {"FG.SLIDELOG", slidelog_command, "write deny-oom", 1},
-    {"FG.PEEK", peek_command, "readonly", 2},
-    {"FG.REFUND", refund_command, "write deny-oom fast", 2},
-    {"FG.RESET", reset_command, "write fast", 1},
-    {"FG.INSPECT", inspect_command, "readonly", 1},
-    {"FG.SETSTATE", setstate_command, "write deny-oom", 1},
-    {"FG.LOGAPPEND", logappend_command, "write deny-oom", 1},
-};
+#define COMMAND_ENTRY(name, fn, flags, firstkey) {name, fn, flags, firstkey},
+#define COMMAND_NAME(name, fn, flags, firstkey)  name,
+static const command_entry commands[] = {RATELIMIT_COMMANDS(COMMAND_ENTRY)};
+const char *const ratelimit_command_names[] = {RATELIMIT_COMMANDS(COMMAND_NAME) NULL};
 
 int ratelimit_register_commands(RedisModuleCtx *ctx) {
     create_replication_words();

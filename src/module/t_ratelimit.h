@@ -9,6 +9,7 @@
 #include "redismodule_api.h"
 
 int ratelimit_register_commands(RedisModuleCtx *ctx);
+extern const char *const ratelimit_command_names[];
 int ratelimit_register_configs(RedisModuleCtx *ctx);
 
 /* floodgate.explicit-time: whether checks may take AT unix_us. */

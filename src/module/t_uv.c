@@ -440,6 +440,18 @@ static int store_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 
 /* ========================================================= registration */
 
+/* The family's commands, for the table below and for the names that
+ * families.c checks before creating any. */
+#define UV_COMMANDS(X)                                                                             \
+    X("fg.uvcreate", create_command, "write deny-oom", 1, 1)                                       \
+    X("fg.uvadd", add_command, "write deny-oom", 1, 1)                                             \
+    X("fg.uvaddat", addat_command, "write deny-oom", 1, 1)                                         \
+    X("fg.uvcount", count_command, "readonly getkeys-api", 0, 0)                                   \
+    X("fg.uvexport", export_command, "readonly getkeys-api", 0, 0)                                 \
+    X("fg.uvstore", store_command, "write deny-oom getkeys-api", 0, 0)                             \
+    X("fg.uvinfo", info_command, "readonly fast", 1, 1)                                            \
+    X("fg.uvload", load_command, "write deny-oom", 1, 1)
+
 typedef struct command_entry {
     const char *name; /* lower case: the server's arity errors quote it */
     RedisModuleCmdFunc fn;
@@ -447,16 +459,10 @@ typedef struct command_entry {
     int first, last; /* legacy key range; 0 when the getkeys callback reports them */
 } command_entry;
 
-static const command_entry commands[] = {
-    {"fg.uvcreate", create_command, "write deny-oom", 1, 1},
-    {"fg.uvadd", add_command, "write deny-oom", 1, 1},
-    {"fg.uvaddat", addat_command, "write deny-oom", 1, 1},
-    {"fg.uvcount", count_command, "readonly getkeys-api", 0, 0},
-    {"fg.uvexport", export_command, "readonly getkeys-api", 0, 0},
-    {"fg.uvstore", store_command, "write deny-oom getkeys-api", 0, 0},
-    {"fg.uvinfo", info_command, "readonly fast", 1, 1},
-    {"fg.uvload", load_command, "write deny-oom", 1, 1},
-};
+#define COMMAND_ENTRY(name, fn, flags, first, last) {name, fn, flags, first, last},
+#define COMMAND_NAME(name, fn, flags, first, last)  name,
+static const command_entry commands[] = {UV_COMMANDS(COMMAND_ENTRY)};
+const char *const uv_command_names[] = {UV_COMMANDS(COMMAND_NAME) NULL};
 
 int uv_register_commands(RedisModuleCtx *ctx) {
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

@@ -7,6 +7,7 @@
 #include "redismodule_api.h"
 
 int uv_register_commands(RedisModuleCtx *ctx);
+extern const char *const uv_command_names[];
 void uv_info(RedisModuleInfoCtx *ctx);
 
 #endif

@@ -1,0 +1,113 @@
+/*
+ * families.c - registering the commands family by family, so that a name
+ * already taken leaves one family out instead of failing the load.
+ *
+ * The server refuses a command name that exists, whoever owns it: another
+ * module (RedisBloom's BF.*, bundled with Redis 8), the server itself
+ * (Redis 8.8's GCRA) or a server command renamed onto it (rename-command).
+ * A module cannot delete a command it created, so a family is checked whole
+ * before its first command is created, and a family with a taken name is
+ * left out whole, logged and shown in INFO; the others load. The data types
+ * do not depend on this (floodgate.c creates them first), so the keys and
+ * RDB files of a family left out still load, and its commands come back
+ * once the clash is gone.
+ *
+ * The check asks the server's command table through
+ * RedisModule_GetCommandKeys, which fails with ENOENT exactly when no
+ * command has the name (renamed ones included). Unlike COMMAND INFO through
+ * RedisModule_Call, it works when COMMAND itself is renamed away, and
+ * allocates nothing unless the name is taken.
+ */
+#include "families.h"
+
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+static command_family *families;
+
+static bool name_taken(RedisModuleCtx *ctx, const char *name) {
+    RedisModuleString *argv[] = {RedisModule_CreateString(ctx, name, strlen(name))};
+    int nkeys = 0;
+    errno = 0;
+    int *keys = RedisModule_GetCommandKeys(ctx, argv, 1, &nkeys);
+    bool taken = errno != ENOENT;
+    if (keys) RedisModule_Free(keys);
+    RedisModule_FreeString(ctx, argv[0]);
+    return taken;
+}
+
+static const char *first_taken(RedisModuleCtx *ctx, const command_family *f) {
+    for (const char *const *name = f->command_names; *name; name++)
+        if (name_taken(ctx, *name)) return *name;
+    return NULL;
+}
+
+static void register_family(RedisModuleCtx *ctx, command_family *f) {
+    family_mode mode = f->mode ? f->mode() : FAMILY_REGISTER;
+    if (mode == FAMILY_LEAVE_OUT) {
+        f->status = FAMILY_LEFT_OUT_CONFIGURED;
+        RedisModule_Log(ctx, "notice", "floodgate: the %s commands are left out, as configured",
+                        f->name);
+        return;
+    }
+    f->clash = first_taken(ctx, f);
+    if (f->clash) {
+        f->status = FAMILY_LEFT_OUT_NAME_TAKEN;
+        RedisModule_Log(ctx, mode == FAMILY_REGISTER_IF_FREE ? "notice" : "warning",
+                        "floodgate: the %s commands are left out: %s is already a command "
+                        "(of the server or of another module)",
+                        f->name, f->clash);
+        return;
+    }
+    /* The names were free, so only running out of memory can fail here. */
+    f->status = f->register_commands(ctx) == REDISMODULE_OK ? FAMILY_REGISTERED : FAMILY_INCOMPLETE;
+    if (f->status == FAMILY_INCOMPLETE)
+        RedisModule_Log(ctx, "warning", "floodgate: the %s commands could not all be created",
+                        f->name);
+}
+
+void families_register(RedisModuleCtx *ctx, command_family *table) {
+    families = table;
+    for (command_family *f = families; f->name; f++)
+        register_family(ctx, f);
+}
+
+static const command_family *family_of(const char *command) {
+    size_t len = strcspn(command, "|");
+    for (const command_family *f = families; f && f->name; f++)
+        for (const char *const *name = f->command_names; *name; name++)
+            if (strlen(*name) == len && strncasecmp(*name, command, len) == 0) return f;
+    return NULL;
+}
+
+bool family_command_left_out(const char *name) {
+    const command_family *f = family_of(name);
+    return f && f->status != FAMILY_REGISTERED;
+}
+
+static const char *const status_names[] = {
+    [FAMILY_REGISTERED] = "registered",
+    [FAMILY_LEFT_OUT_CONFIGURED] = "left_out",
+    [FAMILY_LEFT_OUT_NAME_TAKEN] = "left_out",
+    [FAMILY_INCOMPLETE] = "incomplete",
+};
+
+/* One field per family: floodgate_<family>:status=registered, or
+ * status=left_out,reason=configured, or
+ * status=left_out,reason=name_taken,command=<the first name taken>, or
+ * status=incomplete. */
+void families_info(RedisModuleInfoCtx *ctx) {
+    if (RedisModule_InfoAddSection(ctx, "command_families") != REDISMODULE_OK) return;
+    for (const command_family *f = families; f && f->name; f++) {
+        RedisModule_InfoBeginDictField(ctx, f->name);
+        RedisModule_InfoAddFieldCString(ctx, "status", status_names[f->status]);
+        if (f->status == FAMILY_LEFT_OUT_CONFIGURED)
+            RedisModule_InfoAddFieldCString(ctx, "reason", "configured");
+        if (f->status == FAMILY_LEFT_OUT_NAME_TAKEN) {
+            RedisModule_InfoAddFieldCString(ctx, "reason", "name_taken");
+            RedisModule_InfoAddFieldCString(ctx, "command", f->clash);
+        }
+        RedisModule_InfoEndDictField(ctx);
+    }
+}
