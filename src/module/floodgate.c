@@ -13,6 +13,7 @@
 #include "policy_types.h"
 #include "redismodule_api.h"
 #include "t_bloom.h"
+#include "t_gcra.h"
 #include "t_lock.h"
 #include "t_policy.h"
 #include "t_ratelimit.h"
@@ -89,6 +90,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         RedisModule_Log(ctx, "warning", "floodgate: could not create the data types");
         return REDISMODULE_ERR;
     }
+    gcra_register_commands(ctx); /* fails only where the server has its own GCRA, which stays */
     if (ratelimit_register_commands(ctx) != REDISMODULE_OK ||
         lock_register_commands(ctx) != REDISMODULE_OK ||
         bloom_register_commands(ctx) != REDISMODULE_OK ||

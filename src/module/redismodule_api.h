@@ -42,6 +42,7 @@
 #define REDISMODULE_CTX_FLAGS_DENY_BLOCKING (1 << 21)
 
 #define REDISMODULE_NOTIFY_GENERIC (1 << 2)
+#define REDISMODULE_NOTIFY_STRING  (1 << 3)
 #define REDISMODULE_NOTIFY_EXPIRED (1 << 8)
 #define REDISMODULE_NOTIFY_EVICTED (1 << 9)
 #define REDISMODULE_NOTIFY_MODULE  (1 << 13)
@@ -298,7 +299,9 @@ typedef struct RedisModuleCommandInfo {
     X(int, DeleteKey, (RedisModuleKey * key))                                                      \
     X(mstime_t, GetExpire, (RedisModuleKey * key))                                                 \
     X(int, SetAbsExpire, (RedisModuleKey * key, mstime_t expire))                                  \
+    X(mstime_t, GetAbsExpire, (RedisModuleKey * key))                                              \
     X(char *, StringDMA, (RedisModuleKey * key, size_t * len, int mode))                           \
+    X(int, StringTruncate, (RedisModuleKey * key, size_t newlen))                                  \
     X(RedisModuleType *, CreateDataType,                                                           \
       (RedisModuleCtx * ctx, const char *name, int encver, RedisModuleTypeMethods *typemethods))   \
     X(int, ModuleTypeSetValue, (RedisModuleKey * key, RedisModuleType * mt, void *value))          \
