@@ -392,6 +392,11 @@ def test_a_value_written_by_set_is_read(t):
     assert s(t.object("encoding", "k")) == "int"
     assert gcra(t, "k", 4, 1, 1, at=t0) == [0, 5, 3, -1, 2]
     assert key_state(t, "k") == (str(t0 + 2_000_000), (t0 + 2_000_000) // 1000)
+    # a refusal leaves the value, its TTL and the digest as they were
+    t.set("k", t0 + 9_000_000, pxat=t0 // 1000 + 9_000)
+    before, state = digest(t), key_state(t, "k")
+    assert gcra(t, "k", 4, 1, 1, at=t0) == [1, 5, 0, 5, 9]
+    assert digest(t) == before and key_state(t, "k") == state
     # a shorter value is replaced by one of the TAT's length
     t.set("k", 7)
     assert gcra(t, "k", 4, 1, 1, at=t0) == [0, 5, 4, -1, 1]
