@@ -48,6 +48,8 @@ def cases():
          lambda i, s: [("FG.LEAKY", key(i), "100", "0.001")]),
         ("FG.GCRA", "`FG.GCRA k 100 1 1000000` once", 1,
          lambda i, s: [("FG.GCRA", key(i), "100", "1", "1000000")]),
+        ("GCRA (Redis 8.8's)", "`GCRA k 99 1 1000` once (a decimal us TAT, PXAT)", 1,
+         lambda i, s: [("GCRA", key(i), "99", "1", "1000")]),
         ("CL.THROTTLE", "`CL.THROTTLE k 15 1 3600` once", 1,
          lambda i, s: [("CL.THROTTLE", key(i), "15", "1", "3600")]),
         ("FG.FIXED", "`FG.FIXED k 100 3600000` once", 1,

@@ -39,6 +39,9 @@ CASES = [
     ("FG.TOKEN", ["FG.TOKEN", "tb:__rand_int__", "100", "10"]),
     ("FG.LEAKY", ["FG.LEAKY", "lb:__rand_int__", "100", "10"]),
     ("FG.GCRA", ["FG.GCRA", "gc:__rand_int__", "100", "10", "1000"]),
+    # Redis 8.8's GCRA as floodgate provides it, with the same limit
+    # (capacity 100, 10 per second); the server's own where it has one
+    ("GCRA", ["GCRA", "gn:__rand_int__", "99", "10", "1"]),
     ("FG.PEEK TOKEN", ["FG.PEEK", "TOKEN", "pk:__rand_int__", "100", "10"]),
     # Lua baselines: "@name" is replaced by the SHA1 of bench/lua/name.lua
     ("Lua token bucket (2 keys)",
@@ -74,6 +77,13 @@ def prefill_peek(r, keyspace):
 
 
 PREFILL = {"FG.PEEK TOKEN": prefill_peek}
+
+
+def main_thread_cpu(r):
+    """The server's main-thread CPU seconds (INFO cpu): what a command costs
+    the server, whatever else runs on the machine."""
+    info = r.info("cpu")
+    return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
 
 
 def run_benchmark(port, clients, keyspace, n, pipeline, cmd, cpu, bench_bin):
@@ -165,44 +175,51 @@ def main():
                 if name in PREFILL:
                     PREFILL[name](r, keyspace)
                 keys_before = r.dbsize()
+                cpu_before = main_thread_cpu(r)
                 rps, argv, out = run_benchmark(a.port, clients, keyspace, n, pipeline,
                                                cmd, cpu, bench_bin)
+                cpu_us = (main_thread_cpu(r) - cpu_before) * 1e6 / n
                 keys_after = r.dbsize()
                 if name == "INCR":
-                    incr_rps = rps
-                ratio = rps / incr_rps
-                results.setdefault((name, pipeline), []).append((rps, ratio))
+                    incr_rps, incr_cpu_us = rps, cpu_us
+                ratio, cpu_ratio = rps / incr_rps, incr_cpu_us / cpu_us
+                results.setdefault((name, pipeline), []).append((rps, ratio, cpu_us, cpu_ratio))
                 raw["runs"].append({"round": rnd, "P": pipeline, "case": name,
-                                    "rps": rps, "x_incr": ratio, "argv": argv,
+                                    "rps": rps, "x_incr": ratio, "server_cpu_us": cpu_us,
+                                    "x_incr_cpu": cpu_ratio, "argv": argv,
                                     "keys_before": keys_before, "keys_after": keys_after,
                                     "csv": out})
-                print("  round %d P=%-2d %-26s %12.0f ops/s  x%.3f  (keys %d)"
-                      % (rnd, pipeline, name, rps, ratio, keys_after), file=sys.stderr)
+                print("  round %d P=%-2d %-26s %12.0f ops/s  x%.3f  cpu %.3f us x%.3f  (keys %d)"
+                      % (rnd, pipeline, name, rps, ratio, cpu_us, cpu_ratio, keys_after),
+                      file=sys.stderr)
     r.flushall()
     raw["seconds"] = round(time.time() - t0, 1)
 
-    def med(name, p):
+    def med(name, p, fields=(0, 1)):
         v = results[(name, p)]
-        return statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)
+        return tuple(statistics.median(x[i] for x in v) for i in fields)
 
     lines = []
     lines.append("## Throughput")
     lines.append("")
     lines.append("redis-server pinned to CPU 0, redis-benchmark pinned to CPU %d; "
                  "`-c %d -r %d`, P=1 `-n %d`, P=16 `-n %d`; %d interleaved round%s; "
-                 "median ops/s and median ratio to INCR of the same round."
+                 "median ops/s and median ratio to INCR of the same round. \"CPU us\": the "
+                 "server's main-thread CPU time per command at P=16 (INFO cpu), which other "
+                 "work on the machine does not change, and its ratio to INCR's."
                  % (cpu, clients, keyspace, n1, n16, rounds, "" if rounds == 1 else "s"))
     lines.append("")
-    lines.append("| case | command | P=1 ops/s | P=1 x INCR | P=16 ops/s | P=16 x INCR |")
-    lines.append("|---|---|---:|---:|---:|---:|")
+    lines.append("| case | command | P=1 ops/s | P=1 x INCR | P=16 ops/s | P=16 x INCR "
+                 "| P=16 CPU us | x INCR by CPU |")
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|")
     for name, cmd in cases:
         shown = " ".join(cmd)
         if cmd[0] == "EVALSHA":
             shown = "EVALSHA <%s.lua> %s" % (cmd[1][1:], " ".join(cmd[2:]))
         r1, x1 = med(name, 1)
-        r16, x16 = med(name, 16)
-        lines.append("| %s | `%s` | %.0f | %.2f | %.0f | %.2f |"
-                     % (name, shown, r1, x1, r16, x16))
+        r16, x16, cpu16, xcpu16 = med(name, 16, (0, 1, 2, 3))
+        lines.append("| %s | `%s` | %.0f | %.2f | %.0f | %.2f | %.3f | %.2f |"
+                     % (name, shown, r1, x1, r16, x16, cpu16, xcpu16))
     lines.append("")
     names = [c[0] for c in cases]
     notes = ["The server is FLUSHALLed before every run; one unrecorded INCR warm-up precedes round 1."]

@@ -46,6 +46,7 @@ static const command_acl acl_table[] = {
     {"FG.INSPECT", "read slow"},
     {"FG.SETSTATE", "write slow dangerous"},
     {"FG.LOGAPPEND", "write slow dangerous"},
+    {"GCRA", "write fast"},
     {"FG.LOCK", "write fast blocking"},
     {"FG.UNLOCK", "write fast"},
     {"FG.ACQUIRE", "write fast blocking"},

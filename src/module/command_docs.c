@@ -126,6 +126,15 @@ static RedisModuleCommandArg setstate_args[] = {
     {0}};
 static RedisModuleCommandArg logappend_args[] = {
     KEY_ARG, INT_ARG("drop_through_us"), INT_ARG("at_us"), INT_ARG("count"), PXAT_ARG, {0}};
+static RedisModuleCommandArg gcra_compat_args[] = {KEY_ARG,
+                                                   INT_ARG("max_burst"),
+                                                   INT_ARG("tokens_per_period"),
+                                                   NUM_ARG("period"),
+                                                   {.name = "count",
+                                                    .type = REDISMODULE_ARG_TYPE_INTEGER,
+                                                    .token = "TOKENS",
+                                                    .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+                                                   {0}};
 
 #define STR_ARG(n)                                                                                 \
     { .name = (n), .type = REDISMODULE_ARG_TYPE_STRING }
@@ -370,6 +379,10 @@ static const command_doc docs[] = {
      "O(N) in the fields", -4, overwrites_key1, setstate_args},
     {"FG.LOGAPPEND", "Applies one admitted request to a sliding log (replication)",
      "O(1) amortized", -5, updates_key1, logappend_args},
+    {"GCRA",
+     "GCRA rate limit as Redis 8.8's: tokens_per_period per period seconds, bursts of "
+     "max_burst + 1",
+     "O(1)", -5, updates_key1, gcra_compat_args},
     {"FG.LOCK", "Takes a lock (exclusive or shared) with a lease; may wait in FIFO order",
      "O(N) in the holders", -4, updates_key1, lock_args},
     {"FG.UNLOCK", "Releases one hold of a lock; the next waiters get it at once",
@@ -473,8 +486,7 @@ int register_command_docs(RedisModuleCtx *ctx) {
             .key_specs = docs[i].keys,
             .args = docs[i].args,
         };
-        if (cmd == NULL || RedisModule_SetCommandInfo(cmd, &info) != REDISMODULE_OK)
-            return REDISMODULE_ERR;
+        if (RedisModule_SetCommandInfo(cmd, &info) != REDISMODULE_OK) return REDISMODULE_ERR;
     }
     return REDISMODULE_OK;
 }

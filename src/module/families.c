@@ -21,29 +21,43 @@
 #include "families.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 static command_family *families;
 
-static bool name_taken(RedisModuleCtx *ctx, const char *name) {
+static bool command_exists(RedisModuleCtx *ctx, const char *name) {
     RedisModuleString *argv[] = {RedisModule_CreateString(ctx, name, strlen(name))};
     int nkeys = 0;
     errno = 0;
     int *keys = RedisModule_GetCommandKeys(ctx, argv, 1, &nkeys);
-    bool taken = errno != ENOENT;
+    bool exists = errno != ENOENT;
     if (keys) RedisModule_Free(keys);
     RedisModule_FreeString(ctx, argv[0]);
-    return taken;
+    return exists;
 }
 
-static const char *first_taken(RedisModuleCtx *ctx, const command_family *f) {
+/* A server command renamed away (`rename-command GCRA ""` on a server with
+ * its own GCRA) is gone from the command table but stays in the server's
+ * table of original names, and creating a command of that name trips an
+ * assertion in RM_CreateCommand. ACL rules name commands by their original
+ * names, so a module user's "+name" is accepted exactly when it is there. */
+static bool original_name_exists(RedisModuleUser *probe, const char *name) {
+    char rule[128];
+    int len = snprintf(rule, sizeof(rule), "+%s", name);
+    return len > 0 && (size_t)len < sizeof(rule) &&
+           RedisModule_SetModuleUserACL(probe, rule) == REDISMODULE_OK;
+}
+
+static const char *first_taken(RedisModuleCtx *ctx, RedisModuleUser *probe,
+                               const command_family *f) {
     for (const char *const *name = f->command_names; *name; name++)
-        if (name_taken(ctx, *name)) return *name;
+        if (command_exists(ctx, *name) || original_name_exists(probe, *name)) return *name;
     return NULL;
 }
 
-static void register_family(RedisModuleCtx *ctx, command_family *f) {
+static void register_family(RedisModuleCtx *ctx, RedisModuleUser *probe, command_family *f) {
     family_mode mode = f->mode ? f->mode() : FAMILY_REGISTER;
     if (mode == FAMILY_LEAVE_OUT) {
         f->status = FAMILY_LEFT_OUT_CONFIGURED;
@@ -51,7 +65,7 @@ static void register_family(RedisModuleCtx *ctx, command_family *f) {
                         f->name);
         return;
     }
-    f->clash = first_taken(ctx, f);
+    f->clash = first_taken(ctx, probe, f);
     if (f->clash) {
         f->status = FAMILY_LEFT_OUT_NAME_TAKEN;
         RedisModule_Log(ctx, mode == FAMILY_REGISTER_IF_FREE ? "notice" : "warning",
@@ -69,8 +83,10 @@ static void register_family(RedisModuleCtx *ctx, command_family *f) {
 
 void families_register(RedisModuleCtx *ctx, command_family *table) {
     families = table;
+    RedisModuleUser *probe = RedisModule_CreateModuleUser("floodgate-name-probe");
     for (command_family *f = families; f->name; f++)
-        register_family(ctx, f);
+        register_family(ctx, probe, f);
+    RedisModule_FreeModuleUser(probe);
 }
 
 static const command_family *family_of(const char *command) {

@@ -20,6 +20,7 @@
 #include "policy_types.h"
 #include "redismodule_api.h"
 #include "t_bloom.h"
+#include "t_gcra.h"
 #include "t_lock.h"
 #include "t_policy.h"
 #include "t_ratelimit.h"
@@ -47,6 +48,10 @@ static command_family families[] = {
     {.name = "policies",
      .command_names = policy_command_names,
      .register_commands = policy_register_commands},
+    {.name = "gcra",
+     .command_names = gcra_command_names,
+     .register_commands = gcra_register_commands,
+     .mode = gcra_commands_mode},
     {0},
 };
 

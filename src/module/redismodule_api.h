@@ -42,6 +42,7 @@
 #define REDISMODULE_CTX_FLAGS_DENY_BLOCKING (1 << 21)
 
 #define REDISMODULE_NOTIFY_GENERIC (1 << 2)
+#define REDISMODULE_NOTIFY_STRING  (1 << 3)
 #define REDISMODULE_NOTIFY_EXPIRED (1 << 8)
 #define REDISMODULE_NOTIFY_EVICTED (1 << 9)
 #define REDISMODULE_NOTIFY_MODULE  (1 << 13)
@@ -125,6 +126,7 @@ typedef struct RedisModuleCallReply RedisModuleCallReply;
 typedef struct RedisModuleDict RedisModuleDict;
 typedef struct RedisModuleDictIter RedisModuleDictIter;
 typedef struct RedisModuleServerInfoData RedisModuleServerInfoData;
+typedef struct RedisModuleUser RedisModuleUser;
 
 typedef struct RedisModuleEvent {
     uint64_t id;
@@ -276,6 +278,9 @@ typedef struct RedisModuleCommandInfo {
     X(void *, Realloc, (void *ptr, size_t bytes))                                                  \
     X(void, Free, (void *ptr))                                                                     \
     X(int, IsModuleNameBusy, (const char *name))                                                   \
+    X(RedisModuleUser *, CreateModuleUser, (const char *name))                                     \
+    X(int, SetModuleUserACL, (RedisModuleUser * user, const char *acl))                            \
+    X(int, FreeModuleUser, (RedisModuleUser * user))                                               \
     X(void, SetModuleAttribs, (RedisModuleCtx * ctx, const char *name, int ver, int apiver))       \
     X(void, SetModuleOptions, (RedisModuleCtx * ctx, int options))                                 \
     X(int, CreateCommand,                                                                          \
@@ -303,7 +308,9 @@ typedef struct RedisModuleCommandInfo {
     X(int, DeleteKey, (RedisModuleKey * key))                                                      \
     X(mstime_t, GetExpire, (RedisModuleKey * key))                                                 \
     X(int, SetAbsExpire, (RedisModuleKey * key, mstime_t expire))                                  \
+    X(mstime_t, GetAbsExpire, (RedisModuleKey * key))                                              \
     X(char *, StringDMA, (RedisModuleKey * key, size_t * len, int mode))                           \
+    X(int, StringTruncate, (RedisModuleKey * key, size_t newlen))                                  \
     X(RedisModuleType *, CreateDataType,                                                           \
       (RedisModuleCtx * ctx, const char *name, int encver, RedisModuleTypeMethods *typemethods))   \
     X(int, ModuleTypeSetValue, (RedisModuleKey * key, RedisModuleType * mt, void *value))          \
