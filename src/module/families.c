@@ -52,9 +52,17 @@ static bool original_name_exists(RedisModuleUser *probe, const char *name) {
 
 static const char *first_taken(RedisModuleCtx *ctx, RedisModuleUser *probe,
                                const command_family *f) {
-    for (const char *const *name = f->command_names; *name; name++)
-        if (command_exists(ctx, *name) || original_name_exists(probe, *name)) return *name;
+    for (const command_spec *c = f->commands; c->name; c++)
+        if (command_exists(ctx, c->name) || original_name_exists(probe, c->name)) return c->name;
     return NULL;
+}
+
+static int create_commands(RedisModuleCtx *ctx, const command_family *f) {
+    for (const command_spec *c = f->commands; c->name; c++)
+        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->firstkey, c->lastkey,
+                                      c->firstkey ? 1 : 0) != REDISMODULE_OK)
+            return REDISMODULE_ERR;
+    return f->commands_created ? f->commands_created(ctx) : REDISMODULE_OK;
 }
 
 static void register_family(RedisModuleCtx *ctx, RedisModuleUser *probe, command_family *f) {
@@ -75,7 +83,7 @@ static void register_family(RedisModuleCtx *ctx, RedisModuleUser *probe, command
         return;
     }
     /* The names were free, so only running out of memory can fail here. */
-    f->status = f->register_commands(ctx) == REDISMODULE_OK ? FAMILY_REGISTERED : FAMILY_INCOMPLETE;
+    f->status = create_commands(ctx, f) == REDISMODULE_OK ? FAMILY_REGISTERED : FAMILY_INCOMPLETE;
     if (f->status == FAMILY_INCOMPLETE)
         RedisModule_Log(ctx, "warning", "floodgate: the %s commands could not all be created",
                         f->name);
@@ -92,8 +100,8 @@ void families_register(RedisModuleCtx *ctx, command_family *table) {
 static const command_family *family_of(const char *command) {
     size_t len = strcspn(command, "|");
     for (const command_family *f = families; f && f->name; f++)
-        for (const char *const *name = f->command_names; *name; name++)
-            if (strlen(*name) == len && strncasecmp(*name, command, len) == 0) return f;
+        for (const command_spec *c = f->commands; c->name; c++)
+            if (strlen(c->name) == len && strncasecmp(c->name, command, len) == 0) return f;
     return NULL;
 }
 

@@ -2,12 +2,12 @@
  * families.h - registering the commands family by family (families.c).
  *
  * A family is a group of commands that only work together (the rate
- * limits, the locks, BF.*, ...). Each one exposes
+ * limits, the locks, BF.*, ...). Each one exposes its commands as a table
  *
- *     int <family>_register_commands(RedisModuleCtx *ctx);
- *     extern const char *const <family>_command_names[];  (NULL-terminated)
+ *     extern const command_spec <family>_commands[];  (ended by {0})
  *
- * and is one row of the table in floodgate.c.
+ * and, where it has one, what it sets up once they exist (subcommands,
+ * dicts, event subscriptions); it is one row of the table in floodgate.c.
  */
 #ifndef FG_FAMILIES_H
 #define FG_FAMILIES_H
@@ -30,11 +30,20 @@ typedef enum family_status {
     FAMILY_INCOMPLETE, /* the names were free, yet a command could not be created */
 } family_status;
 
+/* One command: what RedisModule_CreateCommand takes. A key range of 0, 0
+ * means no key, or a getkeys callback that reports them. */
+typedef struct command_spec {
+    const char *name;
+    RedisModuleCmdFunc fn; /* NULL: a container of subcommands */
+    const char *flags;
+    int firstkey, lastkey;
+} command_spec;
+
 typedef struct command_family {
     const char *name; /* its field in INFO floodgate_command_families */
-    const char *const *command_names;
-    int (*register_commands)(RedisModuleCtx *ctx);
-    family_mode (*mode)(void); /* NULL: FAMILY_REGISTER */
+    const command_spec *commands;
+    int (*commands_created)(RedisModuleCtx *ctx); /* NULL: nothing to set up */
+    family_mode (*mode)(void);                    /* NULL: FAMILY_REGISTER */
     /* Set by families_register. */
     family_status status;
     const char *clash; /* the first name found taken */

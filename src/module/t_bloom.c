@@ -542,31 +542,22 @@ static int scandump_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
 
 /* ========================================================= registration */
 
-/* The family's commands, for the table below and for the names that
- * families.c checks before creating any. */
-#define BLOOM_COMMANDS(X)                                                                          \
-    X("bf.reserve", reserve_command, "write deny-oom")                                             \
-    X("bf.add", add_command, "write deny-oom")                                                     \
-    X("bf.madd", madd_command, "write deny-oom")                                                   \
-    X("bf.insert", insert_command, "write deny-oom")                                               \
-    X("bf.exists", exists_command, "readonly fast")                                                \
-    X("bf.mexists", mexists_command, "readonly fast")                                              \
-    X("bf.info", info_command, "readonly fast")                                                    \
-    X("bf.card", card_command, "readonly fast")                                                    \
-    X("bf.debug", debug_command, "readonly fast")                                                  \
-    X("bf.scandump", scandump_command, "readonly fast")                                            \
-    X("bf.loadchunk", loadchunk_command, "write deny-oom")
-
-typedef struct command_entry {
-    const char *name; /* lower case: the server's arity errors quote it */
-    RedisModuleCmdFunc fn;
-    const char *flags;
-} command_entry;
-
-#define COMMAND_ENTRY(name, fn, flags) {name, fn, flags},
-#define COMMAND_NAME(name, fn, flags)  name,
-static const command_entry commands[] = {BLOOM_COMMANDS(COMMAND_ENTRY)};
-const char *const bloom_command_names[] = {BLOOM_COMMANDS(COMMAND_NAME) NULL};
+/* The family's commands (families.c checks their names, then creates them),
+ * in lower case: the server's arity errors quote them. */
+const command_spec bloom_commands[] = {
+    {"bf.reserve", reserve_command, "write deny-oom", 1, 1},
+    {"bf.add", add_command, "write deny-oom", 1, 1},
+    {"bf.madd", madd_command, "write deny-oom", 1, 1},
+    {"bf.insert", insert_command, "write deny-oom", 1, 1},
+    {"bf.exists", exists_command, "readonly fast", 1, 1},
+    {"bf.mexists", mexists_command, "readonly fast", 1, 1},
+    {"bf.info", info_command, "readonly fast", 1, 1},
+    {"bf.card", card_command, "readonly fast", 1, 1},
+    {"bf.debug", debug_command, "readonly fast", 1, 1},
+    {"bf.scandump", scandump_command, "readonly fast", 1, 1},
+    {"bf.loadchunk", loadchunk_command, "write deny-oom", 1, 1},
+    {0},
+};
 
 static int commands_mode = FAMILY_REGISTER_IF_FREE;
 
@@ -591,15 +582,6 @@ int bloom_register_config(RedisModuleCtx *ctx) {
 
 family_mode bloom_commands_mode(void) {
     return (family_mode)commands_mode;
-}
-
-int bloom_register_commands(RedisModuleCtx *ctx) {
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-        const command_entry *c = &commands[i];
-        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, 1, 1, 1) != REDISMODULE_OK)
-            return REDISMODULE_ERR;
-    }
-    return REDISMODULE_OK;
 }
 
 void bloom_info(RedisModuleInfoCtx *ctx) {

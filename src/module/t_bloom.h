@@ -7,8 +7,7 @@
 #include "families.h"
 #include "redismodule_api.h"
 
-int bloom_register_commands(RedisModuleCtx *ctx);
-extern const char *const bloom_command_names[];
+extern const command_spec bloom_commands[];
 
 /* floodgate.bf-commands (auto, yes, no), before RedisModule_LoadConfigs;
  * its value is read once, when the families are registered. */

@@ -35,8 +35,6 @@
 #include "clock.h"
 #include "t_ratelimit.h"
 
-const char *const gcra_command_names[] = {"gcra", NULL};
-
 static RedisModuleString *word_pxat; /* made once: replication runs per admission */
 
 /* ---------------------------------------------------------- arguments */
@@ -110,8 +108,8 @@ static int take_explicit_time(RedisModuleCtx *ctx, RedisModuleString **argv, int
 /* The stored TAT: *stored is false for no key, and, at an explicit time,
  * for a key that has expired by then (at the server's time, the server's
  * own lookup has deleted it). NULL, or the error to reply. */
-static const char *read_state(RedisModuleKey *key, int64_t now_us, bool explicit_time,
-                              bool *stored, int64_t *tat_us) {
+static const char *read_state(RedisModuleKey *key, int64_t now_us, bool explicit_time, bool *stored,
+                              int64_t *tat_us) {
     int type = RedisModule_KeyType(key);
     *stored = type != REDISMODULE_KEYTYPE_EMPTY &&
               !(explicit_time && fg_gcra_compat_expired(RedisModule_GetAbsExpire(key), now_us));
@@ -146,8 +144,7 @@ static void store_tat(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStrin
     format_number(&tat, tat_us);
     format_number(&ms, expire_ms);
     store_digits(key, &tat, expire_ms);
-    RedisModule_Replicate(ctx, "SET", "sbsb", keyname, tat.str, tat.len, word_pxat, ms.str,
-                          ms.len);
+    RedisModule_Replicate(ctx, "SET", "sbsb", keyname, tat.str, tat.len, word_pxat, ms.str, ms.len);
 }
 
 /* ------------------------------------------------------------ command */
@@ -191,12 +188,15 @@ static int gcra_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return REDISMODULE_OK;
 }
 
-/* Registered in lower case: the server's arity error names the command as
- * it was registered, and 8.8's says 'gcra'. */
-int gcra_register_commands(RedisModuleCtx *ctx) {
-    if (RedisModule_CreateCommand(ctx, gcra_command_names[0], gcra_command, "write deny-oom fast",
-                                  1, 1, 1) != REDISMODULE_OK)
-        return REDISMODULE_ERR;
+/* In lower case: the server's arity error names the command as it was
+ * registered, and 8.8's says 'gcra'. */
+const command_spec gcra_commands[] = {
+    {"gcra", gcra_command, "write deny-oom fast", 1, 1},
+    {0},
+};
+
+int gcra_commands_created(RedisModuleCtx *ctx) {
+    (void)ctx;
     if (word_pxat == NULL) word_pxat = RedisModule_CreateString(NULL, "PXAT", 4);
     return REDISMODULE_OK;
 }

@@ -1330,45 +1330,29 @@ static int unhold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
 
 /* ========================================================= registration */
 
-/* The family's commands, for the table below and for the names that
- * families.c checks before creating any. */
-#define LOCK_COMMANDS(X)                                                                           \
-    X("FG.LOCK", lock_command, "write deny-oom fast", 1, 1)                                        \
-    X("FG.UNLOCK", unlock_command, "write fast", 1, 1)                                             \
-    X("FG.ACQUIRE", acquire_command, "write deny-oom fast", 1, 1)                                  \
-    X("FG.RELEASE", release_command, "write fast", 1, 1)                                           \
-    X("FG.MLOCK", mlock_command, "write deny-oom getkeys-api", 0, 0)                               \
-    X("FG.MUNLOCK", munlock_command, "write getkeys-api", 0, 0)                                    \
-    X("FG.EXTEND", extend_command, "write deny-oom fast", 1, 1)                                    \
-    X("FG.FORCEUNLOCK", forceunlock_command, "write", 1, 1)                                        \
-    X("FG.LOCKINFO", lockinfo_command, "readonly", 1, 1)                                           \
-    X("FG.FENCE", fence_command, "write deny-oom fast", 1, 1)                                      \
-    X("FG.FSET", fset_command, "write deny-oom fast", 1, 1)                                        \
-    X("FG.FGET", fget_command, "write deny-oom fast", 1, 1)                                        \
-    X("FG.HOLD", hold_command, "write deny-oom", 1, 1)                                             \
-    X("FG.UNHOLD", unhold_command, "write", 1, 1)
+/* The family's commands (families.c checks their names, then creates them). */
+const command_spec lock_commands[] = {
+    {"FG.LOCK", lock_command, "write deny-oom fast", 1, 1},
+    {"FG.UNLOCK", unlock_command, "write fast", 1, 1},
+    {"FG.ACQUIRE", acquire_command, "write deny-oom fast", 1, 1},
+    {"FG.RELEASE", release_command, "write fast", 1, 1},
+    {"FG.MLOCK", mlock_command, "write deny-oom getkeys-api", 0, 0},
+    {"FG.MUNLOCK", munlock_command, "write getkeys-api", 0, 0},
+    {"FG.EXTEND", extend_command, "write deny-oom fast", 1, 1},
+    {"FG.FORCEUNLOCK", forceunlock_command, "write", 1, 1},
+    {"FG.LOCKINFO", lockinfo_command, "readonly", 1, 1},
+    {"FG.FENCE", fence_command, "write deny-oom fast", 1, 1},
+    {"FG.FSET", fset_command, "write deny-oom fast", 1, 1},
+    {"FG.FGET", fget_command, "write deny-oom fast", 1, 1},
+    {"FG.HOLD", hold_command, "write deny-oom", 1, 1},
+    {"FG.UNHOLD", unhold_command, "write", 1, 1},
+    {0},
+};
 
-typedef struct command_entry {
-    const char *name;
-    RedisModuleCmdFunc fn;
-    const char *flags;
-    int firstkey, lastkey;
-} command_entry;
-
-#define COMMAND_ENTRY(name, fn, flags, firstkey, lastkey) {name, fn, flags, firstkey, lastkey},
-#define COMMAND_NAME(name, fn, flags, firstkey, lastkey)  name,
-static const command_entry commands[] = {LOCK_COMMANDS(COMMAND_ENTRY)};
-const char *const lock_command_names[] = {LOCK_COMMANDS(COMMAND_NAME) NULL};
-
-int lock_register_commands(RedisModuleCtx *ctx) {
+int lock_commands_created(RedisModuleCtx *ctx) {
+    (void)ctx;
     queues = RedisModule_CreateDict(NULL);
     waiters = RedisModule_CreateDict(NULL);
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-        const command_entry *c = &commands[i];
-        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->firstkey, c->lastkey,
-                                      c->firstkey ? 1 : 0) != REDISMODULE_OK)
-            return REDISMODULE_ERR;
-    }
     return REDISMODULE_OK;
 }
 

@@ -4,10 +4,11 @@
 #ifndef FG_T_LOCK_H
 #define FG_T_LOCK_H
 
+#include "families.h"
 #include "redismodule_api.h"
 
-int lock_register_commands(RedisModuleCtx *ctx);
-extern const char *const lock_command_names[];
+extern const command_spec lock_commands[];
+int lock_commands_created(RedisModuleCtx *ctx);
 
 /* A keyspace event (DEL, expiry, eviction...) on a key, which may free a
  * lock without a lock command: its waiters are served soon. */

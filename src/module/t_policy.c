@@ -990,7 +990,6 @@ void policy_keys_replaced(RedisModuleCtx *ctx) {
     if (queues) arm_every_queue(ctx); /* else the commands are left out (families.c) */
 }
 
-
 /* Keyspace events, FLUSHDB and SWAPDB reach the waiters through
  * floodgate.c, shared with the locks. */
 static int subscribe_events(RedisModuleCtx *ctx) {
@@ -1002,38 +1001,20 @@ static int subscribe_events(RedisModuleCtx *ctx) {
     return REDISMODULE_OK;
 }
 
-/* The family's commands, for the table below and for the names that
- * families.c checks before creating any. FG.POLICY, without a function, is
- * the parent of the subcommands above. */
-#define POLICY_COMMANDS(X)                                                                         \
-    X("FG.CHECK", check_command, "write deny-oom", 2)                                              \
-    X("FG.PLSTATE", plstate_command, "write deny-oom", 1)                                          \
-    X("FG.POLICY", NULL, "", 0)
+/* The family's commands (families.c checks their names, then creates them).
+ * FG.POLICY, without a function, is the parent of the subcommands above. */
+#define POLICY_PARENT "FG.POLICY"
+const command_spec policy_commands[] = {
+    {"FG.CHECK", check_command, "write deny-oom", 2, 2},
+    {"FG.PLSTATE", plstate_command, "write deny-oom", 1, 1},
+    {POLICY_PARENT, NULL, "", 0, 0},
+    {0},
+};
 
-typedef struct command_entry {
-    const char *name;
-    RedisModuleCmdFunc fn;
-    const char *flags;
-    int key;
-} command_entry;
-
-#define COMMAND_ENTRY(name, fn, flags, key) {name, fn, flags, key},
-#define COMMAND_NAME(name, fn, flags, key)  name,
-static const command_entry commands[] = {POLICY_COMMANDS(COMMAND_ENTRY)};
-const char *const policy_command_names[] = {POLICY_COMMANDS(COMMAND_NAME) NULL};
-
-int policy_register_commands(RedisModuleCtx *ctx) {
+int policy_commands_created(RedisModuleCtx *ctx) {
     queues = RedisModule_CreateDict(NULL);
     waiters = RedisModule_CreateDict(NULL);
-    const char *parent_name = NULL;
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-        const command_entry *c = &commands[i];
-        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->key, c->key,
-                                      c->key ? 1 : 0) != REDISMODULE_OK)
-            return REDISMODULE_ERR;
-        if (!c->fn) parent_name = c->name;
-    }
-    RedisModuleCommand *parent = RedisModule_GetCommand(ctx, parent_name);
+    RedisModuleCommand *parent = RedisModule_GetCommand(ctx, POLICY_PARENT);
     if (!parent) return REDISMODULE_ERR;
     for (size_t i = 0; i < sizeof(policy_subcommands) / sizeof(policy_subcommands[0]); i++) {
         const subcommand *s = &policy_subcommands[i];

@@ -4,12 +4,13 @@
 #ifndef FG_T_POLICY_H
 #define FG_T_POLICY_H
 
+#include "families.h"
 #include "redismodule_api.h"
 
-/* Registers the commands and subscribes to the events that concern
- * waiters and the registry. */
-int policy_register_commands(RedisModuleCtx *ctx);
-extern const char *const policy_command_names[];
+extern const command_spec policy_commands[];
+/* Creates FG.POLICY's subcommands and subscribes to the events that
+ * concern waiters and the registry. */
+int policy_commands_created(RedisModuleCtx *ctx);
 void policy_info(RedisModuleInfoCtx *ctx);
 
 /* FLUSHDB or SWAPDB replaced keys: waiters are decided again soon. */

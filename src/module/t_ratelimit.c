@@ -749,43 +749,27 @@ static int logappend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int 
 
 /* ------------------------------------------------------------ registration */
 
-/* The family's commands, for the table below and for the names that
- * families.c checks before creating any. */
-#define RATELIMIT_COMMANDS(X)                                                                      \
-    X("CL.THROTTLE", throttle_command, "write deny-oom fast", 1)                                   \
-    X("FG.GCRA", gcra_command, "write deny-oom fast", 1)                                           \
-    X("FG.TOKEN", token_command, "write deny-oom fast", 1)                                         \
-    X("FG.LEAKY", leaky_command, "write deny-oom fast", 1)                                         \
-    X("FG.FIXED", fixed_command, "write deny-oom fast", 1)                                         \
-    X("FG.SLIDING", sliding_command, "write deny-oom fast", 1)                                     \
-    X("FG.SLIDELOG", slidelog_command, "write deny-oom", 1)                                        \
-    X("FG.PEEK", peek_command, "readonly", 2)                                                      \
-    X("FG.REFUND", refund_command, "write deny-oom fast", 2)                                       \
-    X("FG.RESET", reset_command, "write fast", 1)                                                  \
-    X("FG.INSPECT", inspect_command, "readonly", 1)                                                \
-    X("FG.SETSTATE", setstate_command, "write deny-oom", 1)                                        \
-    X("FG.LOGAPPEND", logappend_command, "write deny-oom", 1)
+/* The family's commands (families.c checks their names, then creates them). */
+const command_spec ratelimit_commands[] = {
+    {"CL.THROTTLE", throttle_command, "write deny-oom fast", 1, 1},
+    {"FG.GCRA", gcra_command, "write deny-oom fast", 1, 1},
+    {"FG.TOKEN", token_command, "write deny-oom fast", 1, 1},
+    {"FG.LEAKY", leaky_command, "write deny-oom fast", 1, 1},
+    {"FG.FIXED", fixed_command, "write deny-oom fast", 1, 1},
+    {"FG.SLIDING", sliding_command, "write deny-oom fast", 1, 1},
+    {"FG.SLIDELOG", slidelog_command, "write deny-oom", 1, 1},
+    {"FG.PEEK", peek_command, "readonly", 2, 2},
+    {"FG.REFUND", refund_command, "write deny-oom fast", 2, 2},
+    {"FG.RESET", reset_command, "write fast", 1, 1},
+    {"FG.INSPECT", inspect_command, "readonly", 1, 1},
+    {"FG.SETSTATE", setstate_command, "write deny-oom", 1, 1},
+    {"FG.LOGAPPEND", logappend_command, "write deny-oom", 1, 1},
+    {0},
+};
 
-typedef struct command_entry {
-    const char *name;
-    RedisModuleCmdFunc fn;
-    const char *flags;
-    int firstkey;
-} command_entry;
-
-#define COMMAND_ENTRY(name, fn, flags, firstkey) {name, fn, flags, firstkey},
-#define COMMAND_NAME(name, fn, flags, firstkey)  name,
-static const command_entry commands[] = {RATELIMIT_COMMANDS(COMMAND_ENTRY)};
-const char *const ratelimit_command_names[] = {RATELIMIT_COMMANDS(COMMAND_NAME) NULL};
-
-int ratelimit_register_commands(RedisModuleCtx *ctx) {
+int ratelimit_commands_created(RedisModuleCtx *ctx) {
+    (void)ctx;
     create_replication_words();
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-        const command_entry *c = &commands[i];
-        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->firstkey, c->firstkey, 1) !=
-            REDISMODULE_OK)
-            return REDISMODULE_ERR;
-    }
     return REDISMODULE_OK;
 }
 

@@ -6,10 +6,11 @@
 
 #include <stdbool.h>
 
+#include "families.h"
 #include "redismodule_api.h"
 
-int ratelimit_register_commands(RedisModuleCtx *ctx);
-extern const char *const ratelimit_command_names[];
+extern const command_spec ratelimit_commands[];
+int ratelimit_commands_created(RedisModuleCtx *ctx);
 int ratelimit_register_configs(RedisModuleCtx *ctx);
 
 /* floodgate.explicit-time: whether checks may take AT unix_us. */

@@ -440,39 +440,20 @@ static int store_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 
 /* ========================================================= registration */
 
-/* The family's commands, for the table below and for the names that
- * families.c checks before creating any. */
-#define UV_COMMANDS(X)                                                                             \
-    X("fg.uvcreate", create_command, "write deny-oom", 1, 1)                                       \
-    X("fg.uvadd", add_command, "write deny-oom", 1, 1)                                             \
-    X("fg.uvaddat", addat_command, "write deny-oom", 1, 1)                                         \
-    X("fg.uvcount", count_command, "readonly getkeys-api", 0, 0)                                   \
-    X("fg.uvexport", export_command, "readonly getkeys-api", 0, 0)                                 \
-    X("fg.uvstore", store_command, "write deny-oom getkeys-api", 0, 0)                             \
-    X("fg.uvinfo", info_command, "readonly fast", 1, 1)                                            \
-    X("fg.uvload", load_command, "write deny-oom", 1, 1)
-
-typedef struct command_entry {
-    const char *name; /* lower case: the server's arity errors quote it */
-    RedisModuleCmdFunc fn;
-    const char *flags;
-    int first, last; /* legacy key range; 0 when the getkeys callback reports them */
-} command_entry;
-
-#define COMMAND_ENTRY(name, fn, flags, first, last) {name, fn, flags, first, last},
-#define COMMAND_NAME(name, fn, flags, first, last)  name,
-static const command_entry commands[] = {UV_COMMANDS(COMMAND_ENTRY)};
-const char *const uv_command_names[] = {UV_COMMANDS(COMMAND_NAME) NULL};
-
-int uv_register_commands(RedisModuleCtx *ctx) {
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-        const command_entry *c = &commands[i];
-        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->first, c->last,
-                                      c->first ? 1 : 0) != REDISMODULE_OK)
-            return REDISMODULE_ERR;
-    }
-    return REDISMODULE_OK;
-}
+/* The family's commands (families.c checks their names, then creates them),
+ * in lower case: the server's arity errors quote them. A key range of 0, 0:
+ * the getkeys callback reports the keys. */
+const command_spec uv_commands[] = {
+    {"fg.uvcreate", create_command, "write deny-oom", 1, 1},
+    {"fg.uvadd", add_command, "write deny-oom", 1, 1},
+    {"fg.uvaddat", addat_command, "write deny-oom", 1, 1},
+    {"fg.uvcount", count_command, "readonly getkeys-api", 0, 0},
+    {"fg.uvexport", export_command, "readonly getkeys-api", 0, 0},
+    {"fg.uvstore", store_command, "write deny-oom getkeys-api", 0, 0},
+    {"fg.uvinfo", info_command, "readonly fast", 1, 1},
+    {"fg.uvload", load_command, "write deny-oom", 1, 1},
+    {0},
+};
 
 void uv_info(RedisModuleInfoCtx *ctx) {
     if (RedisModule_InfoAddSection(ctx, "uv") != REDISMODULE_OK) return;

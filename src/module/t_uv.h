@@ -4,10 +4,10 @@
 #ifndef FG_T_UV_H
 #define FG_T_UV_H
 
+#include "families.h"
 #include "redismodule_api.h"
 
-int uv_register_commands(RedisModuleCtx *ctx);
-extern const char *const uv_command_names[];
+extern const command_spec uv_commands[];
 void uv_info(RedisModuleInfoCtx *ctx);
 
 #endif
