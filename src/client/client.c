@@ -151,8 +151,10 @@ static fg_code mem_error(fg_mem_status st, fg_error *err) {
         return fg_set_error(err, FG_CODE_INVALID,
                             "ERR overflow: these parameters exceed 64-bit time arithmetic");
     case FG_MEM_NOMEM: return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-    default: return fg_set_error(err, FG_CODE_INVALID, "ERR invalid rate-limit parameters");
+    case FG_MEM_OK:
+    case FG_MEM_INVALID: break;
     }
+    return fg_set_error(err, FG_CODE_INVALID, "ERR invalid rate-limit parameters");
 }
 
 static void result_from_decision(const fg_decision *d, fg_source source, fg_result *out) {
@@ -411,8 +413,9 @@ static fg_code on_failure(fg_client *c, const char *key, const fg_limit *l, cons
         return FG_CODE_OK;
     case FG_ON_FAILURE_FALLBACK:
         return mem_decide(c, key, ml, now, cost, peek, FG_SOURCE_FALLBACK, out, err);
-    default: return FG_CODE_IO;
+    case FG_ON_FAILURE_ERROR: break;
     }
+    return FG_CODE_IO; /* also for a value outside the enum */
 }
 
 /* ------------------------------------------------------------ decisions */

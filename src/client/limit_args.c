@@ -111,6 +111,10 @@ int fg_limit_format_args(const fg_limit *l, char args[FG_LIMIT_MAX_ARGS][FG_ARG_
         snprintf(args[1], FG_ARG_MAX, "%.17g", l->rate);
         snprintf(args[2], FG_ARG_MAX, "%.17g", l->window_ms);
         return 3;
-    default: snprintf(args[1], FG_ARG_MAX, "%.17g", l->window_ms); return 2;
+    case FG_FIXED_WINDOW:
+    case FG_SLIDING_WINDOW:
+    case FG_SLIDING_LOG: break;
     }
+    snprintf(args[1], FG_ARG_MAX, "%.17g", l->window_ms);
+    return 2;
 }

@@ -104,7 +104,8 @@ fg_code fg_policy_limit_convert(const fg_limit *l, fg_policy_limit *out, fg_erro
     case FG_LEAKY_BUCKET: out->algorithm = FG_POLICY_LEAKY; break;
     case FG_GCRA: out->algorithm = FG_POLICY_GCRA; break;
     case FG_FIXED_WINDOW: out->algorithm = FG_POLICY_FIXED; break;
-    default: out->algorithm = FG_POLICY_SLIDING; break;
+    case FG_SLIDING_WINDOW: out->algorithm = FG_POLICY_SLIDING; break;
+    case FG_SLIDING_LOG: return FG_CODE_INVALID; /* refused above */
     }
     if (ml.family == FG_MEM_BUCKET)
         out->p.bucket = ml.p.bucket;

@@ -347,8 +347,9 @@ static fg_mem_status from_core(fg_status st) {
     switch (st) {
     case FG_OK: return FG_MEM_OK;
     case FG_EOVERFLOW: return FG_MEM_OVERFLOW;
-    default: return FG_MEM_INVALID;
+    case FG_EINVAL: break;
     }
+    return FG_MEM_INVALID;
 }
 
 /* What one check works on: the shard (locked), the key and its entry (NULL
@@ -450,7 +451,7 @@ static fg_mem_status check_slidelog(check *c, fg_decision *d) {
  * The core judges them on the empty state (nothing is written). */
 static fg_mem_status check_wrongtype(const check *c) {
     fg_decision d;
-    fg_status st;
+    fg_status st = FG_EINVAL; /* every family is a case below */
     switch (c->lim->family) {
     case FG_MEM_BUCKET: {
         int64_t next;
@@ -467,7 +468,7 @@ static fg_mem_status check_wrongtype(const check *c) {
         st = fg_sliding_decide(&empty, &c->lim->p.sliding, c->now_us, c->cost, &d, &next);
         break;
     }
-    default: {
+    case FG_MEM_SLIDELOG: {
         fg_slog empty = {NULL, 0, 0, 0};
         fg_slog_effect effect;
         st = fg_slog_decide(&empty, &c->lim->p.slidelog, c->now_us, c->cost, &d, &effect);
@@ -493,7 +494,7 @@ fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
                .commit = !peek && cost > 0};
     c.sh = shard_of(s, c.hash);
     fg_decision d;
-    fg_mem_status st;
+    fg_mem_status st = FG_MEM_INVALID; /* every family is a case below */
 
     lock_acquire(&c.sh->lock);
     size_t i = table_find(c.sh, c.hash, key, keylen);
@@ -511,7 +512,7 @@ fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
         case FG_MEM_BUCKET: st = check_bucket(&c, &d); break;
         case FG_MEM_FIXED: st = check_fixed(&c, &d); break;
         case FG_MEM_SLIDING: st = check_sliding(&c, &d); break;
-        default: st = check_slidelog(&c, &d); break;
+        case FG_MEM_SLIDELOG: st = check_slidelog(&c, &d); break;
         }
     }
     lock_release(&c.sh->lock);

@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 #include "decision.h"
-#include "sliding_log.h" /* fg_allocator */
+#include "allocator.h"
 
 #define FG_BLOOM_MAX_CAPACITY (1LL << 40) /* items in one level */
 #define FG_BLOOM_MAX_LEVELS 64

@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #include "decision.h"
-#include "sliding_log.h" /* fg_allocator */
+#include "allocator.h"
 
 #define FG_LOCK_OWNER_MAX 256        /* bytes in an owner id (at least 1) */
 #define FG_LOCK_MAX_HOLDERS 100000   /* holders of one state */

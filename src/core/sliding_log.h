@@ -6,16 +6,12 @@
 
 #include <stddef.h>
 
+#include "allocator.h"
 #include "decision.h"
 
 /* The log costs 8 bytes per admitted unit still in the window, so the limit
  * is bounded; larger limits belong to the sliding window counter. */
 #define FG_SLOG_MAX_LIMIT 100000
-
-typedef struct fg_allocator {
-    void *(*realloc)(void *ptr, size_t size); /* NULL on failure */
-    void (*free)(void *ptr);
-} fg_allocator;
 
 typedef struct fg_slog {
     int64_t *ts;   /* ring buffer of admission times (us), oldest at head */

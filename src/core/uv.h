@@ -43,7 +43,7 @@
 #include <stdint.h>
 
 #include "decision.h"
-#include "sliding_log.h" /* fg_allocator */
+#include "allocator.h"
 
 #define FG_UV_REGISTERS 16384
 #define FG_UV_MAX_RANK 51

@@ -396,12 +396,13 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
     c.now_us = at_us >= 0 ? at_us : server_now_us;
     c.clock_skew_us = server_now_us - c.now_us;
 
-    fg_status st;
+    fg_status st = FG_EINVAL;
     switch (lim->family) {
     case FAMILY_BUCKET: st = check_bucket(&c, c.value ? bucket_tat(c.value) : legacy_tat); break;
     case FAMILY_FIXED: st = check_fixed(&c); break;
     case FAMILY_SLIDING: st = check_sliding(&c); break;
-    default: st = check_slidelog(&c); break;
+    case FAMILY_SLIDELOG: st = check_slidelog(&c); break;
+    case FAMILY_COUNT: break; /* a count, not a family */
     }
     bool wrote = st == FG_OK && c.commit && c.decision.allowed;
     RedisModule_CloseKey(c.key);
