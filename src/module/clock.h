@@ -4,6 +4,7 @@
 #ifndef FG_CLOCK_H
 #define FG_CLOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -29,5 +30,9 @@ static inline int64_t server_clock_us(void) {
     if (RedisModule_CachedMicroseconds) return (int64_t)RedisModule_CachedMicroseconds();
     return wall_clock_us();
 }
+
+/* floodgate.explicit-time (clock.c): whether commands may take `AT unix_us`. */
+bool explicit_time_allowed(void);
+int explicit_time_register_config(RedisModuleCtx *ctx);
 
 #endif

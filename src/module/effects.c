@@ -22,7 +22,7 @@
 #include "effects.h"
 
 #include "args.h"
-#include "t_ratelimit.h"
+#include "clock.h"
 
 static int effects_enabled;
 
@@ -46,7 +46,7 @@ bool effect_command_allowed(RedisModuleCtx *ctx, RedisModuleString *name) {
 }
 
 bool timed_effect_allowed(RedisModuleCtx *ctx, RedisModuleString *name) {
-    if (effects_enabled || ratelimit_explicit_time_allowed() || from_master_or_aof(ctx))
+    if (effects_enabled || explicit_time_allowed() || from_master_or_aof(ctx))
         return true;
     return refuse(ctx, name,
                   "takes its time from the client: CONFIG SET floodgate.explicit-time yes "

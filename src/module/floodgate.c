@@ -9,6 +9,7 @@
  * server already has is left out, and the module loads without it.
  */
 #include "bloom_types.h"
+#include "clock.h"
 #include "command_acl.h"
 #include "command_docs.h"
 #include "effects.h"
@@ -117,7 +118,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     /* Configs (floodgate.<name>) take their values from the command line or
      * redis.conf at LoadConfigs, before the commands: floodgate.bf-commands
      * decides some of them. */
-    if (ratelimit_register_configs(ctx) != REDISMODULE_OK ||
+    if (explicit_time_register_config(ctx) != REDISMODULE_OK ||
         memory_limits_register_configs(ctx) != REDISMODULE_OK ||
         effects_register_config(ctx) != REDISMODULE_OK ||
         bloom_register_config(ctx) != REDISMODULE_OK ||

@@ -33,7 +33,6 @@
 #include "../core/gcra_compat.h"
 #include "args.h"
 #include "clock.h"
-#include "t_ratelimit.h"
 
 static RedisModuleString *word_pxat; /* made once: replication runs per admission */
 
@@ -94,7 +93,7 @@ static int parse_arguments(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
  * *at_us stays -1 otherwise. 0 once an error is replied. */
 static int take_explicit_time(RedisModuleCtx *ctx, RedisModuleString **argv, int *argc,
                               int64_t *at_us) {
-    if (!ratelimit_explicit_time_allowed() || *argc < FG_GCRA_COMPAT_MIN_ARGS + 2 ||
+    if (!explicit_time_allowed() || *argc < FG_GCRA_COMPAT_MIN_ARGS + 2 ||
         !arg_is(argv[*argc - 2], "AT"))
         return 1;
     /* The latest time whose nanoseconds fit in 64 bits, as for FG.* */

@@ -64,7 +64,6 @@
 #include "limiter_types.h" /* us_to_ms_ceil */
 #include "policy_registry.h"
 #include "policy_types.h"
-#include "t_ratelimit.h"
 #include "write_pause.h"
 
 #define MAX_WAIT_MS 86400000
@@ -682,7 +681,7 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         return RedisModule_ReplyWithError(ctx, ERR_POLICY_NAME);
     check_options o;
     if (!parse_check_options(ctx, argv + 3, argc - 3, &o)) return REDISMODULE_OK;
-    if (o.at_us >= 0 && !ratelimit_explicit_time_allowed())
+    if (o.at_us >= 0 && !explicit_time_allowed())
         return RedisModule_ReplyWithError(
             ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
     r.cost = o.cost;

@@ -149,33 +149,6 @@ static limiter limiters[LIMITER_COUNT] = {
                   REPLY_FLOODGATE, 0, 0},
 };
 
-/* ----------------------------------------------------------------- clock */
-
-/* floodgate.explicit-time: whether checks accept `AT unix_us` instead of the
- * server's clock (tests, replays, backfills). Off by default, because a
- * client that picks its own time can pick a fresh fixed window. */
-static int explicit_time_allowed;
-
-static int get_explicit_time(const char *name, void *privdata) {
-    (void)name, (void)privdata;
-    return explicit_time_allowed;
-}
-
-static int set_explicit_time(const char *name, int value, void *privdata, RedisModuleString **err) {
-    (void)name, (void)privdata, (void)err;
-    explicit_time_allowed = value;
-    return REDISMODULE_OK;
-}
-
-bool ratelimit_explicit_time_allowed(void) {
-    return explicit_time_allowed;
-}
-
-int ratelimit_register_configs(RedisModuleCtx *ctx) {
-    return RedisModule_RegisterBoolConfig(ctx, "explicit-time", 0, REDISMODULE_CONFIG_DEFAULT,
-                                          get_explicit_time, set_explicit_time, NULL, NULL);
-}
-
 /* ---------------------------------------------------------------- replies */
 
 static long long ns_to_ms_ceil(int64_t ns) {
@@ -371,7 +344,7 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
     } else if (!parse_options(ctx, args + lim->nparams, nargs - lim->nparams, &cost, &at_us)) {
         return REDISMODULE_OK;
     }
-    if (at_us >= 0 && !explicit_time_allowed)
+    if (at_us >= 0 && !explicit_time_allowed())
         return RedisModule_ReplyWithError(
             ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
 
@@ -500,7 +473,7 @@ static int refund_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (!lim->parse(ctx, args, &params) ||
         !parse_options(ctx, args + lim->nparams, nargs - lim->nparams, &units, &at_us))
         return REDISMODULE_OK;
-    if (at_us >= 0 && !explicit_time_allowed)
+    if (at_us >= 0 && !explicit_time_allowed())
         return RedisModule_ReplyWithError(
             ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
 
