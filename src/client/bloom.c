@@ -33,7 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "limit_args.h" /* fg_set_error */
+#include "client.h"
+#include "error.h"
 #include "mem_bloom.h"
 
 #define ITEMS_PER_COMMAND (FG_CMD_MAX_ARGS - 2) /* BF.MADD key item... */

@@ -49,6 +49,7 @@
 #include "client.h"
 #include "cluster.h"
 #include "conn.h"
+#include "error.h"
 #include "floodgate.h"
 #include "lease.h"
 #include "limit_args.h"

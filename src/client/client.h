@@ -58,4 +58,11 @@ bool fg_policies_forget(fg_policies *p, const char *key);
 /* client.c: the client's policy side. */
 fg_policies *fg_client_policies(fg_client *c);
 
+/* client.c: sends n commands to the client's server or cluster (routed by
+ * their keys) in one round trip per node: codes[i] is FG_CODE_OK when
+ * replies[i] is set (the caller frees it), else why it is not, with the
+ * last failure in err. The failure policy does not apply. */
+void fg_client_exchange(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
+                        fg_code *codes, fg_error *err);
+
 #endif

@@ -37,6 +37,8 @@
  */
 #include "cluster.h"
 
+#include "error.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

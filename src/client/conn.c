@@ -8,6 +8,8 @@
  */
 #include "conn.h"
 
+#include "error.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>

@@ -40,8 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "limit_args.h" /* fg_set_error */
-#include "mem_bloom.h"  /* fg_client_exchange */
+#include "client.h"
+#include "error.h"
 #include "mem_distinct.h"
 
 #define WINDOW_ARGS 3                                   /* LAST n unit | BETWEEN start_us end_us */

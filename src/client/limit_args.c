@@ -7,22 +7,12 @@
  */
 #include "limit_args.h"
 
+#include "error.h"
 #include "params.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
-
-fg_code fg_set_error(fg_error *err, fg_code code, const char *fmt, ...) {
-    if (err != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
-        err->code = code;
-        vsnprintf(err->message, sizeof(err->message), fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 int64_t fg_ns_to_ms_ceil(int64_t ns) {
     return ns < 0 ? -1 : ns / FG_NS_PER_MS + (ns % FG_NS_PER_MS > 0);

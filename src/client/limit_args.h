@@ -36,8 +36,4 @@ int fg_limit_format_args(const fg_limit *l, char args[FG_LIMIT_MAX_ARGS][FG_ARG_
 /* Durations as the module replies them: ms rounded up, negative -> -1. */
 int64_t fg_ns_to_ms_ceil(int64_t ns);
 
-/* Fills err (when not NULL) with a code and a formatted message. */
-fg_code fg_set_error(fg_error *err, fg_code code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 #endif

@@ -40,6 +40,7 @@
 
 #include "client.h"
 #include "conn.h"
+#include "error.h"
 #include "mem_lock.h"
 #include "renewal.h"
 

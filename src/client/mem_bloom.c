@@ -21,12 +21,13 @@
  */
 #include "mem_bloom.h"
 
+#include "error.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "limit_args.h" /* fg_set_error */
 
 #define SHARDS      16 /* a power of two */
 #define SHARD_SHIFT 60 /* shard = hash >> SHARD_SHIFT */

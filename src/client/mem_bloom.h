@@ -80,11 +80,4 @@ int64_t fg_mem_bf_card(fg_mem_blooms *m, const char *key);
 /* client.c: the Bloom table of a mem: client; NULL for any other client. */
 fg_mem_blooms *fg_client_mem_blooms(fg_client *c);
 
-/* client.c: sends n commands to the client's server or cluster (routed by
- * their keys) in one round trip per node: codes[i] is FG_CODE_OK when
- * replies[i] is set (the caller frees it), else why it is not, with the
- * last failure in err. The failure policy does not apply. */
-void fg_client_exchange(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
-                        fg_code *codes, fg_error *err);
-
 #endif

@@ -37,7 +37,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "limit_args.h" /* fg_set_error */
+#include "error.h"
 #include "params.h"
 
 #define SHARDS      16 /* a power of two, at most 32 (a count's shard mask) */

@@ -64,8 +64,8 @@
 
 #include "checked.h"
 #include "conn.h"       /* fg_monotonic_us */
+#include "error.h"
 #include "lease.h"      /* fg_key_hash */
-#include "limit_args.h" /* fg_set_error */
 #include "lock.h"
 #include "params.h"
 

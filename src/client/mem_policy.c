@@ -58,7 +58,8 @@
 
 #include "bloom.h"
 #include "conn.h"       /* fg_monotonic_us */
-#include "limit_args.h" /* fg_limit_convert, fg_set_error */
+#include "error.h"
+#include "limit_args.h" /* fg_limit_convert */
 #include "mem_bloom.h"  /* fg_bf_item_hash */
 #include "params.h"
 

@@ -50,8 +50,7 @@
 #include "client.h"
 #include "cluster.h"
 #include "conn.h"
-#include "limit_args.h" /* fg_set_error */
-#include "mem_bloom.h"  /* fg_client_exchange */
+#include "error.h"
 #include "mem_policy.h"
 
 #define SPARE_CONNS   8

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "limit_args.h" /* fg_set_error */
+#include "error.h"
 #include "mem_policy.h"
 #include "params.h"
 

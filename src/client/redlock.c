@@ -32,6 +32,7 @@
 
 #include "client.h"
 #include "conn.h"
+#include "error.h"
 #include "url.h"
 
 #define DRIFT_FLOOR_MS 2

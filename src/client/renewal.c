@@ -36,6 +36,8 @@
  */
 #include "renewal.h"
 
+#include "error.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

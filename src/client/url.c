@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "error.h"
 #include "limit_args.h"
 
 #define DEFAULT_PORT 6379
