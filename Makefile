@@ -75,9 +75,18 @@ $(BUILD)/client/%: tests/client/%.c $(LIB_A) include/floodgate.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iinclude -Isrc/core -Isrc/client -o $@ $< $(LIB_A) -lhiredis -lconfig -lm -lpthread
 
-$(BUILD)/floodgate: $(CLI_SRC) $(LIB_A) include/floodgate.h
+# The tool is a user of the library like any other: the public header only,
+# linked to the shared library (found next to it in build/, or in ../lib
+# once installed).
+LIB_SONAME := $(BUILD)/libfloodgate.so.$(SO_MAJOR)
+
+$(LIB_SONAME): $(LIB_SO)
+	ln -sf $(notdir $(LIB_SO)) $@
+
+$(BUILD)/floodgate: $(CLI_SRC) src/cli/cli.h $(LIB_SONAME) include/floodgate.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iinclude -Isrc/core -Isrc/client -o $@ $(CLI_SRC) $(LIB_A) -lhiredis -lconfig -lm -lpthread
+	$(CC) $(CFLAGS) -Iinclude -o $@ $(CLI_SRC) $(LIB_SONAME) -lm \
+		-Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
 cli: $(if $(CLI_SRC),$(BUILD)/floodgate)
 

@@ -488,6 +488,22 @@ fg_code fg_policy_set(fg_client *client, const char *name, const fg_policy_def *
 /* FG.POLICY DEL: *deleted (may be NULL) whether there was one. */
 fg_code fg_policy_delete(fg_client *client, const char *name, bool *deleted, fg_error *err);
 
+/* A policy as FG.POLICY GET shows it. Lists are given by kind only (a
+ * server does not tell a Bloom list's error and capacity: they are 0). */
+typedef struct fg_policy_info {
+    fg_policy_def def;
+    int64_t allow_entries, deny_entries;
+    int64_t allowed, denied, banned, shadow_denied, waited;
+} fg_policy_info;
+
+/* FG.POLICY GET (on redis+cluster: the node of slot 0 answers). */
+fg_code fg_policy_get(fg_client *client, const char *name, fg_policy_info *out, fg_error *err);
+
+/* FG.POLICY LIST: *names sorted, each and the array from malloc; free them
+ * with fg_policy_names_free. */
+fg_code fg_policy_names(fg_client *client, char ***names, size_t *count, fg_error *err);
+void fg_policy_names_free(char **names, size_t count);
+
 /* FG.POLICY ALLOW / DENY of n items: *added (may be NULL) how many were new. */
 fg_code fg_policy_list_add(fg_client *client, const char *name, bool deny,
                            const void *const *items, const size_t *lens, size_t n,

@@ -9,8 +9,7 @@
  *   floodgate policy delete NAME     [--url URL] [--json]
  *
  * Each is one library call: fg_policies_apply_file, FG.POLICY LIST and GET
- * (the library's internal fg_policy_names and fg_policy_get, which the
- * tool links statically), fg_policy_check or, with --wait, fg_policy_acquire,
+ * (fg_policy_names, fg_policy_get), fg_policy_check or, with --wait, fg_policy_acquire,
  * and fg_policy_delete. As in main.c, numbers are parsed strictly and their
  * ranges left to the library, and options may be anywhere.
  *
@@ -29,7 +28,6 @@
 
 #include "cli.h"
 #include "floodgate.h"
-#include "mem_policy.h" /* fg_policy_get, fg_policy_names */
 
 #define MISSING "ERR no such policy"
 

@@ -84,24 +84,10 @@ bool fg_mem_policy_forget(fg_mem_policies *m, const char *key);
 
 /* ------------------------------------------------------------ reading back */
 
-/* A policy as FG.POLICY GET shows it. Lists are given by kind only (a
- * server does not tell a Bloom list's error and capacity: they are 0). */
-typedef struct fg_policy_info {
-    fg_policy_def def;
-    int64_t allow_entries, deny_entries;
-    int64_t allowed, denied, banned, shadow_denied, waited;
-} fg_policy_info;
-
 fg_code fg_mem_policy_get(fg_mem_policies *m, const char *name, fg_policy_info *out, fg_error *err);
 
 /* FG.POLICY LIST: *names (sorted, each and the array from malloc; free
  * them with fg_policy_names_free). */
 fg_code fg_mem_policy_names(fg_mem_policies *m, char ***names, size_t *count, fg_error *err);
-
-/* policy.c: FG.POLICY GET and LIST on any backend (on a cluster, the node
- * of slot 0 answers), for the floodgate tool. */
-fg_code fg_policy_get(fg_client *c, const char *name, fg_policy_info *out, fg_error *err);
-fg_code fg_policy_names(fg_client *c, char ***names, size_t *count, fg_error *err);
-void fg_policy_names_free(char **names, size_t count);
 
 #endif
