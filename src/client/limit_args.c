@@ -14,10 +14,6 @@
 #include <stdio.h>
 
 
-int64_t fg_ns_to_ms_ceil(int64_t ns) {
-    return ns < 0 ? -1 : ns / FG_NS_PER_MS + (ns % FG_NS_PER_MS > 0);
-}
-
 /* A refusal by the core's rules (core/params.c), as an fg_error. */
 static fg_code refused(const char *msg, fg_error *err) {
     return fg_set_error(err, FG_CODE_INVALID, "%s", msg);

@@ -33,7 +33,4 @@ const char *fg_limit_family_word(const fg_limit *l);
  * back exactly the double given. */
 int fg_limit_format_args(const fg_limit *l, char args[FG_LIMIT_MAX_ARGS][FG_ARG_MAX]);
 
-/* Durations as the module replies them: ms rounded up, negative -> -1. */
-int64_t fg_ns_to_ms_ceil(int64_t ns);
-
 #endif

@@ -30,4 +30,16 @@ typedef enum fg_status {
 #define FG_NS_PER_MS 1000000LL
 #define FG_NS_PER_SEC 1000000000LL
 
+/* Durations as floodgate replies them: milliseconds rounded up, so that a
+ * client that waits them is never early; a negative one (none) is -1. */
+static inline int64_t fg_ns_to_ms_ceil(int64_t ns) {
+    return ns < 0 ? -1 : ns / FG_NS_PER_MS + (ns % FG_NS_PER_MS > 0);
+}
+
+/* Microseconds to milliseconds, rounded up: an expiry or a lease never
+ * ends early, a timer never fires before it. */
+static inline int64_t fg_us_to_ms_ceil(int64_t us) {
+    return us / 1000 + (us % 1000 > 0);
+}
+
 #endif

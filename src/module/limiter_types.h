@@ -55,9 +55,4 @@ uint32_t slidelog_run_count(const fg_slog *log);
 
 extern const fg_allocator module_allocator;
 
-/* Ceil of microseconds to milliseconds: expiries never come early. */
-static inline int64_t us_to_ms_ceil(int64_t us) {
-    return us / 1000 + (us % 1000 > 0);
-}
-
 #endif

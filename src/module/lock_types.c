@@ -44,7 +44,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "limiter_types.h" /* us_to_ms_ceil */
+#include "limiter_types.h"
 
 #define ENCODING_VERSION 1 /* of both types, and of the aux data */
 #define FENCED_TOKEN_MAX ((uint64_t)INT64_MAX)
@@ -135,7 +135,7 @@ void lockstate_settle(RedisModuleKey *key, fg_lock_state *s) {
     if (s->len == 0)
         RedisModule_DeleteKey(key); /* frees s */
     else
-        RedisModule_SetAbsExpire(key, us_to_ms_ceil(fg_lock_expires_at_us(s)));
+        RedisModule_SetAbsExpire(key, fg_us_to_ms_ceil(fg_lock_expires_at_us(s)));
 }
 
 /* Holds whose lease had ended when the server removed their key (its own

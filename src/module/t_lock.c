@@ -70,12 +70,6 @@ static long long stat_grants, stat_waited_grants, stat_timeouts, stat_waiters, s
 static const char ERR_NO_TOKEN[] =
     "ERR no fencing token left: the server's counter reached its ceiling of 2^53";
 
-/* Microseconds to milliseconds, rounded up: a lease never looks shorter
- * than it is, and a timer never fires before the lease ends. */
-static long long ceil_ms(int64_t us) {
-    return us / 1000 + (us % 1000 > 0);
-}
-
 /* ================================================================ queues */
 
 typedef struct waiter waiter;
@@ -163,7 +157,7 @@ static void queue_arm(RedisModuleCtx *ctx, wait_queue *q, int64_t at_us, int64_t
     if (q->timer_armed && q->timer_at_us <= at_us) return;
     queue_disarm(ctx, q);
     int64_t wait_us = at_us > now_us ? at_us - now_us : 0;
-    q->timer = RedisModule_CreateTimer(ctx, (mstime_t)ceil_ms(wait_us), timer_fired, q);
+    q->timer = RedisModule_CreateTimer(ctx, (mstime_t)fg_us_to_ms_ceil(wait_us), timer_fired, q);
     q->timer_armed = true;
     q->timer_at_us = at_us;
 }
@@ -243,7 +237,7 @@ static void key_changed(RedisModuleCtx *ctx, RedisModuleString *keyname, const c
 }
 
 static long long ttl_ms_until(int64_t at_us, int64_t now_us) {
-    return at_us > now_us ? ceil_ms(at_us - now_us) : 0;
+    return at_us > now_us ? fg_us_to_ms_ceil(at_us - now_us) : 0;
 }
 
 /* FG.HOLD key kind capacity owner mode count expires_us token */

@@ -61,7 +61,7 @@
 #include "clock.h"
 #include "effects.h"
 #include "key_dict.h"
-#include "limiter_types.h" /* us_to_ms_ceil */
+#include "limiter_types.h"
 #include "policy_registry.h"
 #include "policy_types.h"
 #include "write_pause.h"
@@ -169,10 +169,6 @@ static void discard(evaluation *ev) {
     close_key(ev);
 }
 
-static long long ns_to_ms_ceil(int64_t ns) {
-    return ns < 0 ? -1 : ns / FG_NS_PER_MS + (ns % FG_NS_PER_MS > 0);
-}
-
 static answer answer_of(const evaluation *ev) {
     if (ev->kind == BY_ERROR) return ev->a;
     answer a = {.retry_after_ms = -1};
@@ -185,8 +181,8 @@ static answer answer_of(const evaluation *ev) {
     a.allowed = d->allowed;
     a.limit = d->d.limit;
     a.remaining = d->d.remaining;
-    a.retry_after_ms = ns_to_ms_ceil(d->d.retry_after_ns);
-    a.reset_after_ms = ns_to_ms_ceil(d->d.reset_after_ns);
+    a.retry_after_ms = fg_ns_to_ms_ceil(d->d.retry_after_ns);
+    a.reset_after_ms = fg_ns_to_ms_ceil(d->d.reset_after_ns);
     a.shadow_denied = d->shadow_denied;
     if (d->decided_by == FG_POLICY_BY_PENALTY) {
         memcpy(a.decided_by, "penalty", sizeof("penalty"));
@@ -221,7 +217,7 @@ static void reply_answer(RedisModuleCtx *ctx, const answer *a) {
 static int64_t expiry_ms(int64_t at_us, int64_t clock_skew_us) {
     int64_t at;
     if (__builtin_add_overflow(at_us, clock_skew_us, &at)) at = INT64_MAX;
-    return us_to_ms_ceil(at < 0 ? 0 : at);
+    return fg_us_to_ms_ceil(at < 0 ? 0 : at);
 }
 
 /* FG.PLSTATE key <payload> PXAT <expire_ms> */
@@ -356,7 +352,7 @@ static void queue_arm(RedisModuleCtx *ctx, wait_queue *q, int64_t at_us, int64_t
     if (q->timer_armed && q->timer_at_us <= at_us) return;
     queue_disarm(ctx, q);
     int64_t wait_us = at_us > now_us ? at_us - now_us : 0;
-    q->timer = RedisModule_CreateTimer(ctx, (mstime_t)us_to_ms_ceil(wait_us), queue_timer_fired, q);
+    q->timer = RedisModule_CreateTimer(ctx, (mstime_t)fg_us_to_ms_ceil(wait_us), queue_timer_fired, q);
     q->timer_armed = true;
     q->timer_at_us = at_us;
 }

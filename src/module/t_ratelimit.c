@@ -151,10 +151,6 @@ static limiter limiters[LIMITER_COUNT] = {
 
 /* ---------------------------------------------------------------- replies */
 
-static long long ns_to_ms_ceil(int64_t ns) {
-    return ns < 0 ? -1 : ns / FG_NS_PER_MS + (ns % FG_NS_PER_MS > 0);
-}
-
 /* redis-cell's rounding: whole seconds, plus one if any millisecond is left. */
 static long long ns_to_cell_seconds(int64_t ns) {
     if (ns < 0) return -1;
@@ -173,8 +169,8 @@ static void reply_decision(RedisModuleCtx *ctx, const fg_decision *d, reply_styl
         RedisModule_ReplyWithLongLong(ctx, d->allowed ? 1 : 0);
         RedisModule_ReplyWithLongLong(ctx, d->limit);
         RedisModule_ReplyWithLongLong(ctx, d->remaining);
-        RedisModule_ReplyWithLongLong(ctx, ns_to_ms_ceil(d->retry_after_ns));
-        RedisModule_ReplyWithLongLong(ctx, ns_to_ms_ceil(d->reset_after_ns));
+        RedisModule_ReplyWithLongLong(ctx, fg_ns_to_ms_ceil(d->retry_after_ns));
+        RedisModule_ReplyWithLongLong(ctx, fg_ns_to_ms_ceil(d->reset_after_ns));
     }
 }
 
@@ -254,7 +250,7 @@ typedef struct check {
 static int64_t expiry_ms(const check *c, int64_t empty_at_us) {
     int64_t at;
     if (__builtin_add_overflow(empty_at_us, c->clock_skew_us, &at)) at = INT64_MAX;
-    return us_to_ms_ceil(at < 0 ? 0 : at);
+    return fg_us_to_ms_ceil(at < 0 ? 0 : at);
 }
 
 /* Each returns the core's status; on success the decision is in c->decision
