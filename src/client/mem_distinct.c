@@ -281,21 +281,6 @@ fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *i
     return rc;
 }
 
-/* "minutes for the last 60 minutes, hours for ..." or "no buckets", as the
- * module describes a counter's grid. */
-static void describe_grid(const fg_uv *uv, char *buf, size_t size) {
-    static const char *const names[FG_UV_TIERS] = {"minutes", "hours", "days"};
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int k = 0; k < FG_UV_TIERS && used < size; k++) {
-        if (uv->tiers[k].count == 0) continue;
-        int n = snprintf(buf + used, size - used, "%s%s for the last %u %s", used ? ", " : "",
-                         names[k], uv->tiers[k].count, names[k]);
-        if (n > 0) used += (size_t)n;
-    }
-    if (used == 0) snprintf(buf, size, "no buckets");
-}
-
 /* One counter's registers for the window, or the module's refusal. */
 static fg_code window_registers(const entry *e, const fg_distinct_range *w, int64_t now,
                                 uint8_t regs[FG_UV_REGISTERS], fg_error *err) {
@@ -313,7 +298,7 @@ static fg_code window_registers(const entry *e, const fg_distinct_range *w, int6
     if (fg_uv_registers_between(&e->uv, w->start, w->end, regs, &edge) == FG_UV_WINDOW_OK)
         return FG_CODE_OK;
     char grid[MSG_MAX];
-    describe_grid(&e->uv, grid, sizeof(grid));
+    fg_uv_describe_grid(&e->uv, grid, sizeof(grid));
     return fg_set_error(err, FG_CODE_INVALID,
                         "ERR BETWEEN edge %lld is not on the grid of '%.*s' (%s)",
                         (long long)(edge * FG_DISTINCT_US_PER_SEC), shown, e->key, grid);

@@ -48,6 +48,7 @@
 #include "uv.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <immintrin.h>
@@ -952,4 +953,17 @@ void fg_uv_free(fg_uv *uv, const fg_allocator *a) {
     }
     uv->entries = 0;
     uv->buckets = 0;
+}
+
+void fg_uv_describe_grid(const fg_uv *uv, char *buf, size_t size) {
+    static const char *const names[FG_UV_TIERS] = {"minutes", "hours", "days"};
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < FG_UV_TIERS && used < size; k++) {
+        if (uv->tiers[k].count == 0) continue;
+        int n = snprintf(buf + used, size - used, "%s%s for the last %u %s", used ? ", " : "",
+                         names[k], uv->tiers[k].count, names[k]);
+        if (n > 0) used += (size_t)n;
+    }
+    if (used == 0) snprintf(buf, size, "no buckets");
 }

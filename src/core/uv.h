@@ -186,4 +186,9 @@ fg_status fg_uv_deserialize(fg_uv *uv, const uint8_t *in, size_t len, const fg_a
 /* Frees the tiles; the struct itself is the caller's. */
 void fg_uv_free(fg_uv *uv, const fg_allocator *a);
 
+/* The counter's grid in words, as the refusals of an off-grid window quote
+ * it: "minutes for the last 60 minutes, hours for the last 24 hours", or
+ * "no buckets". */
+void fg_uv_describe_grid(const fg_uv *uv, char *buf, size_t size);
+
 #endif

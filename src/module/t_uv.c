@@ -92,26 +92,12 @@ static int parse_window(RedisModuleCtx *ctx, RedisModuleString **args, uv_window
     return 1;
 }
 
-/* "minutes for the last 60 minutes, hours for ..." or "no buckets". */
-static void describe_grid(const fg_uv *uv, char *buf, size_t size) {
-    static const char *const names[FG_UV_TIERS] = {"minutes", "hours", "days"};
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int k = 0; k < FG_UV_TIERS && used < size; k++) {
-        if (uv->tiers[k].count == 0) continue;
-        int n = snprintf(buf + used, size - used, "%s%s for the last %u %s", used ? ", " : "",
-                         names[k], uv->tiers[k].count, names[k]);
-        if (n > 0) used += (size_t)n;
-    }
-    if (used == 0) snprintf(buf, size, "no buckets");
-}
-
 static void refuse_off_grid(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_uv *uv,
                             int64_t edge) {
     char grid[160];
     size_t len;
     const char *name = RedisModule_StringPtrLen(keyname, &len);
-    describe_grid(uv, grid, sizeof(grid));
+    fg_uv_describe_grid(uv, grid, sizeof(grid));
     reply_error_fmt(ctx, "ERR BETWEEN edge %lld is not on the grid of '%.*s' (%s)",
                     (long long)(edge * US_PER_SEC), (int)(len < KEY_NAME_SHOWN ? len : KEY_NAME_SHOWN),
                     name, grid);
