@@ -2,9 +2,9 @@
  * mem_bloom.c - the Bloom filters of a mem: client: a table of core filters
  * (src/core/bloom.c) that answers as the module's BF.* commands do.
  *
- * The table has SHARDS shards, each a mutex and a chained hash table of
- * entries (the key's bytes and its filter), picked by the top bits of the
- * key's hash. A call holds its shard's mutex for the whole command, so that
+ * The table has SHARDS shards (key_table.h), each a mutex and a chained
+ * hash table of entries (the key's bytes and its filter), picked by the top
+ * bits of the key's hash. A call holds its shard's mutex for the whole command, so that
  * BF.MADD and BF.MEXISTS are atomic as on a server, and a filter is never
  * read while a level is being added to it. Items are hashed under the
  * mutex too: that costs a critical section as long as the items are, and
@@ -21,17 +21,16 @@
  */
 #include "mem_bloom.h"
 
-#include "error.h"
-
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
+#include "key_table.h"
 
 #define SHARDS      16 /* a power of two */
 #define SHARD_SHIFT 60 /* shard = hash >> SHARD_SHIFT */
-#define MIN_BUCKETS 8
 
 const fg_bloom_allocator fg_bf_heap = {{realloc, free}, calloc};
 
@@ -43,22 +42,13 @@ static const char ERR_NO_LEVEL[] = "ERR problem inserting into filter";
 static const char ERR_NOMEM[] = "out of memory";
 
 typedef struct entry {
-    struct entry *next; /* in its bucket */
-    uint64_t hash;
+    fg_key_node node; /* first: a node is its entry */
     fg_bloom bloom;
-    size_t keylen;
     char key[];
 } entry;
 
-typedef struct shard {
-    pthread_mutex_t mu;
-    entry **buckets; /* NULL while empty */
-    size_t nbuckets; /* 0 or a power of two */
-    size_t count;
-} shard;
-
 struct fg_mem_blooms {
-    shard shards[SHARDS];
+    fg_key_shard shards[SHARDS];
 };
 
 /* ------------------------------------------------------------- options */
@@ -110,83 +100,42 @@ fg_mem_blooms *fg_mem_blooms_new(void) {
     fg_mem_blooms *m = calloc(1, sizeof(*m));
     if (m == NULL) return NULL;
     for (size_t i = 0; i < SHARDS; i++)
-        pthread_mutex_init(&m->shards[i].mu, NULL);
+        fg_key_shard_init(&m->shards[i]);
     return m;
 }
 
-static void entry_free(entry *e) {
+static void entry_free(fg_key_node *n) {
+    entry *e = (entry *)n;
     fg_bloom_free(&e->bloom, &fg_bf_heap);
     free(e);
 }
 
 void fg_mem_blooms_free(fg_mem_blooms *m) {
     if (m == NULL) return;
-    for (size_t i = 0; i < SHARDS; i++) {
-        shard *sh = &m->shards[i];
-        for (size_t b = 0; b < sh->nbuckets; b++)
-            for (entry *e = sh->buckets[b], *next; e != NULL; e = next) {
-                next = e->next;
-                entry_free(e);
-            }
-        free(sh->buckets);
-        pthread_mutex_destroy(&sh->mu);
-    }
+    for (size_t i = 0; i < SHARDS; i++)
+        fg_key_shard_destroy(&m->shards[i], entry_free);
     free(m);
 }
 
 /* A key's shard, locked, and its hash. */
-static shard *lock_shard(fg_mem_blooms *m, const char *key, size_t len, uint64_t *hash) {
+static fg_key_shard *lock_shard(fg_mem_blooms *m, const char *key, size_t len, uint64_t *hash) {
     *hash = fg_bf_item_hash(key, len);
-    shard *sh = &m->shards[*hash >> SHARD_SHIFT];
+    fg_key_shard *sh = &m->shards[*hash >> SHARD_SHIFT];
     pthread_mutex_lock(&sh->mu);
     return sh;
 }
 
-static entry *find(const shard *sh, uint64_t hash, const char *key, size_t len) {
-    if (sh->nbuckets == 0) return NULL;
-    for (entry *e = sh->buckets[hash & (sh->nbuckets - 1)]; e != NULL; e = e->next)
-        if (e->hash == hash && e->keylen == len && memcmp(e->key, key, len) == 0) return e;
-    return NULL;
-}
-
-/* Doubles the buckets when the shard holds as many entries (chains stay
- * short); false when out of memory. */
-static bool make_room(shard *sh) {
-    if (sh->count < sh->nbuckets) return true;
-    size_t n = sh->nbuckets ? sh->nbuckets * 2 : MIN_BUCKETS;
-    entry **fresh = calloc(n, sizeof(*fresh));
-    if (fresh == NULL) return false;
-    for (size_t b = 0; b < sh->nbuckets; b++)
-        for (entry *e = sh->buckets[b], *next; e != NULL; e = next) {
-            next = e->next;
-            e->next = fresh[e->hash & (n - 1)];
-            fresh[e->hash & (n - 1)] = e;
-        }
-    free(sh->buckets);
-    sh->buckets = fresh;
-    sh->nbuckets = n;
-    return true;
+static entry *find(const fg_key_shard *sh, uint64_t hash, const char *key, size_t len) {
+    return (entry *)fg_key_shard_find(sh, hash, key, len);
 }
 
 /* A new entry for key, with an uninitialised filter. */
 static entry *entry_new(const char *key, size_t len, uint64_t hash) {
     entry *e = malloc(sizeof(*e) + len);
     if (e == NULL) return NULL;
-    e->next = NULL;
-    e->hash = hash;
-    e->keylen = len;
     memcpy(e->key, key, len);
+    e->node = (fg_key_node){NULL, hash, len, e->key};
     return e;
-}
-
-/* Puts e, whose key is not in the shard, in it. */
-static bool insert(shard *sh, entry *e) {
-    if (!make_room(sh)) return false;
-    entry **head = &sh->buckets[e->hash & (sh->nbuckets - 1)];
-    e->next = *head;
-    *head = e;
-    sh->count++;
-    return true;
 }
 
 /* ------------------------------------------------------------ commands */
@@ -195,7 +144,7 @@ fg_code fg_mem_bf_reserve(fg_mem_blooms *m, const char *key, const fg_bloom_opti
                           fg_error *err) {
     size_t len = strlen(key);
     uint64_t hash;
-    shard *sh = lock_shard(m, key, len, &hash);
+    fg_key_shard *sh = lock_shard(m, key, len, &hash);
     bool exists = find(sh, hash, key, len) != NULL;
     pthread_mutex_unlock(&sh->mu);
     if (exists) return fg_set_error(err, FG_CODE_INVALID, ERR_EXISTS);
@@ -210,15 +159,15 @@ fg_code fg_mem_bf_reserve(fg_mem_blooms *m, const char *key, const fg_bloom_opti
     pthread_mutex_lock(&sh->mu);
     if (find(sh, hash, key, len) != NULL)
         rc = fg_set_error(err, FG_CODE_INVALID, ERR_EXISTS);
-    else if (!insert(sh, e))
+    else if (!fg_key_shard_insert(sh, &e->node))
         rc = fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
     pthread_mutex_unlock(&sh->mu);
-    if (rc != FG_CODE_OK) entry_free(e);
+    if (rc != FG_CODE_OK) entry_free(&e->node);
     return rc;
 }
 
 /* The key's entry, created with the defaults when missing (shard locked). */
-static fg_code find_or_create(shard *sh, const char *key, size_t len, uint64_t hash, entry **out,
+static fg_code find_or_create(fg_key_shard *sh, const char *key, size_t len, uint64_t hash, entry **out,
                               fg_error *err) {
     static const fg_bloom_options defaults = {FG_BF_DEFAULT_ERROR, FG_BF_DEFAULT_CAPACITY,
                                               FG_BF_DEFAULT_EXPANSION};
@@ -230,8 +179,8 @@ static fg_code find_or_create(shard *sh, const char *key, size_t len, uint64_t h
         free(e);
         return rc;
     }
-    if (!insert(sh, e)) {
-        entry_free(e);
+    if (!fg_key_shard_insert(sh, &e->node)) {
+        entry_free(&e->node);
         return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
     }
     *out = e;
@@ -242,7 +191,7 @@ fg_code fg_mem_bf_add(fg_mem_blooms *m, const char *key, const void *const *item
                       const size_t *lens, size_t n, bool *added, fg_error *err) {
     size_t len = strlen(key);
     uint64_t hash;
-    shard *sh = lock_shard(m, key, len, &hash);
+    fg_key_shard *sh = lock_shard(m, key, len, &hash);
     entry *e;
     fg_code rc = find_or_create(sh, key, len, hash, &e, err);
     for (size_t i = 0; i < n && rc == FG_CODE_OK; i++) {
@@ -261,7 +210,7 @@ void fg_mem_bf_exists(fg_mem_blooms *m, const char *key, const void *const *item
                       const size_t *lens, size_t n, bool *exists) {
     size_t len = strlen(key);
     uint64_t hash;
-    shard *sh = lock_shard(m, key, len, &hash);
+    fg_key_shard *sh = lock_shard(m, key, len, &hash);
     const entry *e = find(sh, hash, key, len);
     for (size_t i = 0; i < n; i++)
         exists[i] = e != NULL && fg_bloom_contains(&e->bloom, fg_bf_item_hash(items[i], lens[i]));
@@ -271,7 +220,7 @@ void fg_mem_bf_exists(fg_mem_blooms *m, const char *key, const void *const *item
 int64_t fg_mem_bf_card(fg_mem_blooms *m, const char *key) {
     size_t len = strlen(key);
     uint64_t hash;
-    shard *sh = lock_shard(m, key, len, &hash);
+    fg_key_shard *sh = lock_shard(m, key, len, &hash);
     const entry *e = find(sh, hash, key, len);
     int64_t card = e != NULL ? (int64_t)fg_bloom_cardinality(&e->bloom) : 0;
     pthread_mutex_unlock(&sh->mu);

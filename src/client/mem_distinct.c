@@ -15,8 +15,8 @@
  * place items and windows exactly; fed the same instants, the table and a
  * server hold the very same registers.
  *
- * The table has SHARDS shards, each a mutex and a chained hash table of
- * entries (the key's bytes and its counter), as mem_bloom.c. A call holds
+ * The table has SHARDS shards (key_table.h), each a mutex and a chained
+ * hash table of entries (the key's bytes and its counter), as mem_bloom.c. A call holds
  * its key's shard for the whole command. A count of several keys locks all
  * their shards, in ascending order (so two counts never wait on each other
  * in a cycle), and reads every key at one instant, as the server's
@@ -38,11 +38,11 @@
 #include <time.h>
 
 #include "error.h"
+#include "key_table.h"
 #include "params.h"
 
 #define SHARDS      16 /* a power of two, at most 32 (a count's shard mask) */
 #define SHARD_SHIFT 60 /* shard = hash >> SHARD_SHIFT */
-#define MIN_BUCKETS 8
 #define MSG_MAX     160
 #define KEY_SHOWN   100 /* the module quotes at most this much of a key */
 
@@ -58,24 +58,15 @@ static const char ERR_CLOCK[] = "ERR the client's clock is out of range";
 static const char ERR_NOMEM[] = "out of memory";
 
 typedef struct entry {
-    struct entry *next; /* in its bucket */
-    uint64_t hash;
+    fg_key_node node; /* first: a node is its entry */
     fg_uv uv;
-    size_t keylen;
     char key[];
 } entry;
-
-typedef struct shard {
-    pthread_mutex_t mu;
-    entry **buckets; /* NULL while empty */
-    size_t nbuckets; /* 0 or a power of two */
-    size_t count;
-} shard;
 
 struct fg_mem_distincts {
     int64_t (*clock_us)(void *arg);
     void *clock_arg;
-    shard shards[SHARDS];
+    fg_key_shard shards[SHARDS];
 };
 
 /* ---------------------------------------------------------------- checks */
@@ -136,27 +127,20 @@ fg_mem_distincts *fg_mem_distincts_new(int64_t (*clock_us)(void *arg), void *clo
     m->clock_us = clock_us;
     m->clock_arg = clock_arg;
     for (size_t i = 0; i < SHARDS; i++)
-        pthread_mutex_init(&m->shards[i].mu, NULL);
+        fg_key_shard_init(&m->shards[i]);
     return m;
 }
 
-static void entry_free(entry *e) {
+static void entry_free(fg_key_node *n) {
+    entry *e = (entry *)n;
     fg_uv_free(&e->uv, &heap);
     free(e);
 }
 
 void fg_mem_distincts_free(fg_mem_distincts *m) {
     if (m == NULL) return;
-    for (size_t i = 0; i < SHARDS; i++) {
-        shard *sh = &m->shards[i];
-        for (size_t b = 0; b < sh->nbuckets; b++)
-            for (entry *e = sh->buckets[b], *next; e != NULL; e = next) {
-                next = e->next;
-                entry_free(e);
-            }
-        free(sh->buckets);
-        pthread_mutex_destroy(&sh->mu);
-    }
+    for (size_t i = 0; i < SHARDS; i++)
+        fg_key_shard_destroy(&m->shards[i], entry_free);
     free(m);
 }
 
@@ -175,51 +159,24 @@ static unsigned shard_of(uint64_t hash) {
     return (unsigned)(hash >> SHARD_SHIFT);
 }
 
-static entry *find(const shard *sh, uint64_t hash, const char *key, size_t len) {
-    if (sh->nbuckets == 0) return NULL;
-    for (entry *e = sh->buckets[hash & (sh->nbuckets - 1)]; e != NULL; e = e->next)
-        if (e->hash == hash && e->keylen == len && memcmp(e->key, key, len) == 0) return e;
-    return NULL;
-}
-
-/* Doubles the buckets when the shard holds as many entries (chains stay
- * short); false when out of memory. */
-static bool make_room(shard *sh) {
-    if (sh->count < sh->nbuckets) return true;
-    size_t n = sh->nbuckets ? sh->nbuckets * 2 : MIN_BUCKETS;
-    entry **fresh = calloc(n, sizeof(*fresh));
-    if (fresh == NULL) return false;
-    for (size_t b = 0; b < sh->nbuckets; b++)
-        for (entry *e = sh->buckets[b], *next; e != NULL; e = next) {
-            next = e->next;
-            e->next = fresh[e->hash & (n - 1)];
-            fresh[e->hash & (n - 1)] = e;
-        }
-    free(sh->buckets);
-    sh->buckets = fresh;
-    sh->nbuckets = n;
-    return true;
+static entry *find(const fg_key_shard *sh, uint64_t hash, const char *key, size_t len) {
+    return (entry *)fg_key_shard_find(sh, hash, key, len);
 }
 
 /* A new counter for key in the shard (which must not hold the key), with
  * checked options; NULL when out of memory. */
-static entry *insert(shard *sh, const char *key, size_t len, uint64_t hash,
+static entry *insert(fg_key_shard *sh, const char *key, size_t len, uint64_t hash,
                      const fg_distinct_options *o) {
     entry *e = malloc(sizeof(*e) + len);
     if (e == NULL) return NULL;
-    if (!make_room(sh)) {
+    /* Allocates nothing: the counter's memory comes with its first add. */
+    fg_uv_init_tiers(&e->uv, o->span_s, o->minutes, o->hours, o->days, o->tzoffset_s);
+    memcpy(e->key, key, len);
+    e->node = (fg_key_node){NULL, hash, len, e->key};
+    if (!fg_key_shard_insert(sh, &e->node)) {
         free(e);
         return NULL;
     }
-    /* Allocates nothing: the counter's memory comes with its first add. */
-    fg_uv_init_tiers(&e->uv, o->span_s, o->minutes, o->hours, o->days, o->tzoffset_s);
-    e->hash = hash;
-    e->keylen = len;
-    memcpy(e->key, key, len);
-    entry **head = &sh->buckets[hash & (sh->nbuckets - 1)];
-    e->next = *head;
-    *head = e;
-    sh->count++;
     return e;
 }
 
@@ -229,7 +186,7 @@ fg_code fg_mem_uv_create(fg_mem_distincts *m, const char *key, const fg_distinct
                          fg_error *err) {
     size_t len = strlen(key);
     uint64_t hash = key_hash(key, len);
-    shard *sh = &m->shards[shard_of(hash)];
+    fg_key_shard *sh = &m->shards[shard_of(hash)];
     fg_code rc = FG_CODE_OK;
     pthread_mutex_lock(&sh->mu);
     if (find(sh, hash, key, len) != NULL)
@@ -264,7 +221,7 @@ fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *i
     fg_code rc = FG_CODE_OK;
     size_t len = strlen(key);
     uint64_t hash = key_hash(key, len);
-    shard *sh = &m->shards[shard_of(hash)];
+    fg_key_shard *sh = &m->shards[shard_of(hash)];
     bool any = false;
     pthread_mutex_lock(&sh->mu);
     entry *e = find(sh, hash, key, len);
@@ -284,7 +241,7 @@ fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *i
 /* One counter's registers for the window, or the module's refusal. */
 static fg_code window_registers(const entry *e, const fg_distinct_range *w, int64_t now,
                                 uint8_t regs[FG_UV_REGISTERS], fg_error *err) {
-    int shown = (int)(e->keylen < KEY_SHOWN ? e->keylen : KEY_SHOWN);
+    int shown = (int)(e->node.keylen < KEY_SHOWN ? e->node.keylen : KEY_SHOWN);
     if (w->last) {
         if (w->seconds > e->uv.span)
             return fg_set_error(err, FG_CODE_INVALID,
