@@ -38,7 +38,6 @@
 #include "mem_bloom.h"
 
 #define ITEMS_PER_COMMAND (FG_CMD_MAX_ARGS - 2) /* BF.MADD key item... */
-#define ONE_COMMAND       1
 
 struct fg_filter {
     fg_bloom bloom;
@@ -132,23 +131,6 @@ static fg_code unexpected(fg_error *err, const char *what) {
                         "unexpected reply to %s (module without Bloom filters?)", what);
 }
 
-/* Sends n commands in one round trip (per node); on FG_CODE_OK every reply
- * is set, otherwise none is kept. */
-static fg_code round_trip(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
-                          fg_error *err) {
-    fg_code small[ONE_COMMAND];
-    fg_code *codes = n <= ONE_COMMAND ? small : malloc(n * sizeof(*codes));
-    if (codes == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-    fg_client_exchange(c, cmds, n, replies, codes, err);
-    fg_code rc = FG_CODE_OK;
-    for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
-        rc = codes[i];
-    for (size_t i = 0; i < n && rc != FG_CODE_OK; i++)
-        if (codes[i] == FG_CODE_OK) freeReplyObject(replies[i]);
-    if (codes != small) free(codes);
-    return rc;
-}
-
 /* A reply 0 or 1, or an error. */
 static fg_code parse_flag(const redisReply *r, bool *out, fg_error *err, const char *what) {
     if (r->type == REDIS_REPLY_ERROR) return reply_error(r, err);
@@ -165,7 +147,7 @@ static fg_code server_item(fg_client *c, const char *name, const char *key, cons
     redisReply *r;
     start_command(&cmd, name, key);
     add_arg(&cmd, item, len);
-    fg_code rc = round_trip(c, &cmd, 1, &r, err);
+    fg_code rc = fg_client_round_trip(c, &cmd, 1, &r, err);
     if (rc != FG_CODE_OK) return rc;
     rc = parse_flag(r, out, err, name);
     freeReplyObject(r);
@@ -202,7 +184,7 @@ static fg_code server_items(fg_client *c, const char *name, const char *key,
         for (size_t i = k * ITEMS_PER_COMMAND; i < n && i < (k + 1) * ITEMS_PER_COMMAND; i++)
             add_arg(&cmds[k], items[i], lens[i]);
     }
-    if (rc == FG_CODE_OK) rc = round_trip(c, cmds, ncmds, replies, err);
+    if (rc == FG_CODE_OK) rc = fg_client_round_trip(c, cmds, ncmds, replies, err);
     for (size_t k = 0; k < ncmds && rc == FG_CODE_OK; k++) {
         size_t first = k * ITEMS_PER_COMMAND;
         size_t count = n - first < ITEMS_PER_COMMAND ? n - first : ITEMS_PER_COMMAND;
@@ -238,7 +220,7 @@ fg_code fg_bf_reserve(fg_client *c, const char *key, const fg_bloom_options *opt
         add_arg(&cmd, "EXPANSION", 9);
         add_number(&cmd, 2, "%d", o.expansion);
     }
-    if ((rc = round_trip(c, &cmd, 1, &r, err)) != FG_CODE_OK) return rc;
+    if ((rc = fg_client_round_trip(c, &cmd, 1, &r, err)) != FG_CODE_OK) return rc;
     if (r->type == REDIS_REPLY_ERROR)
         rc = reply_error(r, err);
     else if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0)
@@ -306,7 +288,7 @@ fg_code fg_bf_card(fg_client *c, const char *key, int64_t *card, fg_error *err) 
     fg_command cmd;
     redisReply *r;
     start_command(&cmd, "BF.CARD", key);
-    if ((rc = round_trip(c, &cmd, 1, &r, err)) != FG_CODE_OK) return rc;
+    if ((rc = fg_client_round_trip(c, &cmd, 1, &r, err)) != FG_CODE_OK) return rc;
     if (r->type == REDIS_REPLY_ERROR)
         rc = reply_error(r, err);
     else if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)

@@ -1036,6 +1036,21 @@ void fg_client_exchange(fg_client *c, const fg_command *cmds, size_t n, redisRep
     exchange(c, cmds, n, replies, codes, err);
 }
 
+fg_code fg_client_round_trip(fg_client *c, const fg_command *cmds, size_t n,
+                             redisReply **replies, fg_error *err) {
+    fg_code one;
+    fg_code *codes = n <= 1 ? &one : malloc(n * sizeof(*codes));
+    if (codes == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    exchange(c, cmds, n, replies, codes, err);
+    fg_code rc = FG_CODE_OK;
+    for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
+        rc = codes[i];
+    for (size_t i = 0; i < n && rc != FG_CODE_OK; i++)
+        if (codes[i] == FG_CODE_OK) freeReplyObject(replies[i]);
+    if (codes != &one) free(codes);
+    return rc;
+}
+
 /* -------------------------------------------------------- unique counting */
 
 fg_mem_distincts *fg_client_mem_distincts(fg_client *c) {

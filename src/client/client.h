@@ -65,4 +65,9 @@ fg_policies *fg_client_policies(fg_client *c);
 void fg_client_exchange(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
                         fg_code *codes, fg_error *err);
 
+/* client.c: the same, all or nothing: on FG_CODE_OK every reply is set,
+ * otherwise none is kept and err says the first failure's code. */
+fg_code fg_client_round_trip(fg_client *c, const fg_command *cmds, size_t n,
+                             redisReply **replies, fg_error *err);
+
 #endif

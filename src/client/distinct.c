@@ -153,22 +153,6 @@ static fg_code unexpected(fg_error *err, const char *what) {
                         "unexpected reply to %s (module without unique counting?)", what);
 }
 
-/* Sends n commands in one round trip (per node); on FG_CODE_OK every reply
- * is set, otherwise none is kept. */
-static fg_code round_trip(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
-                          fg_error *err) {
-    fg_code *codes = malloc(n * sizeof(*codes));
-    if (codes == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-    fg_client_exchange(c, cmds, n, replies, codes, err);
-    fg_code rc = FG_CODE_OK;
-    for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
-        rc = codes[i];
-    for (size_t i = 0; i < n && rc != FG_CODE_OK; i++)
-        if (codes[i] == FG_CODE_OK) freeReplyObject(replies[i]);
-    free(codes);
-    return rc;
-}
-
 /* n commands built by `build(cmds[k], k, arg)`, sent in one round trip,
  * their replies read in order by `parse(reply, k, arg)` up to the first
  * error, which is the answer. */
@@ -185,7 +169,7 @@ static fg_code pipeline(fg_client *c, size_t n, build_fn *build, parse_fn *parse
                      : fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     for (size_t k = 0; k < n && rc == FG_CODE_OK; k++)
         build(&cmds[k], k, arg);
-    if (rc == FG_CODE_OK) rc = round_trip(c, cmds, n, replies, err);
+    if (rc == FG_CODE_OK) rc = fg_client_round_trip(c, cmds, n, replies, err);
     for (size_t k = 0; k < n && rc == FG_CODE_OK; k++) {
         rc = replies[k]->type == REDIS_REPLY_ERROR ? reply_error(replies[k], err)
                                                    : parse(replies[k], k, arg, err);
