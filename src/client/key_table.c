@@ -8,52 +8,57 @@
 
 #define MIN_BUCKETS 8
 
+fg_key_node *fg_key_table_find(const fg_key_table *t, uint64_t hash, const void *key, size_t len) {
+    if (t->nbuckets == 0) return NULL;
+    for (fg_key_node *n = t->buckets[hash & (t->nbuckets - 1)]; n != NULL; n = n->next)
+        if (n->hash == hash && n->keylen == len && (len == 0 || memcmp(n->key, key, len) == 0))
+            return n;
+    return NULL;
+}
+
+/* Doubles the buckets once the table holds as many nodes. */
+static bool make_room(fg_key_table *t) {
+    if (t->count < t->nbuckets) return true;
+    size_t n = t->nbuckets ? t->nbuckets * 2 : MIN_BUCKETS;
+    fg_key_node **fresh = calloc(n, sizeof(*fresh));
+    if (fresh == NULL) return false;
+    for (size_t b = 0; b < t->nbuckets; b++)
+        for (fg_key_node *node = t->buckets[b], *next; node != NULL; node = next) {
+            next = node->next;
+            node->next = fresh[node->hash & (n - 1)];
+            fresh[node->hash & (n - 1)] = node;
+        }
+    free(t->buckets);
+    t->buckets = fresh;
+    t->nbuckets = n;
+    return true;
+}
+
+bool fg_key_table_insert(fg_key_table *t, fg_key_node *n) {
+    if (!make_room(t)) return false;
+    fg_key_node **head = &t->buckets[n->hash & (t->nbuckets - 1)];
+    n->next = *head;
+    *head = n;
+    t->count++;
+    return true;
+}
+
+void fg_key_table_clear(fg_key_table *t, void (*free_node)(fg_key_node *n)) {
+    for (size_t b = 0; b < t->nbuckets; b++)
+        for (fg_key_node *n = t->buckets[b], *next; n != NULL; n = next) {
+            next = n->next;
+            free_node(n);
+        }
+    free(t->buckets);
+    memset(t, 0, sizeof(*t));
+}
+
 void fg_key_shard_init(fg_key_shard *sh) {
     memset(sh, 0, sizeof(*sh));
     pthread_mutex_init(&sh->mu, NULL);
 }
 
 void fg_key_shard_destroy(fg_key_shard *sh, void (*free_node)(fg_key_node *n)) {
-    for (size_t b = 0; b < sh->nbuckets; b++)
-        for (fg_key_node *n = sh->buckets[b], *next; n != NULL; n = next) {
-            next = n->next;
-            free_node(n);
-        }
-    free(sh->buckets);
+    fg_key_table_clear(&sh->table, free_node);
     pthread_mutex_destroy(&sh->mu);
-}
-
-fg_key_node *fg_key_shard_find(const fg_key_shard *sh, uint64_t hash, const char *key,
-                               size_t len) {
-    if (sh->nbuckets == 0) return NULL;
-    for (fg_key_node *n = sh->buckets[hash & (sh->nbuckets - 1)]; n != NULL; n = n->next)
-        if (n->hash == hash && n->keylen == len && memcmp(n->key, key, len) == 0) return n;
-    return NULL;
-}
-
-/* Doubles the buckets once the shard holds as many nodes. */
-static bool make_room(fg_key_shard *sh) {
-    if (sh->count < sh->nbuckets) return true;
-    size_t n = sh->nbuckets ? sh->nbuckets * 2 : MIN_BUCKETS;
-    fg_key_node **fresh = calloc(n, sizeof(*fresh));
-    if (fresh == NULL) return false;
-    for (size_t b = 0; b < sh->nbuckets; b++)
-        for (fg_key_node *node = sh->buckets[b], *next; node != NULL; node = next) {
-            next = node->next;
-            node->next = fresh[node->hash & (n - 1)];
-            fresh[node->hash & (n - 1)] = node;
-        }
-    free(sh->buckets);
-    sh->buckets = fresh;
-    sh->nbuckets = n;
-    return true;
-}
-
-bool fg_key_shard_insert(fg_key_shard *sh, fg_key_node *n) {
-    if (!make_room(sh)) return false;
-    fg_key_node **head = &sh->buckets[n->hash & (sh->nbuckets - 1)];
-    n->next = *head;
-    *head = n;
-    sh->count++;
-    return true;
 }

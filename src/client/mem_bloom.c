@@ -126,7 +126,7 @@ static fg_key_shard *lock_shard(fg_mem_blooms *m, const char *key, size_t len, u
 }
 
 static entry *find(const fg_key_shard *sh, uint64_t hash, const char *key, size_t len) {
-    return (entry *)fg_key_shard_find(sh, hash, key, len);
+    return (entry *)fg_key_table_find(&sh->table, hash, key, len);
 }
 
 /* A new entry for key, with an uninitialised filter. */
@@ -159,7 +159,7 @@ fg_code fg_mem_bf_reserve(fg_mem_blooms *m, const char *key, const fg_bloom_opti
     pthread_mutex_lock(&sh->mu);
     if (find(sh, hash, key, len) != NULL)
         rc = fg_set_error(err, FG_CODE_INVALID, ERR_EXISTS);
-    else if (!fg_key_shard_insert(sh, &e->node))
+    else if (!fg_key_table_insert(&sh->table, &e->node))
         rc = fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
     pthread_mutex_unlock(&sh->mu);
     if (rc != FG_CODE_OK) entry_free(&e->node);
@@ -179,7 +179,7 @@ static fg_code find_or_create(fg_key_shard *sh, const char *key, size_t len, uin
         free(e);
         return rc;
     }
-    if (!fg_key_shard_insert(sh, &e->node)) {
+    if (!fg_key_table_insert(&sh->table, &e->node)) {
         entry_free(&e->node);
         return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
     }

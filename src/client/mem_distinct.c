@@ -160,7 +160,7 @@ static unsigned shard_of(uint64_t hash) {
 }
 
 static entry *find(const fg_key_shard *sh, uint64_t hash, const char *key, size_t len) {
-    return (entry *)fg_key_shard_find(sh, hash, key, len);
+    return (entry *)fg_key_table_find(&sh->table, hash, key, len);
 }
 
 /* A new counter for key in the shard (which must not hold the key), with
@@ -173,7 +173,7 @@ static entry *insert(fg_key_shard *sh, const char *key, size_t len, uint64_t has
     fg_uv_init_tiers(&e->uv, o->span_s, o->minutes, o->hours, o->days, o->tzoffset_s);
     memcpy(e->key, key, len);
     e->node = (fg_key_node){NULL, hash, len, e->key};
-    if (!fg_key_shard_insert(sh, &e->node)) {
+    if (!fg_key_table_insert(&sh->table, &e->node)) {
         free(e);
         return NULL;
     }

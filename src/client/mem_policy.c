@@ -59,12 +59,12 @@
 #include "bloom.h"
 #include "conn.h"       /* fg_monotonic_us */
 #include "error.h"
+#include "key_table.h"
 #include "limit_args.h" /* fg_limit_convert */
 #include "mem_bloom.h"  /* fg_bf_item_hash */
 #include "params.h"
 
 #define MIN_BUCKETS     16u /* the key table never shrinks below this */
-#define SET_MIN_BUCKETS 8u
 #define SWEEP_EVERY     64 /* checks between two sweeps */
 #define SWEEP_BUCKETS   16 /* buckets examined per sweep */
 #define BLOOM_EXPANSION 2
@@ -177,18 +177,15 @@ fg_code fg_policy_request_check(int64_t cost, bool waits, int64_t timeout_ms, fg
 /* --------------------------------------------------------------- lists */
 
 typedef struct item {
-    struct item *next;
-    uint64_t hash;
-    size_t len;
+    fg_key_node node; /* first: a node is its item */
     unsigned char bytes[];
 } item;
 
 typedef struct list {
     fg_list_kind kind;
-    item **buckets;  /* exact: NULL while empty */
-    size_t nbuckets; /* exact: 0 or a power of two */
-    fg_bloom bloom;  /* Bloom */
-    int64_t entries; /* items added that were new (as reported) */
+    fg_key_table exact; /* exact: the items */
+    fg_bloom bloom;     /* Bloom */
+    int64_t entries;    /* items added that were new (as reported) */
 } list;
 
 static fg_code list_init(list *l, const fg_list_spec *s, fg_error *err) {
@@ -201,22 +198,17 @@ static fg_code list_init(list *l, const fg_list_spec *s, fg_error *err) {
     return fg_set_error(err, FG_CODE_INVALID, "%s", ERR_NO_LIST);
 }
 
+static void item_free(fg_key_node *n) {
+    free(n);
+}
+
 static void list_free(list *l) {
-    for (size_t b = 0; b < l->nbuckets; b++)
-        for (item *it = l->buckets[b], *next; it != NULL; it = next) {
-            next = it->next;
-            free(it);
-        }
-    free(l->buckets);
+    fg_key_table_clear(&l->exact, item_free);
     if (l->kind == FG_LIST_BLOOM) fg_bloom_free(&l->bloom, &fg_bf_heap);
 }
 
 static bool exact_has(const list *l, uint64_t hash, const void *bytes, size_t len) {
-    if (l->nbuckets == 0) return false;
-    for (const item *it = l->buckets[hash & (l->nbuckets - 1)]; it != NULL; it = it->next)
-        if (it->hash == hash && it->len == len && (len == 0 || memcmp(it->bytes, bytes, len) == 0))
-            return true;
-    return false;
+    return fg_key_table_find(&l->exact, hash, bytes, len) != NULL;
 }
 
 static bool list_has(const list *l, const void *bytes, size_t len) {
@@ -225,39 +217,18 @@ static bool list_has(const list *l, const void *bytes, size_t len) {
     return exact_has(l, hash, bytes, len);
 }
 
-/* Doubles an exact list's buckets when it holds as many items. */
-static bool exact_make_room(list *l) {
-    if ((size_t)l->entries < l->nbuckets) return true;
-    size_t n = l->nbuckets ? l->nbuckets * 2 : SET_MIN_BUCKETS;
-    item **fresh = calloc(n, sizeof(*fresh));
-    if (fresh == NULL) return false;
-    for (size_t b = 0; b < l->nbuckets; b++)
-        for (item *it = l->buckets[b], *next; it != NULL; it = next) {
-            next = it->next;
-            it->next = fresh[it->hash & (n - 1)];
-            fresh[it->hash & (n - 1)] = it;
-        }
-    free(l->buckets);
-    l->buckets = fresh;
-    l->nbuckets = n;
-    return true;
-}
-
 /* 1 added, 0 present, -1 out of memory. */
 static int exact_add(list *l, const void *bytes, size_t len) {
     uint64_t hash = fg_bf_item_hash(bytes, len);
     if (exact_has(l, hash, bytes, len)) return 0;
     item *it = malloc(sizeof(*it) + len);
-    if (it == NULL || !exact_make_room(l)) {
+    if (it == NULL) return -1;
+    if (len > 0) memcpy(it->bytes, bytes, len);
+    it->node = (fg_key_node){NULL, hash, len, it->bytes};
+    if (!fg_key_table_insert(&l->exact, &it->node)) {
         free(it);
         return -1;
     }
-    it->hash = hash;
-    it->len = len;
-    if (len > 0) memcpy(it->bytes, bytes, len);
-    item **head = &l->buckets[hash & (l->nbuckets - 1)];
-    it->next = *head;
-    *head = it;
     l->entries++;
     return 1;
 }
