@@ -16,10 +16,9 @@ fg_key_node *fg_key_table_find(const fg_key_table *t, uint64_t hash, const void 
     return NULL;
 }
 
-/* Doubles the buckets once the table holds as many nodes. */
-static bool make_room(fg_key_table *t) {
-    if (t->count < t->nbuckets) return true;
-    size_t n = t->nbuckets ? t->nbuckets * 2 : MIN_BUCKETS;
+/* Moves the nodes to n buckets; false, with nothing changed, when they
+ * cannot be had. */
+static bool rehash(fg_key_table *t, size_t n) {
     fg_key_node **fresh = calloc(n, sizeof(*fresh));
     if (fresh == NULL) return false;
     for (size_t b = 0; b < t->nbuckets; b++)
@@ -34,6 +33,12 @@ static bool make_room(fg_key_table *t) {
     return true;
 }
 
+/* Doubles the buckets once the table holds as many nodes. */
+static bool make_room(fg_key_table *t) {
+    if (t->count < t->nbuckets) return true;
+    return rehash(t, t->nbuckets ? t->nbuckets * 2 : MIN_BUCKETS);
+}
+
 bool fg_key_table_insert(fg_key_table *t, fg_key_node *n) {
     if (!make_room(t)) return false;
     fg_key_node **head = &t->buckets[n->hash & (t->nbuckets - 1)];
@@ -41,6 +46,15 @@ bool fg_key_table_insert(fg_key_table *t, fg_key_node *n) {
     *head = n;
     t->count++;
     return true;
+}
+
+void fg_key_table_remove(fg_key_table *t, fg_key_node *n) {
+    fg_key_node **at = &t->buckets[n->hash & (t->nbuckets - 1)];
+    while (*at != n)
+        at = &(*at)->next;
+    *at = n->next;
+    /* A failed shrink only leaves the table larger than it needs. */
+    if (--t->count * 8 < t->nbuckets && t->nbuckets > MIN_BUCKETS) rehash(t, t->nbuckets / 2);
 }
 
 void fg_key_table_clear(fg_key_table *t, void (*free_node)(fg_key_node *n)) {

@@ -41,6 +41,10 @@ fg_key_node *fg_key_table_find(const fg_key_table *t, uint64_t hash, const void 
  * with nothing changed, when memory for more buckets cannot be had. */
 bool fg_key_table_insert(fg_key_table *t, fg_key_node *n);
 
+/* Unlinks n, which is in the table; the buckets halve once the table
+ * holds fewer than an eighth as many nodes (never below the minimum). */
+void fg_key_table_remove(fg_key_table *t, fg_key_node *n);
+
 /* Frees every node with free_node, then the buckets; the table is empty. */
 void fg_key_table_clear(fg_key_table *t, void (*free_node)(fg_key_node *n));
 

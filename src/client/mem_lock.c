@@ -4,7 +4,7 @@
  * decides (src/core/lock.c), the same checks refuse bad input with the same
  * messages, and the calls answer what the server would.
  *
- * The table is a chained hash table of entries, one per key: the key's
+ * The table is a key table (key_table.h) of entries, one per key: the key's
  * holders (a core state) and the FIFO queue of the calls waiting for it. An
  * entry lives while it has holders or waiters or a call is using it (its
  * pins); the last of those to go frees it. One mutex guards the whole table
@@ -65,12 +65,12 @@
 #include "checked.h"
 #include "conn.h"       /* fg_monotonic_us */
 #include "error.h"
+#include "key_table.h"
 #include "lease.h"      /* fg_key_hash */
 #include "lock.h"
 #include "params.h"
 
 #define MULTI_MAX   64  /* keys of one multi-key lock */
-#define MIN_BUCKETS 16u /* the hash table never shrinks below this */
 #define MIN_STEP_US 1000
 #define MSG_MAX     160
 #define NEVER       INT64_MAX
@@ -94,14 +94,12 @@ typedef struct wait_link {
 } wait_link;
 
 struct entry {
-    entry *next; /* in its bucket */
-    uint64_t hash;
+    fg_key_node node; /* first: a node is its entry */
     fg_lock_state state;
     wait_link *head, *tail; /* the queue, oldest first */
     entry *pending_next;    /* the serving round's stack */
     bool pending;
     uint32_t pins; /* calls using the entry: it is not freed while > 0 */
-    size_t keylen;
     char key[];
 };
 
@@ -138,9 +136,7 @@ struct fg_mem_locks {
     pthread_mutex_t mu; /* guards everything below but the clock */
     int64_t (*clock_us)(void *arg);
     void *clock_arg;
-    entry **buckets;
-    size_t nbuckets; /* a power of two */
-    size_t count;
+    fg_key_table table;
     uint64_t last_token;
     renewal *renewals;
     pthread_cond_t renew_wake; /* a registration came, or stop */
@@ -261,29 +257,10 @@ static fg_code check_distinct(const char *const *keys, size_t n, fg_error *err) 
 
 /* ------------------------------------------------------------- the table */
 
-static void rehash(fg_mem_locks *m, size_t nbuckets) {
-    entry **buckets = calloc(nbuckets, sizeof(*buckets));
-    if (buckets == NULL) return; /* the old size stays: slower, still right */
-    for (size_t i = 0; i < m->nbuckets; i++)
-        while (m->buckets[i] != NULL) {
-            entry *e = m->buckets[i];
-            m->buckets[i] = e->next;
-            e->next = buckets[e->hash & (nbuckets - 1)];
-            buckets[e->hash & (nbuckets - 1)] = e;
-        }
-    free(m->buckets);
-    m->buckets = buckets;
-    m->nbuckets = nbuckets;
-}
-
-static entry **bucket_of(const fg_mem_locks *m, uint64_t hash) {
-    return &m->buckets[hash & (m->nbuckets - 1)];
-}
-
-static entry *entry_find(const fg_mem_locks *m, const char *key, size_t len, uint64_t hash) {
-    for (entry *e = *bucket_of(m, hash); e != NULL; e = e->next)
-        if (e->hash == hash && e->keylen == len && memcmp(e->key, key, len) == 0) return e;
-    return NULL;
+static void entry_free(fg_key_node *n) {
+    entry *e = (entry *)n;
+    fg_lock_clear(&e->state, &heap);
+    free(e);
 }
 
 /* The entry of key, pinned, or NULL when there is none (make: a new one,
@@ -291,14 +268,14 @@ static entry *entry_find(const fg_mem_locks *m, const char *key, size_t len, uin
 static entry *entry_pin(fg_mem_locks *m, const char *key, bool make) {
     size_t len = strlen(key);
     uint64_t hash = fg_key_hash(key, len);
-    entry *e = entry_find(m, key, len, hash);
+    entry *e = (entry *)fg_key_table_find(&m->table, hash, key, len);
     if (e == NULL && make && (e = calloc(1, sizeof(*e) + len)) != NULL) {
-        e->hash = hash;
-        e->keylen = len;
         memcpy(e->key, key, len);
-        e->next = *bucket_of(m, hash);
-        *bucket_of(m, hash) = e;
-        if (++m->count > m->nbuckets) rehash(m, m->nbuckets * 2);
+        e->node = (fg_key_node){NULL, hash, len, e->key};
+        if (!fg_key_table_insert(&m->table, &e->node)) {
+            free(e);
+            e = NULL;
+        }
     }
     if (e != NULL) e->pins++;
     return e;
@@ -308,13 +285,8 @@ static entry *entry_pin(fg_mem_locks *m, const char *key, bool make) {
  * a serving round. */
 static void entry_settle(fg_mem_locks *m, entry *e) {
     if (e->pins > 0 || e->pending || e->state.len > 0 || e->head != NULL) return;
-    entry **p = bucket_of(m, e->hash);
-    while (*p != e)
-        p = &(*p)->next;
-    *p = e->next;
-    fg_lock_clear(&e->state, &heap);
-    free(e);
-    if (--m->count * 8 < m->nbuckets && m->nbuckets > MIN_BUCKETS) rehash(m, m->nbuckets / 2);
+    fg_key_table_remove(&m->table, &e->node);
+    entry_free(&e->node);
 }
 
 static void entry_unpin(fg_mem_locks *m, entry *e) {
@@ -978,11 +950,7 @@ fg_code fg_mem_extend(fg_mem_locks *m, const char *key, const char *owner, int64
 
 fg_mem_locks *fg_mem_locks_new(int64_t (*clock_us)(void *arg), void *clock_arg) {
     fg_mem_locks *m = calloc(1, sizeof(*m));
-    if (m == NULL || (m->buckets = calloc(MIN_BUCKETS, sizeof(entry *))) == NULL) {
-        free(m);
-        return NULL;
-    }
-    m->nbuckets = MIN_BUCKETS;
+    if (m == NULL) return NULL;
     m->clock_us = clock_us;
     m->clock_arg = clock_arg;
     pthread_mutex_init(&m->mu, NULL);
@@ -1002,14 +970,7 @@ void fg_mem_locks_free(fg_mem_locks *m) {
         m->renewals = g->next;
         renewal_free(g);
     }
-    for (size_t i = 0; i < m->nbuckets; i++)
-        while (m->buckets[i] != NULL) {
-            entry *e = m->buckets[i];
-            m->buckets[i] = e->next;
-            fg_lock_clear(&e->state, &heap);
-            free(e);
-        }
-    free(m->buckets);
+    fg_key_table_clear(&m->table, entry_free);
     pthread_cond_destroy(&m->renew_wake);
     pthread_mutex_destroy(&m->mu);
     free(m);
