@@ -37,12 +37,6 @@ void fg_count(atomic_uint_fast64_t *counter, uint64_t n) {
     atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
 }
 
-int64_t fg_monotonic_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 fg_code fg_reply_error(const redisReply *r, fg_error *err) {
     fg_code code = FG_CODE_SERVER;
     if (strncmp(r->str, "WRONGTYPE", 9) == 0)

@@ -10,6 +10,7 @@
 #ifndef FG_CONN_H
 #define FG_CONN_H
 
+#include "monotonic.h"
 #include <hiredis/hiredis.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -72,7 +73,6 @@ void fg_argv_num(fg_argv *a, int64_t v);
 void fg_count(atomic_uint_fast64_t *counter, uint64_t n);
 
 /* CLOCK_MONOTONIC in microseconds: for durations, never for decisions. */
-int64_t fg_monotonic_us(void);
 
 /* An error reply as a code: WRONGTYPE, ERR unknown command (the module is
  * not loaded: FG_CODE_PROTOCOL), ERR (the module's argument errors:

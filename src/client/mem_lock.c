@@ -63,17 +63,18 @@
 #include <time.h>
 
 #include "checked.h"
-#include "conn.h"       /* fg_monotonic_us */
+#include "monotonic.h"
 #include "error.h"
 #include "key_table.h"
 #include "lease.h"      /* fg_key_hash */
 #include "lock.h"
+#include "wait_queue.h"
 #include "params.h"
 
-#define MULTI_MAX   64  /* keys of one multi-key lock */
+#define MULTI_MAX   FG_WAIT_MAX_QUEUES /* keys of one multi-key lock */
 #define MIN_STEP_US 1000
 #define MSG_MAX     160
-#define NEVER       INT64_MAX
+#define NEVER       FG_MONOTONIC_NEVER
 
 static const fg_allocator heap = {realloc, free};
 
@@ -83,37 +84,25 @@ static const char ERR_NO_TOKEN[] =
 static const char ERR_WRONGTYPE[] =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-typedef struct entry entry;
-typedef struct waiter waiter;
-
-/* A waiter sits in the queue of each of its keys through one link. */
-typedef struct wait_link {
-    waiter *w;
-    entry *e;
-    struct wait_link *prev, *next;
-} wait_link;
-
-struct entry {
+typedef struct entry {
     fg_key_node node; /* first: a node is its entry */
     fg_lock_state state;
-    wait_link *head, *tail; /* the queue, oldest first */
-    entry *pending_next;    /* the serving round's stack */
-    bool pending;
+    fg_wait_queue queue;
     uint32_t pins; /* calls using the entry: it is not freed while > 0 */
     char key[];
-};
+} entry;
 
 /* A blocked call, on its own thread's stack; req.owner is the caller's. */
-struct waiter {
+typedef struct waiter {
+    fg_waiter base;
     fg_lock_request req;
     pthread_cond_t wake;
     bool done;
     fg_code rc;
     const char *why; /* rc != FG_CODE_OK: the message */
     fg_lock_grant grant;
-    size_t nkeys;
-    wait_link links[MULTI_MAX];
-};
+    fg_wait_link links[MULTI_MAX];
+} waiter;
 
 typedef void (*lost_fn)(const char *key, const char *owner, fg_lost_reason why, void *arg);
 
@@ -174,25 +163,6 @@ static int64_t monotonic_at(int64_t at_us, int64_t now_us, int64_t mono_us) {
     if (at_us <= now_us) return mono_us;
     uint64_t left = (uint64_t)at_us - (uint64_t)now_us;
     return left >= (uint64_t)(NEVER - mono_us) ? NEVER : mono_us + (int64_t)left;
-}
-
-static void cond_init_monotonic(pthread_cond_t *c) {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &attr);
-    pthread_condattr_destroy(&attr);
-}
-
-/* Waits on c until signalled or the monotonic time `until` (NEVER: no
- * limit). Wake-ups may be spurious: callers look again. */
-static void sleep_until(pthread_cond_t *c, pthread_mutex_t *mu, int64_t until) {
-    if (until == NEVER) {
-        pthread_cond_wait(c, mu);
-        return;
-    }
-    struct timespec ts = {(time_t)(until / 1000000), (long)(until % 1000000) * 1000};
-    pthread_cond_timedwait(c, mu, &ts);
 }
 
 static fg_code nomem(fg_error *err) {
@@ -284,7 +254,7 @@ static entry *entry_pin(fg_mem_locks *m, const char *key, bool make) {
 /* Frees e when nothing keeps it: no holder, no waiter, no call, and not in
  * a serving round. */
 static void entry_settle(fg_mem_locks *m, entry *e) {
-    if (e->pins > 0 || e->pending || e->state.len > 0 || e->head != NULL) return;
+    if (e->pins > 0 || e->queue.pending || e->state.len > 0 || fg_wait_busy(&e->queue)) return;
     fg_key_table_remove(&m->table, &e->node);
     entry_free(&e->node);
 }
@@ -346,35 +316,18 @@ static const char *put_everywhere(fg_mem_locks *m, entry *const *es, size_t n,
 
 /* ---------------------------------------------------------------- queues */
 
-static void link_append(entry *e, wait_link *l) {
-    l->e = e;
-    l->next = NULL;
-    l->prev = e->tail;
-    if (e->tail != NULL)
-        e->tail->next = l;
-    else
-        e->head = l;
-    e->tail = l;
+static entry *entry_of(const fg_wait_link *l) {
+    return fg_wait_container(l->queue, entry, queue);
 }
 
-static void link_remove(wait_link *l) {
-    entry *e = l->e;
-    if (l->prev != NULL)
-        l->prev->next = l->next;
-    else
-        e->head = l->next;
-    if (l->next != NULL)
-        l->next->prev = l->prev;
-    else
-        e->tail = l->prev;
-    l->prev = l->next = NULL;
+static waiter *waiter_at(fg_waiter *w) {
+    return fg_wait_container(w, waiter, base);
 }
 
 /* Tells a waiter its answer (g: a grant, else rc and why); it leaves its
  * queues, and its thread returns once it has the mutex again. */
 static void waiter_finish(waiter *w, fg_code rc, const char *why, const fg_lock_grant *g) {
-    for (size_t i = 0; i < w->nkeys; i++)
-        link_remove(&w->links[i]);
+    fg_waiter_leave(&w->base);
     w->done = true;
     w->rc = rc;
     w->why = why;
@@ -384,36 +337,22 @@ static void waiter_finish(waiter *w, fg_code rc, const char *why, const fg_lock_
 
 /* Makes the waiters of e look at their leases again. */
 static void wake_queue(entry *e) {
-    for (wait_link *l = e->head; l != NULL; l = l->next)
-        pthread_cond_signal(&l->w->wake);
+    for (fg_wait_link *l = e->queue.head; l != NULL; l = l->next)
+        pthread_cond_signal(&waiter_at(l->waiter)->wake);
 }
 
 /* --------------------------------------------------------------- serving */
 
-/* One serving round: the queues still to serve, as a stack. */
-typedef struct serve_round {
-    fg_mem_locks *m;
-    int64_t now;
-    entry *stack;
-} serve_round;
-
-static void round_push(serve_round *r, entry *e) {
-    if (e->pending) return;
-    e->pending = true;
-    e->pending_next = r->stack;
-    r->stack = e;
-}
-
 /* Tries the single-key waiter at the head of e. False when it must wait. */
-static bool serve_single(serve_round *r, entry *e, waiter *w) {
+static bool serve_single(fg_mem_locks *m, entry *e, waiter *w, int64_t now) {
+    prune(e, now);
     fg_lock_request req = w->req;
     req.queued_ahead = false;
     fg_lock_decision d;
-    fg_lock_decide(&e->state, &req, r->now, &d);
+    fg_lock_decide(&e->state, &req, now, &d);
     if (d.outcome == FG_LOCK_BUSY) return false;
     fg_lock_grant g;
-    const char *why =
-        d.outcome == FG_LOCK_NEVER ? d.why : put_holder(r->m, e, &req, &d, r->now, &g);
+    const char *why = d.outcome == FG_LOCK_NEVER ? d.why : put_holder(m, e, &req, &d, now, &g);
     if (why != NULL)
         waiter_finish(w, code_of(why), why, NULL);
     else
@@ -431,67 +370,65 @@ static const char *decide_key(const entry *e, const fg_lock_request *r, int64_t 
     return d->outcome == FG_LOCK_NEVER ? d->why : NULL;
 }
 
-/* A multi-key waiter is served when it heads every one of its queues: it
- * is granted when every key is free (all keys, one token), and fails when
- * a key can never be granted, as it would have failed at once. The queues
- * it leaves are served next. */
-static bool serve_multi(serve_round *r, waiter *w) {
+/* A multi-key waiter, at the head of every one of its queues, is granted
+ * when every key is free (all keys, one token), and fails when a key can
+ * never be granted, as it would have failed at once. */
+static bool serve_multi(fg_mem_locks *m, waiter *w, int64_t now) {
     entry *es[MULTI_MAX];
-    for (size_t i = 0; i < w->nkeys; i++) {
-        if (w->links[i].e->head != &w->links[i]) return false;
-        es[i] = w->links[i].e;
-    }
+    size_t n = w->base.nlinks;
+    for (size_t i = 0; i < n; i++)
+        es[i] = entry_of(&w->links[i]);
     fg_lock_request req = w->req;
     req.queued_ahead = false;
     fg_lock_decision d;
     const char *error = NULL;
     bool free_everywhere = true;
-    for (size_t i = 0; i < w->nkeys && error == NULL; i++) {
-        prune(es[i], r->now);
-        error = decide_key(es[i], &req, r->now, &d);
+    for (size_t i = 0; i < n && error == NULL; i++) {
+        prune(es[i], now);
+        error = decide_key(es[i], &req, now, &d);
         free_everywhere = free_everywhere && error == NULL && d.outcome == FG_LOCK_GRANTED;
     }
     fg_lock_grant g;
-    size_t n = w->nkeys;
     if (error == NULL && !free_everywhere) return false;
-    if (error == NULL) error = put_everywhere(r->m, es, n, &d.holder, r->now, &g);
+    if (error == NULL) error = put_everywhere(m, es, n, &d.holder, now, &g);
     if (error != NULL)
         waiter_finish(w, code_of(error), error, NULL);
     else
         waiter_finish(w, FG_CODE_OK, NULL, &g);
-    for (size_t i = 0; i < n; i++)
-        round_push(r, es[i]);
     return true;
 }
 
-/* Grants the head of e's queue while it fits. */
-static void serve_queue(serve_round *r, entry *e) {
-    e->pins++;
-    prune(e, r->now);
-    while (e->head != NULL) {
-        waiter *w = e->head->w;
-        if (!(w->nkeys > 1 ? serve_multi(r, w) : serve_single(r, e, w))) break;
-    }
-    entry_unpin(r->m, e);
+typedef struct serve_round {
+    fg_mem_locks *m;
+    int64_t now;
+} serve_round;
+
+static bool try_head(fg_wait_queue *q, fg_waiter *head, void *arg) {
+    serve_round *r = arg;
+    waiter *w = waiter_at(head);
+    return w->base.nlinks > 1 ? serve_multi(r->m, w, r->now)
+                              : serve_single(r->m, fg_wait_container(q, entry, queue), w, r->now);
+}
+
+static void settle_entry(fg_wait_queue *q, void *arg) {
+    serve_round *r = arg;
+    entry_settle(r->m, fg_wait_container(q, entry, queue));
 }
 
 /* Serves the queues of es[0..n), and every queue a multi-key waiter leaves. */
 static void serve(fg_mem_locks *m, entry *const *es, size_t n, int64_t now) {
-    serve_round r = {m, now, NULL};
+    fg_wait_queue *qs[MULTI_MAX];
     for (size_t i = 0; i < n; i++)
-        round_push(&r, es[i]);
-    while (r.stack != NULL) {
-        entry *e = r.stack;
-        r.stack = e->pending_next;
-        e->pending = false;
-        serve_queue(&r, e);
-    }
+        qs[i] = &es[i]->queue;
+    serve_round r = {m, now};
+    fg_wait_serving serving = {try_head, settle_entry, &r};
+    fg_wait_serve(qs, n, &serving);
 }
 
 /* What a lease running out by now changes: the holders go, and the waiters
  * that now fit are granted. */
 static void prune_and_serve(fg_mem_locks *m, entry *e, int64_t now) {
-    if (prune(e, now) && e->head != NULL) serve(m, &e, 1, now);
+    if (prune(e, now) && fg_wait_busy(&e->queue)) serve(m, &e, 1, now);
 }
 
 /* ---------------------------------------------------------------- waiting */
@@ -528,15 +465,14 @@ static fg_code wait_for_grant(fg_mem_locks *m, entry *const *es, size_t n, const
     waiter w;
     w.req = *r;
     w.done = false;
-    w.nkeys = n;
-    cond_init_monotonic(&w.wake);
-    for (size_t i = 0; i < n; i++) {
-        w.links[i].w = &w;
-        link_append(es[i], &w.links[i]);
-    }
+    fg_cond_init_monotonic(&w.wake);
+    fg_wait_queue *qs[MULTI_MAX];
+    for (size_t i = 0; i < n; i++)
+        qs[i] = &es[i]->queue;
+    fg_waiter_join(&w.base, w.links, qs, (uint32_t)n);
     int64_t deadline = wait_ms < 0 ? NEVER : fg_monotonic_us() + wait_ms * 1000;
     while (!w.done) {
-        sleep_until(&w.wake, &m->mu, fg_min(deadline, next_lease_end(m, es, n)));
+        fg_sleep_until(&w.wake, &m->mu, fg_min(deadline, next_lease_end(m, es, n)));
         int64_t now = clock_now(m);
         for (size_t i = 0; i < n && !w.done; i++)
             prune_and_serve(m, es[i], now);
@@ -709,7 +645,7 @@ static void *renew_run(void *arg) {
         size_t key;
         renewal *lost = renew_due(m, &next, &why, &key);
         if (lost == NULL) {
-            sleep_until(&m->renew_wake, &m->mu, next);
+            fg_sleep_until(&m->renew_wake, &m->mu, next);
             continue;
         }
         /* Out of the list: nobody else sees it while the callback runs. */
@@ -729,7 +665,7 @@ static void *renew_run(void *arg) {
  * with *busy_until. */
 static fg_code take_one(fg_mem_locks *m, entry *e, fg_lock_request *r, int64_t now,
                         fg_lock_grant *out, int64_t *busy_until, fg_error *err) {
-    r->queued_ahead = e->head != NULL;
+    r->queued_ahead = fg_wait_busy(&e->queue);
     fg_lock_decision d;
     fg_lock_decide(&e->state, r, now, &d);
     switch (d.outcome) {
@@ -751,7 +687,7 @@ static fg_code take_all(fg_mem_locks *m, entry *const *es, size_t n, fg_lock_req
     bool all_free = true;
     fg_lock_decision d;
     for (size_t i = 0; i < n; i++) {
-        r->queued_ahead = es[i]->head != NULL;
+        r->queued_ahead = fg_wait_busy(&es[i]->queue);
         const char *error = decide_key(es[i], r, now, &d);
         if (error != NULL) return refuse(error, err);
         all_free = all_free && d.outcome == FG_LOCK_GRANTED;
@@ -954,7 +890,7 @@ fg_mem_locks *fg_mem_locks_new(int64_t (*clock_us)(void *arg), void *clock_arg) 
     m->clock_us = clock_us;
     m->clock_arg = clock_arg;
     pthread_mutex_init(&m->mu, NULL);
-    cond_init_monotonic(&m->renew_wake);
+    fg_cond_init_monotonic(&m->renew_wake);
     return m;
 }
 
@@ -981,8 +917,7 @@ size_t fg_mem_lock_waiters(fg_mem_locks *m, const char *key) {
     pthread_mutex_lock(&m->mu);
     entry *e = entry_pin(m, key, false);
     if (e != NULL) {
-        for (const wait_link *l = e->head; l != NULL; l = l->next)
-            n++;
+        n = e->queue.len;
         entry_unpin(m, e);
     }
     pthread_mutex_unlock(&m->mu);

@@ -57,12 +57,14 @@
 #include <time.h>
 
 #include "bloom.h"
-#include "conn.h"       /* fg_monotonic_us */
+#include "monotonic.h"
 #include "error.h"
 #include "key_table.h"
 #include "limit_args.h" /* fg_limit_convert */
 #include "mem_bloom.h"  /* fg_bf_item_hash */
 #include "params.h"
+#include "policy_check.h"
+#include "wait_queue.h"
 
 #define MIN_BUCKETS     16u /* the key table never shrinks below this */
 #define SWEEP_EVERY     64 /* checks between two sweeps */
@@ -264,14 +266,8 @@ typedef struct policy {
     fg_policy_def def;
     fg_policy_rules rules;
     list allow, deny;
-    int64_t allowed, denied, banned, shadow_denied, waited;
+    fg_policy_counters counters;
 } policy;
-
-/* A blocked request, on its own thread's stack. */
-typedef struct waiter {
-    struct waiter *next;
-    pthread_cond_t wake;
-} waiter;
 
 typedef struct entry {
     struct entry *next; /* in its bucket */
@@ -280,7 +276,7 @@ typedef struct entry {
     int64_t expires_us;                  /* has_state: when the state is neutral again */
     char policy[FG_POLICY_NAME_MAX + 1]; /* has_state: whose state it is */
     fg_policy_state state;
-    waiter *head, *tail; /* the queue, oldest first */
+    fg_wait_queue queue;
     size_t keylen;
     char key[];
 } entry;
@@ -408,7 +404,7 @@ static bool live(const entry *e, int64_t now) {
 
 /* Drops an entry that holds nothing that matters at now. */
 static void drop_if_idle(fg_mem_policies *m, entry *e, int64_t now) {
-    if (e->head == NULL && !live(e, now)) remove_entry(m, e);
+    if (!fg_wait_busy(&e->queue) && !live(e, now)) remove_entry(m, e);
 }
 
 /* Examines a few buckets from where the last sweep stopped. */
@@ -423,11 +419,31 @@ static void sweep(fg_mem_policies *m, int64_t now) {
     }
 }
 
+typedef struct request request;
+
+/* A blocked request, on its own thread's stack, with its deadlines: on the
+ * decisions' clock (whether to wait on) and on the monotonic one (when to
+ * give up). */
+typedef struct waiting {
+    fg_waiter base;
+    fg_wait_link link;
+    pthread_cond_t wake;
+    entry *e;
+    const request *r;
+    int64_t deadline, deadline_mono;
+} waiting;
+
+/* Only the head decides: it looks again. */
+static void wake_head(entry *e) {
+    fg_waiter *head = fg_wait_head(&e->queue);
+    if (head != NULL) pthread_cond_signal(&fg_wait_container(head, waiting, base)->wake);
+}
+
 /* Wakes the head of every queue: something they depend on changed. */
 static void wake_heads(fg_mem_policies *m) {
     for (size_t b = 0; m->queues > 0 && b < m->nbuckets; b++)
         for (entry *e = m->buckets[b]; e != NULL; e = e->next)
-            if (e->head != NULL) pthread_cond_signal(&e->head->wake);
+            wake_head(e);
 }
 
 /* --------------------------------------------------------- the policies */
@@ -511,7 +527,7 @@ fg_code fg_mem_policy_list_add(fg_mem_policies *m, const char *name, bool deny,
 /* ------------------------------------------------------------ decisions */
 
 /* One FG.CHECK. */
-typedef struct request {
+struct request {
     const char *name;
     const char *key;
     size_t keylen;
@@ -519,107 +535,70 @@ typedef struct request {
     const char *identity;
     size_t idlen;
     int64_t cost;
-} request;
+};
 
-typedef enum verdict { BY_LIST, BY_STATE } verdict;
-
-/* A decision taken and not yet applied (the module's evaluation):
- * commit() stores its state and counts it. */
-typedef struct outcome {
-    verdict kind;
-    policy *p;
-    bool allowlisted;     /* BY_LIST */
-    bool rescaled;        /* BY_STATE: carrying the key's state over changed it */
-    fg_policy_state carried; /* BY_STATE: the state decided on */
-    fg_policy_decision d;    /* BY_STATE */
-    fg_policy_state next;    /* BY_STATE */
-    int64_t now, cost;
-} outcome;
-
-/* Decides r at now against the key's entry e (NULL: none), changing
- * nothing: the lists, then the key's state carried over to the rules. */
-static fg_code decide(fg_mem_policies *m, const entry *e, const request *r, int64_t now, outcome *o,
-                      fg_error *err) {
-    memset(o, 0, sizeof(*o));
-    o->now = now;
-    o->cost = r->cost;
-    policy *p = o->p = find_policy(m, r->name, NULL);
-    if (p == NULL) return no_such_policy(r->name, err);
-    bool denied = list_has(&p->deny, r->identity, r->idlen);
-    if (denied || list_has(&p->allow, r->identity, r->idlen)) {
-        o->kind = BY_LIST;
-        o->allowlisted = !denied;
-        return FG_CODE_OK;
-    }
-    if (live(e, now)) {
-        if (strcmp(e->policy, r->name) != 0)
-            return fg_set_error(err, FG_CODE_INVALID, "ERR key holds the state of policy '%s'",
-                                e->policy);
-        o->rescaled = fg_policy_rescale(&e->state, &p->rules, now, &o->carried);
-    } else {
-        fg_policy_state_init(&o->carried, &p->rules);
-    }
-    if (fg_policy_decide(&o->carried, &p->rules, now, r->cost, &o->d, &o->next) != FG_OK)
+/* Checks r at now against the key's entry e (NULL: none), changing
+ * nothing (core/policy_check.h); *p is the policy. */
+static fg_code decide(fg_mem_policies *m, const entry *e, const request *r, int64_t now,
+                      fg_policy_eval *c, policy **p, fg_error *err) {
+    if ((*p = find_policy(m, r->name, NULL)) == NULL) return no_such_policy(r->name, err);
+    bool on_deny = list_has(&(*p)->deny, r->identity, r->idlen);
+    bool on_allow = !on_deny && list_has(&(*p)->allow, r->identity, r->idlen);
+    if (fg_policy_check_lists(c, now, r->cost, on_deny, on_allow)) return FG_CODE_OK;
+    bool stored = live(e, now);
+    if (stored && strcmp(e->policy, r->name) != 0)
+        return fg_set_error(err, FG_CODE_INVALID, "ERR key holds the state of policy '%s'",
+                            e->policy);
+    if (fg_policy_check_state(c, &(*p)->rules, stored ? &e->state : NULL) != FG_OK)
         return fg_set_error(err, FG_CODE_INVALID, "%s", ERR_OVERFLOW);
-    o->kind = BY_STATE;
     return FG_CODE_OK;
 }
 
-static fg_policy_result answer_of(const outcome *o) {
-    fg_policy_result a = {.result = {.retry_after_ms = -1, .source = FG_SOURCE_MEMORY}};
-    if (o->kind == BY_LIST) {
-        a.result.allowed = o->allowlisted;
-        a.decided_by = o->allowlisted ? FG_BY_ALLOWLIST : FG_BY_DENYLIST;
-        return a;
+static fg_policy_result result_of(const fg_policy_answer *a) {
+    fg_policy_result out = {.result = {.allowed = a->allowed,
+                                       .limit = a->limit,
+                                       .remaining = a->remaining,
+                                       .retry_after_ms = a->retry_after_ms,
+                                       .reset_after_ms = a->reset_after_ms,
+                                       .source = FG_SOURCE_MEMORY},
+                            .shadow_denied = a->shadow_denied};
+    switch (a->decided_by) {
+    case FG_CHECK_LIMIT:
+        out.decided_by = FG_BY_LIMIT;
+        out.limit_index = (int)a->limit_index;
+        break;
+    case FG_CHECK_PENALTY: out.decided_by = FG_BY_PENALTY; break;
+    case FG_CHECK_DENYLIST: out.decided_by = FG_BY_DENYLIST; break;
+    case FG_CHECK_ALLOWLIST: out.decided_by = FG_BY_ALLOWLIST; break;
     }
-    const fg_policy_decision *d = &o->d;
-    a.result.allowed = d->allowed;
-    a.result.limit = d->d.limit;
-    a.result.remaining = d->d.remaining;
-    a.result.retry_after_ms = d->allowed ? -1 : fg_ns_to_ms_ceil(d->d.retry_after_ns);
-    a.result.reset_after_ms = fg_ns_to_ms_ceil(d->d.reset_after_ns);
-    a.shadow_denied = d->shadow_denied;
-    a.decided_by = d->decided_by == FG_POLICY_BY_PENALTY ? FG_BY_PENALTY : FG_BY_LIMIT;
-    a.limit_index = d->decided_by == FG_POLICY_BY_PENALTY ? 0 : (int)d->limit_index;
-    return a;
+    return out;
 }
 
-static void count(const outcome *o) {
-    policy *p = o->p;
-    bool allowed = o->kind == BY_LIST ? o->allowlisted : o->d.allowed;
-    if (allowed)
-        p->allowed++;
-    else
-        p->denied++;
-    if (o->kind == BY_STATE) {
-        p->shadow_denied += o->d.shadow_denied;
-        p->banned += o->d.banned_now;
-    }
-}
-
-/* Makes o the final answer: the key's state stored when it changed (the
+/* Makes c the final answer: the key's state stored when it changed (the
  * entry made when needed, dropped when neither a live state nor waiters
  * remain), the answer counted. *e is the key's entry, or NULL. */
-static fg_code commit(fg_mem_policies *m, entry **e, const request *r, const outcome *o,
-                      fg_policy_result *out, fg_error *err) {
-    if (o->kind == BY_STATE && (o->rescaled || o->d.changed)) {
-        int64_t expires = fg_policy_expires_at_us(&o->next, &o->p->rules);
-        bool keep = expires > o->now;
+static fg_code commit(fg_mem_policies *m, entry **e, const request *r, const fg_policy_eval *c,
+                      policy *p, fg_policy_result *out, fg_error *err) {
+    if (fg_policy_check_writes(c)) {
+        int64_t expires = fg_policy_check_neutral_at(c);
+        bool keep = expires > c->now_us;
         if (*e == NULL && keep && (*e = add_entry(m, r->key, r->keylen, r->hash)) == NULL)
             return fg_set_error(err, FG_CODE_NOMEM, "%s", ERR_NOMEM);
         if (*e != NULL) {
             (*e)->has_state = keep;
             (*e)->expires_us = expires;
-            (*e)->state = o->next;
+            (*e)->state = c->next;
             strcpy((*e)->policy, r->name);
-            if ((*e)->head == NULL && !keep) {
+            if (!fg_wait_busy(&(*e)->queue) && !keep) {
                 remove_entry(m, *e);
                 *e = NULL;
             }
         }
     }
-    count(o);
-    *out = answer_of(o);
+    fg_policy_check_count(c, &p->counters);
+    fg_policy_answer a;
+    fg_policy_check_answer(c, &a);
+    *out = result_of(&a);
     return FG_CODE_OK;
 }
 
@@ -628,113 +607,50 @@ static fg_code commit(fg_mem_policies *m, entry **e, const request *r, const out
 static fg_code check_now(fg_mem_policies *m, const request *r, int64_t now, fg_policy_result *out,
                          fg_error *err) {
     entry *e = find_entry(m, r->key, r->keylen, r->hash);
-    outcome o;
-    fg_code rc = decide(m, e, r, now, &o, err);
-    if (rc == FG_CODE_OK) rc = commit(m, &e, r, &o, out, err);
-    if (e != NULL && e->head != NULL) pthread_cond_signal(&e->head->wake);
+    fg_policy_eval c;
+    policy *p;
+    fg_code rc = decide(m, e, r, now, &c, &p, err);
+    if (rc == FG_CODE_OK) rc = commit(m, &e, r, &c, p, out, err);
+    if (e != NULL) wake_head(e);
     return rc;
 }
 
 /* --------------------------------------------------------------- waiting */
 
-static void cond_init_monotonic(pthread_cond_t *c) {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &attr);
-    pthread_condattr_destroy(&attr);
-}
-
-static void sleep_until(pthread_cond_t *c, pthread_mutex_t *mu, int64_t until) {
-    struct timespec ts = {(time_t)(until / 1000000), (long)(until % 1000000) * 1000};
-    pthread_cond_timedwait(c, mu, &ts);
-}
-
-/* How long a denied request would wait (-1: never), as the module has it:
- * a denial that would ban waits for its limits alone. */
-static int64_t wait_ns(const outcome *o) {
-    return fg_policy_wait_ns(&o->carried, &o->p->rules, o->now, o->cost, &o->d);
-}
-
-/* Whether a request that may wait does: denied by its limits or the
- * penalty box with a wait within its timeout, or allowed while others
- * wait ahead of it (it must not overtake them). */
-static bool should_wait(const outcome *o, bool queued_ahead, int64_t cost, int64_t timeout_ms) {
-    if (o->kind != BY_STATE) return false;
-    if (o->d.allowed) return queued_ahead && !o->d.shadow_denied && cost > 0;
-    int64_t ns = wait_ns(o);
-    return ns >= 0 && fg_ns_to_ms_ceil(ns) <= timeout_ms;
-}
-
-/* Whether a head's decision lets it wait on: a denial by its limits or the
- * penalty box that may end by deadline (the decision's clock); *wake is
- * then when. */
-static bool waits_on(const outcome *o, int64_t deadline, int64_t *wake) {
-    if (o->kind != BY_STATE || o->d.allowed) return false;
-    int64_t ns = wait_ns(o);
-    if (ns < 0) return false;
-    *wake = o->now + ns / FG_NS_PER_US + (ns % FG_NS_PER_US > 0);
-    return *wake <= deadline;
-}
-
-/* A blocked request and its deadlines: on the decisions' clock (whether to
- * wait on) and on the monotonic one (when to give up). */
-typedef struct waiting {
-    waiter w;
-    entry *e;
-    const request *r;
-    int64_t deadline, deadline_mono;
-} waiting;
-
 static void enqueue(fg_mem_policies *m, waiting *q) {
-    entry *e = q->e;
-    q->w.next = NULL;
-    if (e->head == NULL) {
-        e->head = &q->w;
-        m->queues++;
-    } else {
-        e->tail->next = &q->w;
-    }
-    e->tail = &q->w;
+    fg_wait_queue *wq = &q->e->queue;
+    if (!fg_wait_busy(wq)) m->queues++;
+    fg_waiter_join(&q->base, &q->link, &wq, 1);
+}
+
+static bool at_head(const waiting *q) {
+    return fg_wait_head(&q->e->queue) == &q->base;
 }
 
 /* Takes the waiter out of its queue (it was answered or gave up): the
  * next one may go now. */
 static void leave(fg_mem_policies *m, waiting *q, int64_t now) {
-    entry *e = q->e;
-    waiter **at = &e->head, *prev = NULL;
-    while (*at != &q->w) {
-        prev = *at;
-        at = &(*at)->next;
+    fg_waiter_leave(&q->base);
+    if (fg_wait_busy(&q->e->queue)) {
+        wake_head(q->e);
+        return;
     }
-    *at = q->w.next;
-    if (e->tail == &q->w) e->tail = prev;
-    if (e->head == NULL) {
-        m->queues--;
-        drop_if_idle(m, e, now);
-    } else if (prev == NULL) {
-        pthread_cond_signal(&e->head->wake);
-    }
+    m->queues--;
+    drop_if_idle(m, q->e, now);
 }
 
 /* The final answer at the deadline: the head is decided as it stands; a
- * waiter behind others is denied as a check would be, or, when its request
- * would fit but earlier waiters come first, denied with retry_after_ms 0,
- * charged nothing and stored nothing. */
+ * waiter behind others may yield (policy_check.h). */
 static fg_code at_deadline(fg_mem_policies *m, waiting *q, fg_policy_result *out, fg_error *err) {
     int64_t now = clock_now(m);
-    bool head = q->e->head == &q->w;
-    outcome o;
-    fg_code rc = decide(m, q->e, q->r, now, &o, err);
-    if (rc == FG_CODE_OK && !head && o.kind == BY_STATE && o.d.allowed && !o.d.shadow_denied &&
-        q->r->cost > 0) {
-        o.p->denied++;
-        *out = answer_of(&o);
-        out->result.allowed = false;
-        out->result.retry_after_ms = 0;
-    } else if (rc == FG_CODE_OK) {
-        rc = commit(m, &q->e, q->r, &o, out, err);
-    }
+    fg_policy_eval c;
+    policy *p;
+    fg_policy_answer a;
+    fg_code rc = decide(m, q->e, q->r, now, &c, &p, err);
+    if (rc == FG_CODE_OK && fg_policy_check_yield(&c, at_head(q), &a, &p->counters))
+        *out = result_of(&a);
+    else if (rc == FG_CODE_OK)
+        rc = commit(m, &q->e, q->r, &c, p, out, err);
     leave(m, q, now);
     return rc;
 }
@@ -747,42 +663,46 @@ static fg_code wait_in_queue(fg_mem_policies *m, waiting *q, fg_policy_result *o
     for (;;) {
         int64_t mono = fg_monotonic_us(), until = q->deadline_mono;
         if (mono >= q->deadline_mono) return at_deadline(m, q, out, err);
-        if (q->e->head == &q->w) {
-            outcome o;
+        if (at_head(q)) {
+            fg_policy_eval c;
+            policy *p;
             int64_t now = clock_now(m), wake;
-            fg_code rc = decide(m, q->e, q->r, now, &o, err);
-            if (rc != FG_CODE_OK || !waits_on(&o, q->deadline, &wake)) {
-                if (rc == FG_CODE_OK) rc = commit(m, &q->e, q->r, &o, out, err);
+            fg_code rc = decide(m, q->e, q->r, now, &c, &p, err);
+            if (rc != FG_CODE_OK || !fg_policy_check_waits_on(&c, q->deadline, &wake)) {
+                if (rc == FG_CODE_OK) rc = commit(m, &q->e, q->r, &c, p, out, err);
                 leave(m, q, now);
                 return rc;
             }
             if (wake - now < q->deadline_mono - mono) until = mono + (wake - now);
         }
-        sleep_until(&q->w.wake, &m->mu, until);
+        fg_sleep_until(&q->wake, &m->mu, until);
     }
 }
 
-/* fg_policy_acquire: answered at once unless should_wait(); then in the
- * key's queue. */
+/* fg_policy_acquire: answered at once unless the check waits
+ * (policy_check.h); then in the key's queue. */
 static fg_code check_waiting(fg_mem_policies *m, const request *r, int64_t timeout_ms, int64_t now,
                              fg_policy_result *out, fg_error *err) {
     waiting q = {.r = r,
                  .deadline = now + timeout_ms * 1000,
                  .deadline_mono = fg_monotonic_us() + timeout_ms * 1000};
     entry *e = find_entry(m, r->key, r->keylen, r->hash);
-    outcome o;
-    fg_code rc = decide(m, e, r, now, &o, err);
+    fg_policy_eval c;
+    policy *p;
+    int64_t first_try;
+    fg_code rc = decide(m, e, r, now, &c, &p, err);
     if (rc != FG_CODE_OK) return rc;
-    if (!should_wait(&o, e != NULL && e->head != NULL, r->cost, timeout_ms))
-        return commit(m, &e, r, &o, out, err);
+    bool queued_ahead = e != NULL && fg_wait_busy(&e->queue);
+    if (!fg_policy_check_waits(&c, queued_ahead, timeout_ms, &first_try))
+        return commit(m, &e, r, &c, p, out, err);
     if (e == NULL && (e = add_entry(m, r->key, r->keylen, r->hash)) == NULL)
         return fg_set_error(err, FG_CODE_NOMEM, "%s", ERR_NOMEM);
     q.e = e;
-    cond_init_monotonic(&q.w.wake);
+    fg_cond_init_monotonic(&q.wake);
     enqueue(m, &q);
-    o.p->waited++;
+    p->counters.waited++;
     rc = wait_in_queue(m, &q, out, err);
-    pthread_cond_destroy(&q.w.wake);
+    pthread_cond_destroy(&q.wake);
     return rc;
 }
 
@@ -809,8 +729,8 @@ bool fg_mem_policy_forget(fg_mem_policies *m, const char *key) {
     bool had = live(e, now);
     if (e != NULL) {
         e->has_state = false;
-        if (e->head != NULL)
-            pthread_cond_signal(&e->head->wake);
+        if (fg_wait_busy(&e->queue))
+            wake_head(e);
         else
             remove_entry(m, e);
     }
@@ -825,8 +745,14 @@ fg_code fg_mem_policy_get(fg_mem_policies *m, const char *name, fg_policy_info *
     pthread_mutex_lock(&m->mu);
     const policy *p = find_policy(m, name, NULL);
     if (p != NULL)
-        *out = (fg_policy_info){p->def,    p->allow.entries, p->deny.entries,  p->allowed,
-                                p->denied, p->banned,        p->shadow_denied, p->waited};
+        *out = (fg_policy_info){p->def,
+                                p->allow.entries,
+                                p->deny.entries,
+                                p->counters.allowed,
+                                p->counters.denied,
+                                p->counters.banned,
+                                p->counters.shadow_denied,
+                                p->counters.waited};
     pthread_mutex_unlock(&m->mu);
     /* The penalty as a server shows it: the defaults filled in. */
     if (p != NULL && out->def.ban_ms == 0) out->def.ban_after = 1;

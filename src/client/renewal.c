@@ -367,15 +367,6 @@ static void apply(fg_renewal *r, size_t n, fg_code rc, int64_t sent_us) {
             freeReplyObject(r->replies[i]);
 }
 
-static void sleep_until(fg_renewal *r, int64_t when) {
-    if (when == NEVER) {
-        pthread_cond_wait(&r->wake, &r->lock);
-        return;
-    }
-    struct timespec ts = {(time_t)(when / 1000000), (long)(when % 1000000) * 1000};
-    pthread_cond_timedwait(&r->wake, &r->lock, &ts);
-}
-
 static void *run(void *arg) {
     fg_renewal *r = arg;
     pthread_mutex_lock(&r->lock);
@@ -385,7 +376,7 @@ static void *run(void *arg) {
         size_t n = plan(r, now, &next);
         report(r);
         if (n == 0) {
-            if (next > now) sleep_until(r, next);
+            if (next > now) fg_sleep_until(&r->wake, &r->lock, next);
             continue;
         }
         int timeout = timeout_ms(r, n, now);
@@ -410,11 +401,7 @@ fg_renewal *fg_renewal_start(const fg_url *addr, const fg_conn_config *cfg, fg_e
     }
     r->addr = *addr;
     r->cfg = *cfg;
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->wake, &attr);
-    pthread_condattr_destroy(&attr);
+    fg_cond_init_monotonic(&r->wake);
     pthread_mutex_init(&r->lock, NULL);
     if (pthread_create(&r->thread, NULL, run, r) != 0) {
         pthread_cond_destroy(&r->wake);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "../core/policy.h"
+#include "../core/policy_check.h"
 #include "bloom_types.h"
 #include "redismodule_api.h"
 
@@ -31,10 +32,6 @@ typedef struct policy_list {
 } policy_list;
 
 /* Final answers since the server started (waited: requests that waited). */
-typedef struct policy_counters {
-    long long allowed, denied, banned, shadow_denied, waited;
-} policy_counters;
-
 typedef struct policy {
     char name[POLICY_NAME_MAX];
     size_t name_len;
@@ -48,7 +45,7 @@ typedef struct policy {
     int ban_at, after_at, within_at;
     list_spec allow_spec, deny_spec;
     policy_list allow, deny;
-    policy_counters counters;
+    fg_policy_counters counters;
 } policy;
 
 /* Whether a name is 1 to POLICY_NAME_MAX letters, digits, '_', '-', '.' or

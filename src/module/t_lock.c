@@ -59,7 +59,7 @@
 #include "args.h"
 #include "clock.h"
 #include "effects.h"
-#include "key_dict.h"
+#include "key_queues.h"
 #include "lock_types.h"
 #include "write_pause.h"
 
@@ -72,41 +72,19 @@ static const char ERR_NO_TOKEN[] =
 
 /* ================================================================ queues */
 
-typedef struct waiter waiter;
-typedef struct wait_queue wait_queue;
-
-/* A waiter sits in the queue of each of its keys through one link. */
-typedef struct waiter_link {
-    waiter *w;
-    wait_queue *q;
-    struct waiter_link *prev, *next;
-} waiter_link;
-
-struct wait_queue {
-    int dbid;
-    RedisModuleString *key;
-    waiter_link *head, *tail;
-    RedisModuleTimerID timer;
-    bool timer_armed;
-    int64_t timer_at_us; /* when the armed timer fires */
-    bool pending;        /* in the serving stack (serve) */
-    bool touched;        /* served in this round, to settle afterwards */
-    deferred_work paused; /* its timer fired while writes were paused */
-};
-
 /* A waiter's timeout is a module timer, not the blocked client's own: on
  * Redis 7.0 a client granted in the same event-loop turn as its blocking
  * timeout would never be answered. */
-struct waiter {
+typedef struct waiter {
+    fg_waiter base;
     RedisModuleBlockedClient *bc;
     fg_lock_request req; /* req.owner points to owner */
     char *owner;
     int64_t since_us;
     RedisModuleTimerID deadline;
     bool has_deadline;
-    int nkeys;
-    waiter_link links[];
-};
+    fg_wait_link links[]; /* one per key */
+} waiter;
 
 /* What a waiter is told (its blocked client's privdata). */
 typedef struct waiter_answer {
@@ -114,84 +92,30 @@ typedef struct waiter_answer {
     long long acquired, token, ttl_ms, holds;
 } waiter_answer;
 
-static RedisModuleDict *queues;      /* db + key name -> wait_queue */
-static RedisModuleDict *waiters;     /* blocked client handle -> waiter */
+static void serve(RedisModuleCtx *ctx, key_queue *q, int64_t now_us);
+static void fail_all_waiters(RedisModuleCtx *ctx, key_queue *q, const char *error);
 
-static wait_queue *queue_find(int dbid, RedisModuleString *key) {
-    return key_dict_get(queues, dbid, key);
+static const key_queue_family lock_queues = {serve, fail_all_waiters};
+static key_queues queues;
+static RedisModuleDict *waiters; /* blocked client handle -> waiter */
+
+static key_queue *queue_of(const fg_wait_link *l) {
+    return fg_wait_container(l->queue, key_queue, waiters);
 }
 
-static wait_queue *queue_get(int dbid, RedisModuleString *key) {
-    wait_queue *q = queue_find(dbid, key);
-    if (q) return q;
-    q = RedisModule_Alloc(sizeof(*q));
-    memset(q, 0, sizeof(*q));
-    q->dbid = dbid;
-    size_t klen;
-    const char *k = RedisModule_StringPtrLen(key, &klen);
-    q->key = RedisModule_CreateString(NULL, k, klen);
-    key_dict_set(queues, dbid, key, q);
-    return q;
+static waiter *waiter_at(fg_waiter *w) {
+    return fg_wait_container(w, waiter, base);
 }
 
-static void queue_disarm(RedisModuleCtx *ctx, wait_queue *q) {
-    if (q->timer_armed) RedisModule_StopTimer(ctx, q->timer, NULL);
-    q->timer_armed = false;
-}
-
-/* An empty queue goes (its timer with it). */
-static void queue_drop_if_empty(RedisModuleCtx *ctx, wait_queue *q) {
-    if (q->head) return;
-    queue_disarm(ctx, q);
-    cancel_deferred(&q->paused);
-    key_dict_del(queues, q->dbid, q->key);
-    RedisModule_FreeString(NULL, q->key);
-    RedisModule_Free(q);
-}
-
-static void timer_fired(RedisModuleCtx *ctx, void *data);
-
-/* Makes the queue's timer fire at at_us (or at once when at_us <= now). An
- * armed timer that fires sooner is kept: serving re-arms it. */
-static void queue_arm(RedisModuleCtx *ctx, wait_queue *q, int64_t at_us, int64_t now_us) {
-    if (q->timer_armed && q->timer_at_us <= at_us) return;
-    queue_disarm(ctx, q);
-    int64_t wait_us = at_us > now_us ? at_us - now_us : 0;
-    q->timer = RedisModule_CreateTimer(ctx, (mstime_t)fg_us_to_ms_ceil(wait_us), timer_fired, q);
-    q->timer_armed = true;
-    q->timer_at_us = at_us;
-}
-
-static void link_append(wait_queue *q, waiter_link *l) {
-    l->q = q;
-    l->next = NULL;
-    l->prev = q->tail;
-    if (q->tail)
-        q->tail->next = l;
-    else
-        q->head = l;
-    q->tail = l;
-}
-
-static void link_remove(waiter_link *l) {
-    wait_queue *q = l->q;
-    if (l->prev)
-        l->prev->next = l->next;
-    else
-        q->head = l->next;
-    if (l->next)
-        l->next->prev = l->prev;
-    else
-        q->tail = l->prev;
-    l->prev = l->next = NULL;
+static key_queue *queue_find(int dbid, RedisModuleString *key) {
+    return key_queue_find(&queues, dbid, key);
 }
 
 /* Takes a waiter out of its queues and the handle dict, and frees it. Its
  * queues stay (possibly empty): the caller settles them. */
 static void waiter_remove(RedisModuleCtx *ctx, waiter *w) {
     if (w->has_deadline) RedisModule_StopTimer(ctx, w->deadline, NULL);
-    for (int i = 0; i < w->nkeys; i++)
-        link_remove(&w->links[i]);
+    fg_waiter_leave(&w->base);
     RedisModule_DictDelC(waiters, &w->bc, sizeof(w->bc), NULL);
     RedisModule_Free(w->owner);
     RedisModule_Free(w);
@@ -357,33 +281,10 @@ static key_status open_lock_key(RedisModuleCtx *ctx, RedisModuleString *keyname,
 typedef struct serve_round {
     RedisModuleCtx *ctx;
     int64_t now_us;
-    wait_queue **stack;
-    size_t stack_len, stack_cap;
-    wait_queue **touched;
-    size_t touched_len, touched_cap;
 } serve_round;
 
-static void push(wait_queue ***arr, size_t *len, size_t *cap, wait_queue *q) {
-    if (*len == *cap) {
-        *cap = *cap ? *cap * 2 : 8;
-        *arr = RedisModule_Realloc(*arr, *cap * sizeof(**arr));
-    }
-    (*arr)[(*len)++] = q;
-}
-
-static void round_add(serve_round *r, wait_queue *q) {
-    if (!q->pending) {
-        q->pending = true;
-        push(&r->stack, &r->stack_len, &r->stack_cap, q);
-    }
-    if (!q->touched) {
-        q->touched = true;
-        push(&r->touched, &r->touched_len, &r->touched_cap, q);
-    }
-}
-
 /* Tries the single-key waiter at the head of q. False when it must wait. */
-static bool serve_single(serve_round *r, wait_queue *q, waiter *w) {
+static bool serve_single(serve_round *r, key_queue *q, waiter *w) {
     RedisModuleKey *key;
     fg_lock_state *s;
     if (open_lock_key(r->ctx, q->key, w->req.kind, &key, &s) == KEY_WRONGTYPE) {
@@ -405,94 +306,21 @@ static bool serve_single(serve_round *r, wait_queue *q, waiter *w) {
     return true;
 }
 
-static bool serve_multi(serve_round *r, waiter *w);
-
-/* Grants the head of q while it fits. */
-static void serve_queue(serve_round *r, wait_queue *q) {
-    while (q->head) {
-        waiter *w = q->head->w;
-        bool served = w->nkeys > 1 ? serve_multi(r, w) : serve_single(r, q, w);
-        if (!served) break;
-    }
-}
-
-/* After a round: empty queues go; the others wait for their key's next
- * lease end. */
-static void settle_queue(RedisModuleCtx *ctx, wait_queue *q, int64_t now_us) {
-    q->touched = false;
-    if (!q->head) {
-        queue_drop_if_empty(ctx, q);
-        return;
-    }
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, q->key, REDISMODULE_READ);
-    fg_lock_state *s = NULL;
-    if (lockstate_lookup(key, &s) == LOCK_FOUND && s->len)
-        queue_arm(ctx, q, fg_lock_next_expiry_us(s), now_us);
-    RedisModule_CloseKey(key);
-}
-
-/* Serves q, and every queue a granted multi-key waiter leaves. ctx must have
- * q's database selected. */
-static void serve(RedisModuleCtx *ctx, wait_queue *q, int64_t now_us) {
-    serve_round r = {ctx, now_us, NULL, 0, 0, NULL, 0, 0};
-    round_add(&r, q);
-    while (r.stack_len) {
-        wait_queue *next = r.stack[--r.stack_len];
-        next->pending = false;
-        serve_queue(&r, next);
-    }
-    for (size_t i = 0; i < r.touched_len; i++)
-        settle_queue(ctx, r.touched[i], now_us);
-    RedisModule_Free(r.stack);
-    RedisModule_Free(r.touched);
-}
-
-/* A lease changed: the key's waiters must look again at its next end (a
- * shorter lease ends sooner than the timer was armed for). */
-static void rearm_waiters(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_lock_state *s,
-                          int64_t now_us) {
-    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), keyname);
-    if (q && q->head && s->len) queue_arm(ctx, q, fg_lock_next_expiry_us(s), now_us);
-}
-
-/* Serves the queue of a key whose holders changed, if it has one. */
-static void serve_key(RedisModuleCtx *ctx, RedisModuleString *keyname, int64_t now_us) {
-    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), keyname);
-    if (q) serve(ctx, q, now_us);
-}
-
-/* A waiter leaves every queue it is in (answered with an error, or
- * granted): each of them may now serve its next head. */
-static void waiter_done_in_round(serve_round *r, waiter *w, const char *error, uint64_t token,
-                                 long long ttl_ms) {
-    wait_queue *left[MAX_MLOCK_KEYS];
-    int n = w->nkeys;
-    for (int i = 0; i < n; i++)
-        left[i] = w->links[i].q;
-    if (error)
-        waiter_fail(r->ctx, w, error);
-    else
-        waiter_grant(r->ctx, w, token, ttl_ms, n);
-    for (int i = 0; i < n; i++)
-        round_add(r, left[i]);
-}
-
-/* A multi-key waiter is served when it heads every one of its queues and
- * every key is free; then all keys are taken with one token. A key that
- * can never be granted (another type, an upgrade) fails the whole request,
- * as it would have failed at once. */
+/* A multi-key waiter, at the head of every one of its queues, is granted
+ * when every key is free: all keys, with one token. A key that can never
+ * be granted (another type, an upgrade) fails the whole request, as it
+ * would have failed at once. */
 static bool serve_multi(serve_round *r, waiter *w) {
-    for (int i = 0; i < w->nkeys; i++)
-        if (w->links[i].q->head != &w->links[i]) return false;
+    uint32_t n = w->base.nlinks;
     RedisModuleKey *keys[MAX_MLOCK_KEYS];
     fg_lock_state *states[MAX_MLOCK_KEYS];
     fg_lock_request req = w->req;
     req.queued_ahead = false;
     bool free_everywhere = true;
     const char *error = NULL;
-    int opened = 0;
-    for (; opened < w->nkeys && !error; opened++) {
-        RedisModuleString *name = w->links[opened].q->key;
+    uint32_t opened = 0;
+    for (; opened < n && !error; opened++) {
+        RedisModuleString *name = queue_of(&w->links[opened])->key;
         if (open_lock_key(r->ctx, name, FG_LOCK_KIND_LOCK, &keys[opened], &states[opened]) ==
             KEY_WRONGTYPE) {
             error = REDISMODULE_ERRORMSG_WRONGTYPE;
@@ -508,95 +336,102 @@ static bool serve_multi(serve_round *r, waiter *w) {
     if (!error && free_everywhere && token == 0) error = ERR_NO_TOKEN;
     bool served = true;
     if (error) {
-        waiter_done_in_round(r, w, error, 0, 0);
+        waiter_fail(r->ctx, w, error);
     } else if (free_everywhere) {
-        for (int i = 0; i < w->nkeys; i++) {
+        for (uint32_t i = 0; i < n; i++) {
             fg_lock_decision d;
-            decide_and_grant(r->ctx, keys[i], w->links[i].q->key, &states[i], &req, r->now_us, &d,
-                             token);
+            decide_and_grant(r->ctx, keys[i], queue_of(&w->links[i])->key, &states[i], &req,
+                             r->now_us, &d, token);
         }
-        waiter_done_in_round(r, w, NULL, token, ttl_ms_until(r->now_us + req.lease_us, r->now_us));
+        waiter_grant(r->ctx, w, token, ttl_ms_until(r->now_us + req.lease_us, r->now_us), n);
     } else {
         served = false;
     }
-    for (int i = 0; i < opened; i++)
+    for (uint32_t i = 0; i < opened; i++)
         RedisModule_CloseKey(keys[i]);
     return served;
 }
 
-static void waiter_abandon(RedisModuleCtx *ctx, waiter *w);
+static bool try_head(fg_wait_queue *wq, fg_waiter *head, void *arg) {
+    waiter *w = waiter_at(head);
+    key_queue *q = fg_wait_container(wq, key_queue, waiters);
+    return w->base.nlinks > 1 ? serve_multi(arg, w) : serve_single(arg, q, w);
+}
 
-/* Fails every waiter of q; the other queues of multi-key waiters are served
- * soon, by their timers. */
-static void fail_all_waiters(RedisModuleCtx *ctx, wait_queue *q, const char *error) {
-    while (q->head) {
-        waiter *w = q->head->w;
+/* After its turn, an empty queue goes; the others wait for their key's next
+ * lease end. */
+static void settle_queue(fg_wait_queue *wq, void *arg) {
+    serve_round *r = arg;
+    key_queue *q = fg_wait_container(wq, key_queue, waiters);
+    if (!fg_wait_busy(wq)) {
+        key_queue_drop_if_empty(r->ctx, q);
+        return;
+    }
+    RedisModuleKey *key = RedisModule_OpenKey(r->ctx, q->key, REDISMODULE_READ);
+    fg_lock_state *s = NULL;
+    if (lockstate_lookup(key, &s) == LOCK_FOUND && s->len)
+        key_queue_arm(r->ctx, q, fg_lock_next_expiry_us(s), r->now_us);
+    RedisModule_CloseKey(key);
+}
+
+/* Serves q, and every queue a granted multi-key waiter leaves. ctx must have
+ * q's database selected. */
+static void serve(RedisModuleCtx *ctx, key_queue *q, int64_t now_us) {
+    serve_round r = {ctx, now_us};
+    fg_wait_queue *wq = &q->waiters;
+    fg_wait_serving serving = {try_head, settle_queue, &r};
+    fg_wait_serve(&wq, 1, &serving);
+}
+
+/* A lease changed: the key's waiters must look again at its next end (a
+ * shorter lease ends sooner than the timer was armed for). */
+static void rearm_waiters(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_lock_state *s,
+                          int64_t now_us) {
+    key_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), keyname);
+    if (q && fg_wait_busy(&q->waiters) && s->len)
+        key_queue_arm(ctx, q, fg_lock_next_expiry_us(s), now_us);
+}
+
+/* Serves the queue of a key whose holders changed, if it has one. */
+static void serve_key(RedisModuleCtx *ctx, RedisModuleString *keyname, int64_t now_us) {
+    key_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), keyname);
+    if (q) serve(ctx, q, now_us);
+}
+
+/* The waiter leaves its queues; those behind it may now fit. `kept` stays
+ * even when empty (its caller drops it). */
+static void waiter_abandon_but(RedisModuleCtx *ctx, waiter *w, const key_queue *kept) {
+    key_queue *qs[MAX_MLOCK_KEYS];
+    uint32_t n = w->base.nlinks;
+    for (uint32_t i = 0; i < n; i++)
+        qs[i] = queue_of(&w->links[i]);
+    waiter_remove(ctx, w);
+    for (uint32_t i = 0; i < n; i++)
+        if (qs[i] != kept) key_queue_after_leave(ctx, qs[i]);
+}
+
+static void waiter_abandon(RedisModuleCtx *ctx, waiter *w) {
+    waiter_abandon_but(ctx, w, NULL);
+}
+
+/* Fails every waiter of q, which stays for its caller to drop; the other
+ * queues of multi-key waiters are served soon, by their timers. */
+static void fail_all_waiters(RedisModuleCtx *ctx, key_queue *q, const char *error) {
+    fg_waiter *head;
+    while ((head = fg_wait_head(&q->waiters)) != NULL) {
+        waiter *w = waiter_at(head);
         RedisModule_UnblockClient(w->bc, new_answer(error, 0, 0, 0, 0));
-        waiter_abandon(ctx, w);
+        waiter_abandon_but(ctx, w, q);
     }
-}
-
-/* Whether this node still serves the key's slot. A timer runs outside any
- * command, so nothing routed it: after MIGRATE (or a resharding) took the
- * key away, granting here would make a second holder. RedisModule_Call
- * checks the slot and fails when another node serves it. */
-static bool key_served_here(RedisModuleCtx *ctx, RedisModuleString *keyname) {
-    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_CLUSTER)) return true;
-    RedisModuleCallReply *reply = RedisModule_Call(ctx, "EXISTS", "s", keyname);
-    if (!reply) return false;
-    RedisModule_FreeCallReply(reply);
-    return true;
-}
-
-/* The pause is over: the queue's timer fires again at once. */
-static void resume_after_pause(RedisModuleCtx *ctx, deferred_work *work) {
-    wait_queue *q = (wait_queue *)((char *)work - offsetof(wait_queue, paused));
-    queue_arm(ctx, q, 0, 0);
-}
-
-/* Serving writes (pruning ended leases, granting waiters), so it waits out
- * a pause of writes; failing the waiters of a node that can no longer
- * serve them writes nothing and happens at once. */
-static void timer_fired(RedisModuleCtx *ctx, void *data) {
-    wait_queue *q = data;
-    q->timer_armed = false;
-    const char *error = NULL;
-    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER)) {
-        error = "UNBLOCKED the server is no longer a master";
-    } else {
-        RedisModule_SelectDb(ctx, q->dbid);
-        if (!key_served_here(ctx, q->key))
-            error = "TRYAGAIN the key moved to another node: ask the node that serves it";
-    }
-    if (error) {
-        fail_all_waiters(ctx, q, error);
-        queue_drop_if_empty(ctx, q);
-        return;
-    }
-    if (writes_paused()) {
-        defer_while_paused(ctx, &q->paused, resume_after_pause);
-        return;
-    }
-    serve(ctx, q, wall_clock_us());
 }
 
 void lock_key_event(RedisModuleCtx *ctx, RedisModuleString *key) {
-    if (!queues) return; /* the commands are left out (families.c): nobody waits */
-    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), key);
-    if (q) queue_arm(ctx, q, 0, 0);
-}
-
-static void arm_every_queue(RedisModuleCtx *ctx) {
-    if (RedisModule_DictSize(queues) == 0) return;
-    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(queues, "^", NULL, 0);
-    wait_queue *q;
-    while (RedisModule_DictNextC(it, NULL, (void **)&q))
-        queue_arm(ctx, q, 0, 0);
-    RedisModule_DictIteratorStop(it);
+    key_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), key);
+    if (q) key_queue_arm(ctx, q, 0, 0);
 }
 
 void lock_keys_replaced(RedisModuleCtx *ctx) {
-    if (queues) arm_every_queue(ctx);
+    key_queues_arm_all(ctx, &queues);
 }
 
 /* ===================================================== blocked clients */
@@ -606,21 +441,6 @@ static int waiter_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 static void free_answer(RedisModuleCtx *ctx, void *privdata) {
     (void)ctx;
     if (privdata) RedisModule_Free(privdata);
-}
-
-/* The waiter leaves its queues; those behind it may now fit. */
-static void waiter_abandon(RedisModuleCtx *ctx, waiter *w) {
-    wait_queue *qs[MAX_MLOCK_KEYS];
-    int n = w->nkeys;
-    for (int i = 0; i < n; i++)
-        qs[i] = w->links[i].q;
-    waiter_remove(ctx, w);
-    for (int i = 0; i < n; i++) {
-        if (qs[i]->head)
-            queue_arm(ctx, qs[i], 0, 0);
-        else
-            queue_drop_if_empty(ctx, qs[i]);
-    }
 }
 
 static void waiter_disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
@@ -652,8 +472,8 @@ static int waiter_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 /* The soonest a waiter's request could be granted, as FG.LOCK answers it. */
 static long long waiter_retry_ms(RedisModuleCtx *ctx, waiter *w, int64_t now_us) {
     int64_t until = 0;
-    for (int i = 0; i < w->nkeys; i++) {
-        RedisModuleKey *key = RedisModule_OpenKey(ctx, w->links[i].q->key, REDISMODULE_READ);
+    for (uint32_t i = 0; i < w->base.nlinks; i++) {
+        RedisModuleKey *key = RedisModule_OpenKey(ctx, queue_of(&w->links[i])->key, REDISMODULE_READ);
         fg_lock_state *s = NULL;
         if (lockstate_lookup(key, &s) == LOCK_FOUND && s->kind == w->req.kind) {
             fg_lock_request req = w->req;
@@ -672,33 +492,22 @@ static long long waiter_retry_ms(RedisModuleCtx *ctx, waiter *w, int64_t now_us)
 static void deadline_passed(RedisModuleCtx *ctx, void *data) {
     waiter *w = data;
     w->has_deadline = false;
-    RedisModule_SelectDb(ctx, w->links[0].q->dbid);
+    RedisModule_SelectDb(ctx, queue_of(&w->links[0])->dbid);
     long long retry_ms = waiter_retry_ms(ctx, w, wall_clock_us());
     RedisModule_UnblockClient(w->bc, new_answer(NULL, 0, 0, retry_ms, 0));
     stat_timeouts++;
     waiter_abandon(ctx, w);
 }
 
-/* Whether this client may wait: never inside MULTI, a script or
- * RedisModule_Call, and only on a master. */
-static bool can_block(RedisModuleCtx *ctx) {
-    int flags = RedisModule_GetContextFlags(ctx);
-    if (flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
-                 REDISMODULE_CTX_FLAGS_DENY_BLOCKING | REDISMODULE_CTX_FLAGS_REPLICATED))
-        return false;
-    return (flags & REDISMODULE_CTX_FLAGS_MASTER) != 0;
-}
-
 /* Blocks the client in the queues of `keys`. timeout_ms 0: no timeout. */
 static void enqueue(RedisModuleCtx *ctx, const fg_lock_request *r, RedisModuleString **keys,
                     int nkeys, int64_t timeout_ms, int64_t now_us) {
-    waiter *w = RedisModule_Alloc(sizeof(*w) + (size_t)nkeys * sizeof(waiter_link));
+    waiter *w = RedisModule_Alloc(sizeof(*w) + (size_t)nkeys * sizeof(fg_wait_link));
     w->req = *r;
     w->owner = RedisModule_Alloc(r->owner_len);
     memcpy(w->owner, r->owner, r->owner_len);
     w->req.owner = w->owner;
     w->since_us = now_us;
-    w->nkeys = nkeys;
     /* No timeout callback, so CLIENT UNBLOCK leaves lock waiters alone: on
      * Redis 7.0 it would discard the reply of a waiter granted in the same
      * event-loop turn. */
@@ -708,15 +517,16 @@ static void enqueue(RedisModuleCtx *ctx, const fg_lock_request *r, RedisModuleSt
     RedisModule_SetDisconnectCallback(w->bc, waiter_disconnected);
     RedisModule_DictSetC(waiters, &w->bc, sizeof(w->bc), w);
     int dbid = RedisModule_GetSelectedDb(ctx);
+    fg_wait_queue *qs[MAX_MLOCK_KEYS];
+    for (int i = 0; i < nkeys; i++)
+        qs[i] = &key_queue_get(&queues, dbid, keys[i])->waiters;
+    fg_waiter_join(&w->base, w->links, qs, (uint32_t)nkeys);
     for (int i = 0; i < nkeys; i++) {
-        w->links[i].w = w;
-        wait_queue *q = queue_get(dbid, keys[i]);
-        link_append(q, &w->links[i]);
         /* The key's next lease end may free it. */
         RedisModuleKey *key = RedisModule_OpenKey(ctx, keys[i], REDISMODULE_READ);
         fg_lock_state *s = NULL;
         if (lockstate_lookup(key, &s) == LOCK_FOUND && s->len)
-            queue_arm(ctx, q, fg_lock_next_expiry_us(s), now_us);
+            key_queue_arm(ctx, queue_of(&w->links[i]), fg_lock_next_expiry_us(s), now_us);
         RedisModule_CloseKey(key);
     }
     stat_waiters++;
@@ -785,7 +595,7 @@ static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, fg_lock_requ
     if (open_lock_key(ctx, keyname, r->kind, &key, &s) == KEY_WRONGTYPE)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     int dbid = RedisModule_GetSelectedDb(ctx);
-    wait_queue *q = queue_find(dbid, keyname);
+    key_queue *q = queue_find(dbid, keyname);
     if (prune(ctx, key, keyname, &s, now_us) && q) {
         /* Leases ended: the waiters come first. */
         RedisModule_CloseKey(key);
@@ -794,7 +604,7 @@ static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, fg_lock_requ
             return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
         q = queue_find(dbid, keyname);
     }
-    r->queued_ahead = q && q->head;
+    r->queued_ahead = q && fg_wait_busy(&q->waiters);
     fg_lock_decision d;
     fg_lock_outcome o = decide_and_grant(ctx, key, keyname, &s, r, now_us, &d, 0);
     RedisModule_CloseKey(key);
@@ -807,7 +617,7 @@ static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, fg_lock_requ
     case FG_LOCK_NEVER: return RedisModule_ReplyWithError(ctx, d.why);
     case FG_LOCK_BUSY: break;
     }
-    if (wo->wait && can_block(ctx)) {
+    if (wo->wait && client_can_block(ctx)) {
         enqueue(ctx, r, &keyname, 1, wo->timeout_ms, now_us);
         return REDISMODULE_OK;
     }
@@ -1034,8 +844,8 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
             error = REDISMODULE_ERRORMSG_WRONGTYPE;
             break;
         }
-        wait_queue *q = queue_find(dbid, keys[i]);
-        r.queued_ahead = q && q->head;
+        key_queue *q = queue_find(dbid, keys[i]);
+        r.queued_ahead = q && fg_wait_busy(&q->waiters);
         fg_lock_decision d;
         fg_lock_decide(states[i] ? states[i] : &empty_state, &r, now_us, &d);
         if (d.outcome == FG_LOCK_NEVER) error = d.why;
@@ -1064,7 +874,7 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         RedisModule_CloseKey(opened[i]);
     if (all_free) {
         reply_grant(ctx, 1, (long long)token, ttl_ms_until(now_us + r.lease_us, now_us), n);
-    } else if (wo.wait && can_block(ctx)) {
+    } else if (wo.wait && client_can_block(ctx)) {
         enqueue(ctx, &r, keys, n, wo.timeout_ms, now_us);
     } else {
         reply_grant(ctx, 0, 0, ttl_ms_until(busy_until, now_us), 0);
@@ -1124,11 +934,11 @@ static void reply_holders(RedisModuleCtx *ctx, const fg_lock_state *s, int64_t n
     RedisModule_ReplySetArrayLength(ctx, n);
 }
 
-static void reply_waiters(RedisModuleCtx *ctx, const wait_queue *q, int64_t now_us) {
+static void reply_waiters(RedisModuleCtx *ctx, const key_queue *q, int64_t now_us) {
     long n = 0;
     RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_LEN);
-    for (const waiter_link *l = q ? q->head : NULL; l; l = l->next, n++) {
-        const waiter *w = l->w;
+    for (const fg_wait_link *l = q ? q->waiters.head : NULL; l; l = l->next, n++) {
+        const waiter *w = waiter_at(l->waiter);
         RedisModule_ReplyWithArray(ctx, 4);
         RedisModule_ReplyWithStringBuffer(ctx, w->owner, w->req.owner_len);
         RedisModule_ReplyWithCString(ctx, lock_mode_name(w->req.mode));
@@ -1147,18 +957,19 @@ static int lockinfo_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     lock_lookup found = lockstate_lookup(key, &s);
     RedisModule_CloseKey(key);
     if (found == LOCK_WRONGTYPE) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), argv[1]);
+    key_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), argv[1]);
+    const waiter *head = q ? waiter_at(fg_wait_head(&q->waiters)) : NULL;
     long long used = 0;
     for (const fg_lock_holder *h = fg_lock_first(s); h; h = fg_lock_next(h))
         if (h->expires_us > now_us) used += h->count;
     if (used == 0) s = NULL; /* every lease ended: nothing is held */
-    if (!s && !(q && q->head)) return RedisModule_ReplyWithNull(ctx);
-    uint8_t kind = s ? s->kind : q->head->w->req.kind;
+    if (!s && !head) return RedisModule_ReplyWithNull(ctx);
+    uint8_t kind = s ? s->kind : head->req.kind;
     RedisModule_ReplyWithMap(ctx, 6);
     RedisModule_ReplyWithCString(ctx, "kind");
     RedisModule_ReplyWithCString(ctx, lock_kind_name(kind));
     RedisModule_ReplyWithCString(ctx, "capacity");
-    RedisModule_ReplyWithLongLong(ctx, s ? s->capacity : q->head->w->req.capacity);
+    RedisModule_ReplyWithLongLong(ctx, s ? s->capacity : head->req.capacity);
     RedisModule_ReplyWithCString(ctx, "used");
     RedisModule_ReplyWithLongLong(ctx, used);
     RedisModule_ReplyWithCString(ctx, "holders");
@@ -1345,7 +1156,7 @@ const command_spec lock_commands[] = {
 
 int lock_commands_created(RedisModuleCtx *ctx) {
     (void)ctx;
-    queues = RedisModule_CreateDict(NULL);
+    key_queues_init(&queues, &lock_queues);
     waiters = RedisModule_CreateDict(NULL);
     return REDISMODULE_OK;
 }

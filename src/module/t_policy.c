@@ -60,7 +60,7 @@
 #include "args.h"
 #include "clock.h"
 #include "effects.h"
-#include "key_dict.h"
+#include "key_queues.h"
 #include "limiter_types.h"
 #include "policy_registry.h"
 #include "policy_types.h"
@@ -87,24 +87,18 @@ typedef struct request {
 typedef struct answer {
     bool is_error;
     char error[POLICY_MSG_MAX];
-    long long allowed, limit, remaining, retry_after_ms, reset_after_ms, shadow_denied;
-    char decided_by[16];
+    fg_policy_answer a;
 } answer;
 
-typedef enum verdict { BY_ERROR, BY_LIST, BY_STATE } verdict;
-
+/* A check (core/policy_check.h) with what it needs here: its policy, and
+ * the key, open until the check is settled or discarded. */
 typedef struct evaluation {
-    verdict kind;
-    policy *p;           /* BY_LIST, BY_STATE */
-    bool allowlisted;    /* BY_LIST: the allow list, else the deny list */
-    RedisModuleKey *key; /* BY_STATE: open until settled or discarded */
+    bool failed;         /* a.error says why */
+    policy *p;           /* unless failed */
+    RedisModuleKey *key; /* decided by the key's state */
     bool existed;        /* the key held a state */
-    bool rescaled;       /* carrying it over changed it */
-    int64_t now_us, cost;
-    fg_policy_state carried; /* the state decided on */
-    fg_policy_decision d;
-    fg_policy_state next;
-    answer a; /* the error (BY_ERROR), else filled when settled */
+    fg_policy_eval c;
+    answer a; /* the error, else filled when settled */
 } evaluation;
 
 static void fail(evaluation *ev, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -115,7 +109,7 @@ static void fail(evaluation *ev, const char *fmt, ...) {
     vsnprintf(ev->a.error, sizeof(ev->a.error), fmt, ap);
     va_end(ap);
     ev->a.is_error = true;
-    ev->kind = BY_ERROR;
+    ev->failed = true;
 }
 
 static void close_key(evaluation *ev) {
@@ -123,20 +117,9 @@ static void close_key(evaluation *ev) {
     ev->key = NULL;
 }
 
-/* Decides r at now_us, writing nothing. ev->key stays open when the
- * decision came from the key's state. */
-static void evaluate(RedisModuleCtx *ctx, const request *r, int64_t now_us, evaluation *ev) {
-    memset(ev, 0, sizeof(*ev));
-    ev->now_us = now_us;
-    ev->cost = r->cost;
-    policy *p = ev->p = registry_find(r->policy, r->policy_len);
-    if (!p) return fail(ev, "ERR no such policy '%.*s'", (int)r->policy_len, r->policy);
-    if (list_contains(&p->deny, r->identity, r->identity_len) ||
-        list_contains(&p->allow, r->identity, r->identity_len)) {
-        ev->kind = BY_LIST;
-        ev->allowlisted = !list_contains(&p->deny, r->identity, r->identity_len);
-        return;
-    }
+/* Decides by the key's state; the key stays open. */
+static void evaluate_state(RedisModuleCtx *ctx, const request *r, evaluation *ev) {
+    policy *p = ev->p;
     ev->key = RedisModule_OpenKey(ctx, r->key, REDISMODULE_READ | REDISMODULE_WRITE);
     plstat *v = NULL;
     plstat_lookup found = plstat_lookup_key(ev->key, &v);
@@ -144,6 +127,7 @@ static void evaluate(RedisModuleCtx *ctx, const request *r, int64_t now_us, eval
         close_key(ev);
         return fail(ev, "%s", REDISMODULE_ERRORMSG_WRONGTYPE);
     }
+    fg_policy_state cur;
     if (found == PLSTAT_FOUND) {
         size_t len;
         const char *name = plstat_policy(v, &len);
@@ -151,18 +135,25 @@ static void evaluate(RedisModuleCtx *ctx, const request *r, int64_t now_us, eval
             close_key(ev);
             return fail(ev, "ERR key holds the state of policy '%.*s'", (int)len, name);
         }
-        fg_policy_state cur;
         plstat_state(v, &cur);
         ev->existed = true;
-        ev->rescaled = fg_policy_rescale(&cur, &p->rules, now_us, &ev->carried);
-    } else {
-        fg_policy_state_init(&ev->carried, &p->rules);
     }
-    if (fg_policy_decide(&ev->carried, &p->rules, now_us, r->cost, &ev->d, &ev->next) != FG_OK) {
+    if (fg_policy_check_state(&ev->c, &p->rules, ev->existed ? &cur : NULL) != FG_OK) {
         close_key(ev);
         return fail(ev, "%s", ERR_OVERFLOW);
     }
-    ev->kind = BY_STATE;
+}
+
+/* Decides r at now_us, writing nothing. ev->key stays open when the
+ * decision came from the key's state. */
+static void evaluate(RedisModuleCtx *ctx, const request *r, int64_t now_us, evaluation *ev) {
+    memset(ev, 0, sizeof(*ev));
+    policy *p = ev->p = registry_find(r->policy, r->policy_len);
+    if (!p) return fail(ev, "ERR no such policy '%.*s'", (int)r->policy_len, r->policy);
+    bool on_deny = list_contains(&p->deny, r->identity, r->identity_len);
+    bool on_allow = !on_deny && list_contains(&p->allow, r->identity, r->identity_len);
+    if (!fg_policy_check_lists(&ev->c, now_us, r->cost, on_deny, on_allow))
+        evaluate_state(ctx, r, ev);
 }
 
 static void discard(evaluation *ev) {
@@ -170,29 +161,26 @@ static void discard(evaluation *ev) {
 }
 
 static answer answer_of(const evaluation *ev) {
-    if (ev->kind == BY_ERROR) return ev->a;
-    answer a = {.retry_after_ms = -1};
-    if (ev->kind == BY_LIST) {
-        a.allowed = ev->allowlisted;
-        snprintf(a.decided_by, sizeof(a.decided_by), ev->allowlisted ? "allowlist" : "denylist");
-        return a;
-    }
-    const fg_policy_decision *d = &ev->d;
-    a.allowed = d->allowed;
-    a.limit = d->d.limit;
-    a.remaining = d->d.remaining;
-    a.retry_after_ms = fg_ns_to_ms_ceil(d->d.retry_after_ns);
-    a.reset_after_ms = fg_ns_to_ms_ceil(d->d.reset_after_ns);
-    a.shadow_denied = d->shadow_denied;
-    if (d->decided_by == FG_POLICY_BY_PENALTY) {
-        memcpy(a.decided_by, "penalty", sizeof("penalty"));
-    } else {
-        /* "limit:<1..8>", without snprintf: this runs on every check. */
-        memcpy(a.decided_by, "limit:", 6);
-        a.decided_by[6] = (char)('1' + d->limit_index);
-        a.decided_by[7] = '\0';
-    }
+    if (ev->failed) return ev->a;
+    answer a = {.is_error = false};
+    fg_policy_check_answer(&ev->c, &a.a);
     return a;
+}
+
+/* "limit:<1..8>", "penalty", "allowlist" or "denylist". */
+static const char *decided_by(const fg_policy_answer *a, char limit[8]) {
+    switch (a->decided_by) {
+    case FG_CHECK_LIMIT:
+        /* Without snprintf: this runs on every check. */
+        memcpy(limit, "limit:", 6);
+        limit[6] = (char)('1' + a->limit_index);
+        limit[7] = '\0';
+        return limit;
+    case FG_CHECK_PENALTY: return "penalty";
+    case FG_CHECK_DENYLIST: return "denylist";
+    case FG_CHECK_ALLOWLIST: return "allowlist";
+    }
+    return "";
 }
 
 static void reply_answer(RedisModuleCtx *ctx, const answer *a) {
@@ -200,14 +188,15 @@ static void reply_answer(RedisModuleCtx *ctx, const answer *a) {
         RedisModule_ReplyWithError(ctx, a->error);
         return;
     }
+    char limit[8];
     RedisModule_ReplyWithArray(ctx, 7);
-    RedisModule_ReplyWithLongLong(ctx, a->allowed);
-    RedisModule_ReplyWithLongLong(ctx, a->limit);
-    RedisModule_ReplyWithLongLong(ctx, a->remaining);
-    RedisModule_ReplyWithLongLong(ctx, a->retry_after_ms);
-    RedisModule_ReplyWithLongLong(ctx, a->reset_after_ms);
-    RedisModule_ReplyWithCString(ctx, a->decided_by);
-    RedisModule_ReplyWithLongLong(ctx, a->shadow_denied);
+    RedisModule_ReplyWithLongLong(ctx, a->a.allowed);
+    RedisModule_ReplyWithLongLong(ctx, a->a.limit);
+    RedisModule_ReplyWithLongLong(ctx, a->a.remaining);
+    RedisModule_ReplyWithLongLong(ctx, a->a.retry_after_ms);
+    RedisModule_ReplyWithLongLong(ctx, a->a.reset_after_ms);
+    RedisModule_ReplyWithCString(ctx, decided_by(&a->a, limit));
+    RedisModule_ReplyWithLongLong(ctx, a->a.shadow_denied);
 }
 
 /* ============================================================== settling */
@@ -232,11 +221,11 @@ static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, con
     RedisModule_Free(payload);
 }
 
-/* Writes the evaluation's new state, decided at now_us (a state already
- * neutral deletes the key instead); whether the key changed. */
+/* Writes the check's new state (a state already neutral at now_us deletes
+ * the key instead); whether the key changed. */
 static bool store(RedisModuleCtx *ctx, const request *r, evaluation *ev, int64_t now_us,
                   int64_t clock_skew_us) {
-    int64_t neutral_at = fg_policy_expires_at_us(&ev->next, &ev->p->rules);
+    int64_t neutral_at = fg_policy_check_neutral_at(&ev->c);
     if (neutral_at <= now_us) {
         if (!ev->existed) return false;
         RedisModule_DeleteKey(ev->key);
@@ -244,141 +233,64 @@ static bool store(RedisModuleCtx *ctx, const request *r, evaluation *ev, int64_t
         return true;
     }
     int64_t expire_ms = expiry_ms(neutral_at, clock_skew_us);
-    plstat_store(ev->key, ev->p->name, ev->p->name_len, &ev->next, expire_ms);
-    replicate_state(ctx, r->key, ev->p, &ev->next, expire_ms);
+    plstat_store(ev->key, ev->p->name, ev->p->name_len, &ev->c.next, expire_ms);
+    replicate_state(ctx, r->key, ev->p, &ev->c.next, expire_ms);
     return true;
-}
-
-static void count_answer(const evaluation *ev) {
-    if (ev->kind == BY_ERROR) return;
-    policy_counters *c = &ev->p->counters;
-    bool allowed = ev->kind == BY_LIST ? ev->allowlisted : ev->d.allowed;
-    if (allowed)
-        c->allowed++;
-    else
-        c->denied++;
-    if (ev->kind == BY_STATE) {
-        c->shadow_denied += ev->d.shadow_denied;
-        c->banned += ev->d.banned_now;
-    }
 }
 
 /* Makes an evaluation the final answer: its state is stored if it changed,
  * the answer counted, and ev->a filled. */
 static void settle(RedisModuleCtx *ctx, const request *r, evaluation *ev, int64_t now_us,
                    int64_t clock_skew_us) {
-    bool wrote = false;
-    if (ev->kind == BY_STATE) {
-        if (ev->rescaled || ev->d.changed) wrote = store(ctx, r, ev, now_us, clock_skew_us);
-        close_key(ev);
-    }
-    if (wrote) {
+    if (ev->failed) return;
+    const fg_policy_decision *d = &ev->c.d;
+    if (fg_policy_check_writes(&ev->c) && store(ctx, r, ev, now_us, clock_skew_us)) {
         RedisModule_SignalModifiedKey(ctx, r->key);
-        if (ev->d.allowed && !ev->d.shadow_denied && r->cost > 0)
+        if (d->allowed && !d->shadow_denied && r->cost > 0)
             RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.check", r->key);
-        if (ev->d.banned_now)
+        if (d->banned_now)
             RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.penalty", r->key);
     }
-    count_answer(ev);
+    close_key(ev);
+    fg_policy_check_count(&ev->c, &ev->p->counters);
     ev->a = answer_of(ev);
 }
 
 /* ================================================================ queues */
 
-typedef struct waiter waiter;
-
-typedef struct wait_queue {
-    int dbid;
-    RedisModuleString *key;
-    waiter *head, *tail;
-    RedisModuleTimerID timer;
-    bool timer_armed;
-    int64_t timer_at_us;  /* when the armed timer fires */
-    deferred_work paused; /* its timer fired while writes were paused */
-} wait_queue;
-
-struct waiter {
+typedef struct waiter {
+    fg_waiter base;
+    fg_wait_link link;
     RedisModuleBlockedClient *bc;
-    wait_queue *q;
-    waiter *prev, *next;
-    request req; /* req.key is q->key; req.policy and req.identity point below or into it */
+    request req; /* req.key is its queue's key; req.policy and req.identity point below or into it */
     char policy[POLICY_NAME_MAX];
     char *identity; /* ID's copy; NULL when the key is the identity */
     int64_t deadline_us;
     RedisModuleTimerID deadline;
     bool has_deadline;
     deferred_work paused; /* its deadline passed while writes were paused */
-};
+} waiter;
 
-static RedisModuleDict *queues;  /* db + key name -> wait_queue */
+static void serve(RedisModuleCtx *ctx, key_queue *q, int64_t now_us);
+static void fail_all_waiters(RedisModuleCtx *ctx, key_queue *q, const char *error);
+
+static const key_queue_family policy_queues = {serve, fail_all_waiters};
+static key_queues queues;
 static RedisModuleDict *waiters; /* blocked client handle -> waiter */
 
-static wait_queue *queue_find(int dbid, RedisModuleString *key) {
-    return key_dict_get(queues, dbid, key);
+static key_queue *queue_of(const waiter *w) {
+    return fg_wait_container(w->link.queue, key_queue, waiters);
 }
 
-static wait_queue *queue_get(int dbid, RedisModuleString *key) {
-    wait_queue *q = queue_find(dbid, key);
-    if (q) return q;
-    q = RedisModule_Alloc(sizeof(*q));
-    memset(q, 0, sizeof(*q));
-    q->dbid = dbid;
-    size_t klen;
-    const char *k = RedisModule_StringPtrLen(key, &klen);
-    q->key = RedisModule_CreateString(NULL, k, klen);
-    key_dict_set(queues, dbid, key, q);
-    return q;
-}
-
-static void queue_disarm(RedisModuleCtx *ctx, wait_queue *q) {
-    if (q->timer_armed) RedisModule_StopTimer(ctx, q->timer, NULL);
-    q->timer_armed = false;
-}
-
-static void queue_drop_if_empty(RedisModuleCtx *ctx, wait_queue *q) {
-    if (q->head) return;
-    queue_disarm(ctx, q);
-    cancel_deferred(&q->paused);
-    key_dict_del(queues, q->dbid, q->key);
-    RedisModule_FreeString(NULL, q->key);
-    RedisModule_Free(q);
-}
-
-static void queue_timer_fired(RedisModuleCtx *ctx, void *data);
-
-/* Makes the queue's timer fire at at_us (at once when at_us <= now_us); an
- * armed timer that fires sooner is kept. */
-static void queue_arm(RedisModuleCtx *ctx, wait_queue *q, int64_t at_us, int64_t now_us) {
-    if (q->timer_armed && q->timer_at_us <= at_us) return;
-    queue_disarm(ctx, q);
-    int64_t wait_us = at_us > now_us ? at_us - now_us : 0;
-    q->timer = RedisModule_CreateTimer(ctx, (mstime_t)fg_us_to_ms_ceil(wait_us), queue_timer_fired, q);
-    q->timer_armed = true;
-    q->timer_at_us = at_us;
-}
-
-static void arm_every_queue(RedisModuleCtx *ctx) {
-    if (RedisModule_DictSize(queues) == 0) return;
-    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(queues, "^", NULL, 0);
-    wait_queue *q;
-    while (RedisModule_DictNextC(it, NULL, (void **)&q))
-        queue_arm(ctx, q, 0, 0);
-    RedisModule_DictIteratorStop(it);
+static waiter *waiter_at(fg_waiter *w) {
+    return fg_wait_container(w, waiter, base);
 }
 
 /* Takes a waiter out of its queue (which stays, possibly empty) and frees it. */
 static void waiter_remove(RedisModuleCtx *ctx, waiter *w) {
-    wait_queue *q = w->q;
     if (w->has_deadline) RedisModule_StopTimer(ctx, w->deadline, NULL);
     cancel_deferred(&w->paused);
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        q->head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        q->tail = w->prev;
+    fg_waiter_leave(&w->base);
     RedisModule_DictDelC(waiters, &w->bc, sizeof(w->bc), NULL);
     RedisModule_Free(w->identity);
     RedisModule_Free(w);
@@ -399,103 +311,61 @@ static void waiter_fail(RedisModuleCtx *ctx, waiter *w, const char *error) {
     waiter_answer(ctx, w, &a);
 }
 
-/* The waiter leaves; the one behind it, if any, may now go. */
-static void waiter_abandon(RedisModuleCtx *ctx, waiter *w) {
-    wait_queue *q = w->q;
-    waiter_remove(ctx, w);
-    if (q->head)
-        queue_arm(ctx, q, 0, 0);
-    else
-        queue_drop_if_empty(ctx, q);
+static void fail_all_waiters(RedisModuleCtx *ctx, key_queue *q, const char *error) {
+    fg_waiter *head;
+    while ((head = fg_wait_head(&q->waiters)) != NULL)
+        waiter_fail(ctx, waiter_at(head), error);
 }
 
 /* ============================================================== serving */
 
-static int64_t ns_to_us_ceil(int64_t ns) {
-    return ns / FG_NS_PER_US + (ns % FG_NS_PER_US > 0);
-}
-
-/* Whether a waiter's evaluation lets it wait on (a denial by its limits or
- * the penalty box that may end by deadline_us); *wake_us is then when. */
+/* Whether a waiter's evaluation lets it wait on; *wake_us is then when. */
 static bool waits_on(const evaluation *ev, int64_t deadline_us, int64_t *wake_us) {
-    if (ev->kind != BY_STATE || ev->d.allowed) return false;
-    int64_t ns = fg_policy_wait_ns(&ev->carried, &ev->p->rules, ev->now_us, ev->cost, &ev->d);
-    if (ns < 0) return false;
-    *wake_us = ev->now_us + ns_to_us_ceil(ns);
-    return *wake_us <= deadline_us;
+    return !ev->failed && fg_policy_check_waits_on(&ev->c, deadline_us, wake_us);
 }
 
-/* Answers the waiters of q from the head while they are allowed or
- * finally denied; arms the timer for the first that waits on. ctx must
- * have q's database selected. */
-static void serve(RedisModuleCtx *ctx, wait_queue *q, int64_t now_us) {
-    while (q->head) {
-        waiter *w = q->head;
-        evaluation ev;
-        int64_t wake_us;
-        evaluate(ctx, &w->req, now_us, &ev);
-        if (waits_on(&ev, w->deadline_us, &wake_us)) {
-            discard(&ev);
-            queue_arm(ctx, q, wake_us, now_us);
-            return;
-        }
-        settle(ctx, &w->req, &ev, now_us, 0);
-        waiter_answer(ctx, w, &ev.a);
+typedef struct serve_round {
+    RedisModuleCtx *ctx;
+    int64_t now_us;
+} serve_round;
+
+/* The head is allowed or finally denied (answered), or waits on: the
+ * queue's timer is armed for its retry. */
+static bool try_head(fg_wait_queue *wq, fg_waiter *head, void *arg) {
+    serve_round *r = arg;
+    waiter *w = waiter_at(head);
+    evaluation ev;
+    int64_t wake_us;
+    evaluate(r->ctx, &w->req, r->now_us, &ev);
+    if (waits_on(&ev, w->deadline_us, &wake_us)) {
+        discard(&ev);
+        key_queue_arm(r->ctx, fg_wait_container(wq, key_queue, waiters), wake_us, r->now_us);
+        return false;
     }
-    queue_drop_if_empty(ctx, q);
-}
-
-/* Whether this node still serves the key's slot (t_lock.c): RedisModule_Call
- * checks the slot and fails when another node serves it. */
-static bool key_served_here(RedisModuleCtx *ctx, RedisModuleString *keyname) {
-    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_CLUSTER)) return true;
-    RedisModuleCallReply *reply = RedisModule_Call(ctx, "EXISTS", "s", keyname);
-    if (!reply) return false;
-    RedisModule_FreeCallReply(reply);
+    settle(r->ctx, &w->req, &ev, r->now_us, 0);
+    waiter_answer(r->ctx, w, &ev.a);
     return true;
 }
 
-/* Why a timer may not decide for q's key here (NULL: it may); selects the
- * queue's database. */
-static const char *cannot_serve(RedisModuleCtx *ctx, wait_queue *q) {
-    if (!(RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_MASTER))
-        return "UNBLOCKED the server is no longer a master";
-    RedisModule_SelectDb(ctx, q->dbid);
-    if (!key_served_here(ctx, q->key))
-        return "TRYAGAIN the key moved to another node: ask the node that serves it";
-    return NULL;
+static void settle_queue(fg_wait_queue *wq, void *arg) {
+    serve_round *r = arg;
+    key_queue_drop_if_empty(r->ctx, fg_wait_container(wq, key_queue, waiters));
 }
 
-/* The pause is over: the queue's timer fires again at once. */
-static void resume_queue(RedisModuleCtx *ctx, deferred_work *work) {
-    wait_queue *q = (wait_queue *)((char *)work - offsetof(wait_queue, paused));
-    queue_arm(ctx, q, 0, 0);
-}
-
-/* Serving settles decisions (writes), so it waits out a pause of writes;
- * failing the waiters of a node that cannot serve them writes nothing. */
-static void queue_timer_fired(RedisModuleCtx *ctx, void *data) {
-    wait_queue *q = data;
-    q->timer_armed = false;
-    const char *error = cannot_serve(ctx, q);
-    if (error) {
-        while (q->head)
-            waiter_fail(ctx, q->head, error);
-        queue_drop_if_empty(ctx, q);
-        return;
-    }
-    if (writes_paused()) {
-        defer_while_paused(ctx, &q->paused, resume_queue);
-        return;
-    }
-    serve(ctx, q, wall_clock_us());
+/* Answers the waiters of q from the head while they are allowed or
+ * finally denied. ctx must have q's database selected. */
+static void serve(RedisModuleCtx *ctx, key_queue *q, int64_t now_us) {
+    serve_round r = {ctx, now_us};
+    fg_wait_queue *wq = &q->waiters;
+    fg_wait_serving serving = {try_head, settle_queue, &r};
+    fg_wait_serve(&wq, 1, &serving);
 }
 
 static void deadline_passed(RedisModuleCtx *ctx, void *data);
 
 /* The pause is over: the deadline timer fires again at once. */
 static void resume_deadline(RedisModuleCtx *ctx, deferred_work *work) {
-    waiter *w = (waiter *)((char *)work - offsetof(waiter, paused));
+    waiter *w = fg_wait_container(work, waiter, paused);
     w->deadline = RedisModule_CreateTimer(ctx, 0, deadline_passed, w);
     w->has_deadline = true;
 }
@@ -504,12 +374,12 @@ static void resume_deadline(RedisModuleCtx *ctx, deferred_work *work) {
  * store penalty effects) as soon as a pause of writes ends. */
 static void deadline_passed(RedisModuleCtx *ctx, void *data) {
     waiter *w = data;
-    wait_queue *q = w->q;
+    key_queue *q = queue_of(w);
     w->has_deadline = false;
-    const char *error = cannot_serve(ctx, q);
+    const char *error = key_queue_cannot_serve(ctx, q);
     if (error) {
         waiter_fail(ctx, w, error);
-        queue_drop_if_empty(ctx, q);
+        key_queue_drop_if_empty(ctx, q);
         return;
     }
     if (writes_paused()) {
@@ -518,20 +388,15 @@ static void deadline_passed(RedisModuleCtx *ctx, void *data) {
     }
     int64_t now_us = wall_clock_us();
     w->deadline_us = now_us; /* so that it does not wait on */
-    if (q->head == w) {
+    if (fg_wait_head(&q->waiters) == &w->base) {
         serve(ctx, q, now_us);
         return;
     }
     evaluation ev;
     evaluate(ctx, &w->req, now_us, &ev);
-    if (ev.kind == BY_STATE && ev.d.allowed && !ev.d.shadow_denied && w->req.cost > 0) {
-        /* It would fit, but earlier waiters come first: denied, charged
-         * nothing, and free to try again at once without WAIT. */
+    answer a = {.is_error = false};
+    if (!ev.failed && fg_policy_check_yield(&ev.c, false, &a.a, &ev.p->counters)) {
         discard(&ev);
-        answer a = answer_of(&ev);
-        a.allowed = 0;
-        a.retry_after_ms = 0;
-        ev.p->counters.denied++;
         waiter_answer(ctx, w, &a);
         return;
     }
@@ -556,17 +421,10 @@ static void free_answer(RedisModuleCtx *ctx, void *privdata) {
  * becomes a replica answers -UNBLOCKED). */
 static void waiter_disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
     waiter *w = RedisModule_DictGetC(waiters, &bc, sizeof(bc), NULL);
-    if (w) waiter_abandon(ctx, w);
-}
-
-/* Whether this client may wait: never inside MULTI, a script or
- * RedisModule_Call, and only on a master. */
-static bool can_block(RedisModuleCtx *ctx) {
-    int flags = RedisModule_GetContextFlags(ctx);
-    if (flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
-                 REDISMODULE_CTX_FLAGS_DENY_BLOCKING | REDISMODULE_CTX_FLAGS_REPLICATED))
-        return false;
-    return (flags & REDISMODULE_CTX_FLAGS_MASTER) != 0;
+    if (!w) return;
+    key_queue *q = queue_of(w);
+    waiter_remove(ctx, w);
+    key_queue_after_leave(ctx, q);
 }
 
 /* Blocks the client at the tail of its key's queue (id: its ID, NULL when
@@ -574,10 +432,9 @@ static bool can_block(RedisModuleCtx *ctx) {
  * be allowed, were it alone. */
 static void enqueue(RedisModuleCtx *ctx, const request *r, RedisModuleString *id,
                     int64_t timeout_ms, int64_t now_us, int64_t first_try_us) {
-    wait_queue *q = queue_get(RedisModule_GetSelectedDb(ctx), r->key);
+    key_queue *q = key_queue_get(&queues, RedisModule_GetSelectedDb(ctx), r->key);
     waiter *w = RedisModule_Alloc(sizeof(*w));
     memset(w, 0, sizeof(*w));
-    w->q = q;
     memcpy(w->policy, r->policy, r->policy_len);
     w->req = (request){w->policy, r->policy_len, q->key, NULL, 0, r->cost};
     if (id) {
@@ -594,13 +451,9 @@ static void enqueue(RedisModuleCtx *ctx, const request *r, RedisModuleString *id
     w->deadline = RedisModule_CreateTimer(ctx, timeout_ms, deadline_passed, w);
     w->has_deadline = true;
     RedisModule_DictSetC(waiters, &w->bc, sizeof(w->bc), w);
-    w->prev = q->tail;
-    if (q->tail)
-        q->tail->next = w;
-    else
-        q->head = w;
-    q->tail = w;
-    if (q->head == w) queue_arm(ctx, q, first_try_us, now_us);
+    fg_wait_queue *wq = &q->waiters;
+    fg_waiter_join(&w->base, &w->link, &wq, 1);
+    if (fg_wait_head(wq) == &w->base) key_queue_arm(ctx, q, first_try_us, now_us);
 }
 
 /* ============================================================= FG.CHECK */
@@ -657,15 +510,10 @@ static bool config_is(RedisModuleCtx *ctx, const char *name, const char *expecte
     return is;
 }
 
-/* Whether a request that may wait does, and from when it may be tried:
- * denied by its limits or the penalty box with a wait within its timeout,
- * or allowed while others wait ahead of it (it must not overtake them). */
+/* Whether a request that may wait does, and from when it may be tried. */
 static bool should_wait(const evaluation *ev, bool queued_ahead, int64_t timeout_ms,
                         int64_t *first_try_us) {
-    if (ev->kind != BY_STATE) return false;
-    *first_try_us = ev->now_us;
-    if (ev->d.allowed) return queued_ahead && !ev->d.shadow_denied && ev->cost > 0;
-    return waits_on(ev, ev->now_us + timeout_ms * 1000, first_try_us);
+    return !ev->failed && fg_policy_check_waits(&ev->c, queued_ahead, timeout_ms, first_try_us);
 }
 
 /* FG.CHECK policy key [COST n] [ID identity] [WAIT timeout_ms] [AT unix_us] */
@@ -685,12 +533,12 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 
     int64_t server_now_us = server_clock_us();
     int64_t now_us = o.at_us >= 0 ? o.at_us : server_now_us;
-    bool may_wait = o.wait_ms > 0 && can_block(ctx);
-    wait_queue *q = may_wait ? queue_find(RedisModule_GetSelectedDb(ctx), r.key) : NULL;
+    bool may_wait = o.wait_ms > 0 && client_can_block(ctx);
+    key_queue *q = may_wait ? key_queue_find(&queues, RedisModule_GetSelectedDb(ctx), r.key) : NULL;
     evaluation ev;
     evaluate(ctx, &r, now_us, &ev);
     int64_t first_try_us;
-    if (may_wait && should_wait(&ev, q && q->head, o.wait_ms, &first_try_us)) {
+    if (may_wait && should_wait(&ev, q && fg_wait_busy(&q->waiters), o.wait_ms, &first_try_us)) {
         ev.p->counters.waited++;
         discard(&ev);
         enqueue(ctx, &r, o.id, o.wait_ms, now_us, first_try_us);
@@ -729,8 +577,8 @@ static int plstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     RedisModule_ReplicateVerbatim(ctx);
     RedisModule_SignalModifiedKey(ctx, argv[1]);
     RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "fg.plstate", argv[1]);
-    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), argv[1]);
-    if (q) queue_arm(ctx, q, 0, 0);
+    key_queue *q = key_queue_find(&queues, RedisModule_GetSelectedDb(ctx), argv[1]);
+    if (q) key_queue_arm(ctx, q, 0, 0);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
@@ -751,7 +599,7 @@ static policy *named_policy(RedisModuleCtx *ctx, RedisModuleString *arg) {
 
 /* A policy changed: waiters are decided again by what it is now. */
 static void policies_changed(RedisModuleCtx *ctx) {
-    arm_every_queue(ctx);
+    key_queues_arm_all(ctx, &queues);
 }
 
 /* FG.POLICY SET name rule [rule ...] */
@@ -931,9 +779,8 @@ static int policy_unlist_command(RedisModuleCtx *ctx, RedisModuleString **argv, 
 /* ================================================================ events */
 
 void policy_key_event(RedisModuleCtx *ctx, RedisModuleString *key) {
-    if (!queues) return; /* the commands are left out (families.c): nobody waits */
-    wait_queue *q = queue_find(RedisModule_GetSelectedDb(ctx), key);
-    if (q) queue_arm(ctx, q, 0, 0);
+    key_queue *q = key_queue_find(&queues, RedisModule_GetSelectedDb(ctx), key);
+    if (q) key_queue_arm(ctx, q, 0, 0);
 }
 
 /* A file or a full sync starts to load: what it holds replaces the
@@ -946,7 +793,7 @@ static void on_loading(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subev
         subevent != REDISMODULE_SUBEVENT_LOADING_REPL_START)
         return;
     registry_clear();
-    arm_every_queue(ctx);
+    key_queues_arm_all(ctx, &queues);
 }
 
 /* An AOF rewritten without the RDB preamble has no aux data: the policies
@@ -982,7 +829,7 @@ static const subcommand policy_subcommands[] = {
 };
 
 void policy_keys_replaced(RedisModuleCtx *ctx) {
-    if (queues) arm_every_queue(ctx); /* else the commands are left out (families.c) */
+    key_queues_arm_all(ctx, &queues);
 }
 
 /* Keyspace events, FLUSHDB and SWAPDB reach the waiters through
@@ -1007,7 +854,7 @@ const command_spec policy_commands[] = {
 };
 
 int policy_commands_created(RedisModuleCtx *ctx) {
-    queues = RedisModule_CreateDict(NULL);
+    key_queues_init(&queues, &policy_queues);
     waiters = RedisModule_CreateDict(NULL);
     RedisModuleCommand *parent = RedisModule_GetCommand(ctx, POLICY_PARENT);
     if (!parent) return REDISMODULE_ERR;
