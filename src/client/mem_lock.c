@@ -360,14 +360,15 @@ static bool serve_single(fg_mem_locks *m, entry *e, waiter *w, int64_t now) {
     return true;
 }
 
-/* A multi-key request on one of its keys: the error that fails the whole
- * request (the key holds a semaphore, or the owner reads it and cannot
- * upgrade), or NULL with the decision in *d. */
-static const char *decide_key(const entry *e, const fg_lock_request *r, int64_t now,
-                              fg_lock_decision *d) {
-    if (kind_differs(e, FG_LOCK_KIND_LOCK)) return ERR_WRONGTYPE;
-    fg_lock_decide(&e->state, r, now, d);
-    return d->outcome == FG_LOCK_NEVER ? d->why : NULL;
+/* The states of a multi-key request's entries (pruned by now), and
+ * whether someone waits for each (NULL: not asked). */
+static void states_of(entry *const *es, size_t n, int64_t now, const fg_lock_state **states,
+                      bool *queued) {
+    for (size_t i = 0; i < n; i++) {
+        prune(es[i], now);
+        states[i] = &es[i]->state;
+        if (queued != NULL) queued[i] = fg_wait_busy(&es[i]->queue);
+    }
 }
 
 /* A multi-key waiter, at the head of every one of its queues, is granted
@@ -375,22 +376,17 @@ static const char *decide_key(const entry *e, const fg_lock_request *r, int64_t 
  * never be granted, as it would have failed at once. */
 static bool serve_multi(fg_mem_locks *m, waiter *w, int64_t now) {
     entry *es[MULTI_MAX];
+    const fg_lock_state *states[MULTI_MAX];
     size_t n = w->base.nlinks;
     for (size_t i = 0; i < n; i++)
         es[i] = entry_of(&w->links[i]);
-    fg_lock_request req = w->req;
-    req.queued_ahead = false;
+    states_of(es, n, now, states, NULL);
     fg_lock_decision d;
-    const char *error = NULL;
-    bool free_everywhere = true;
-    for (size_t i = 0; i < n && error == NULL; i++) {
-        prune(es[i], now);
-        error = decide_key(es[i], &req, now, &d);
-        free_everywhere = free_everywhere && error == NULL && d.outcome == FG_LOCK_GRANTED;
-    }
+    fg_lock_decide_all(states, NULL, n, &w->req, now, &d);
+    if (d.outcome == FG_LOCK_BUSY) return false;
     fg_lock_grant g;
-    if (error == NULL && !free_everywhere) return false;
-    if (error == NULL) error = put_everywhere(m, es, n, &d.holder, now, &g);
+    const char *error =
+        d.outcome == FG_LOCK_NEVER ? d.why : put_everywhere(m, es, n, &d.holder, now, &g);
     if (error != NULL)
         waiter_finish(w, code_of(error), error, NULL);
     else
@@ -398,21 +394,14 @@ static bool serve_multi(fg_mem_locks *m, waiter *w, int64_t now) {
     return true;
 }
 
-typedef struct serve_round {
-    fg_mem_locks *m;
-    int64_t now;
-} serve_round;
-
-static bool try_head(fg_wait_queue *q, fg_waiter *head, void *arg) {
-    serve_round *r = arg;
+static bool try_head(fg_wait_queue *q, fg_waiter *head, const fg_wait_serving *s) {
     waiter *w = waiter_at(head);
-    return w->base.nlinks > 1 ? serve_multi(r->m, w, r->now)
-                              : serve_single(r->m, fg_wait_container(q, entry, queue), w, r->now);
+    return w->base.nlinks > 1 ? serve_multi(s->arg, w, s->now_us)
+                              : serve_single(s->arg, fg_wait_container(q, entry, queue), w, s->now_us);
 }
 
-static void settle_entry(fg_wait_queue *q, void *arg) {
-    serve_round *r = arg;
-    entry_settle(r->m, fg_wait_container(q, entry, queue));
+static void settle_entry(fg_wait_queue *q, const fg_wait_serving *s) {
+    entry_settle(s->arg, fg_wait_container(q, entry, queue));
 }
 
 /* Serves the queues of es[0..n), and every queue a multi-key waiter leaves. */
@@ -420,8 +409,7 @@ static void serve(fg_mem_locks *m, entry *const *es, size_t n, int64_t now) {
     fg_wait_queue *qs[MULTI_MAX];
     for (size_t i = 0; i < n; i++)
         qs[i] = &es[i]->queue;
-    serve_round r = {m, now};
-    fg_wait_serving serving = {try_head, settle_entry, &r};
+    fg_wait_serving serving = {try_head, settle_entry, m, now};
     fg_wait_serve(qs, n, &serving);
 }
 
@@ -684,17 +672,19 @@ static fg_code take_one(fg_mem_locks *m, entry *e, fg_lock_request *r, int64_t n
  * never be granted (a semaphore, the owner's own shared hold) an error. */
 static fg_code take_all(fg_mem_locks *m, entry *const *es, size_t n, fg_lock_request *r,
                         int64_t now, fg_lock_grant *out, int64_t *busy_until, fg_error *err) {
-    bool all_free = true;
+    const fg_lock_state *states[MULTI_MAX];
+    bool queued[MULTI_MAX];
+    states_of(es, n, now, states, queued);
     fg_lock_decision d;
-    for (size_t i = 0; i < n; i++) {
-        r->queued_ahead = fg_wait_busy(&es[i]->queue);
-        const char *error = decide_key(es[i], r, now, &d);
-        if (error != NULL) return refuse(error, err);
-        all_free = all_free && d.outcome == FG_LOCK_GRANTED;
-        if (d.outcome == FG_LOCK_BUSY) *busy_until = fg_max(*busy_until, d.busy_until_us);
+    fg_lock_decide_all(states, queued, n, r, now, &d);
+    switch (d.outcome) {
+    case FG_LOCK_GRANTED:
+    case FG_LOCK_REENTERED: return refused_if(put_everywhere(m, es, n, &d.holder, now, out), err);
+    case FG_LOCK_NEVER: return refuse(d.why, err);
+    case FG_LOCK_BUSY: break;
     }
-    if (!all_free) return FG_CODE_OK;
-    return refused_if(put_everywhere(m, es, n, &d.holder, now, out), err);
+    *busy_until = d.busy_until_us;
+    return FG_CODE_OK;
 }
 
 /* The common path of the three requests that may grant, on keys checked

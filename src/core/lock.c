@@ -431,6 +431,27 @@ void fg_lock_decide(const fg_lock_state *s, const fg_lock_request *r, int64_t no
         semaphore_decide(s, r, now_us, d);
 }
 
+void fg_lock_decide_all(const fg_lock_state *const *states, const bool *queued_ahead, size_t n,
+                        const fg_lock_request *r, int64_t now_us, fg_lock_decision *d) {
+    fg_lock_decision one = {.outcome = FG_LOCK_NEVER, .why = ERR_INVALID};
+    bool all_granted = n > 0;
+    int64_t busy_until = 0;
+    for (size_t i = 0; i < n; i++) {
+        fg_lock_request key_request = *r;
+        key_request.queued_ahead = queued_ahead != NULL && queued_ahead[i];
+        fg_lock_decide(states[i], &key_request, now_us, &one);
+        if (one.outcome == FG_LOCK_NEVER) break;
+        all_granted = all_granted && one.outcome == FG_LOCK_GRANTED;
+        if (one.outcome == FG_LOCK_BUSY) busy_until = fg_max(busy_until, one.busy_until_us);
+    }
+    if (one.outcome == FG_LOCK_NEVER || all_granted) {
+        *d = one;
+        return;
+    }
+    memset(d, 0, sizeof(*d));
+    busy(d, busy_until);
+}
+
 /* ------------------------------------------------------------------- put */
 
 static bool kind_valid(uint8_t kind) {

@@ -146,6 +146,16 @@ typedef struct fg_lock_decision {
 void fg_lock_decide(const fg_lock_state *s, const fg_lock_request *r, int64_t now_us,
                     fg_lock_decision *d);
 
+/* A multi-key request: an exclusive, non-reentrant lock of every one of n
+ * keys (1 .. 64), all or nothing, with one token. states[i] is key i's
+ * state pruned at now_us (NULL: empty), queued_ahead[i] whether an older
+ * request waits for it (queued_ahead NULL: nobody waits). NEVER as soon as
+ * one key can never be granted (its d); GRANTED when every key would be,
+ * d->holder then being the holder to put into each; BUSY otherwise, with
+ * busy_until_us the latest among the keys in the way. */
+void fg_lock_decide_all(const fg_lock_state *const *states, const bool *queued_ahead, size_t n,
+                        const fg_lock_request *r, int64_t now_us, fg_lock_decision *d);
+
 /* The owner's hold, or NULL. s may be NULL. The pointer stays valid until
  * the hold is removed (a put replacing it keeps it). */
 const fg_lock_holder *fg_lock_find(const fg_lock_state *s, const char *owner, size_t owner_len);

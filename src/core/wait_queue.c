@@ -82,7 +82,7 @@ static void serve_queue(round *r, fg_wait_queue *q, const fg_wait_serving *s) {
         uint32_t n = w->nlinks;
         for (uint32_t i = 0; i < n; i++)
             left[i] = w->links[i].queue;
-        if (!s->try_head(q, w, s->arg)) break;
+        if (!s->try_head(q, w, s)) break;
         for (uint32_t i = 0; i < n; i++)
             if (left[i] != q) round_push(r, left[i]);
     }
@@ -95,6 +95,6 @@ void fg_wait_serve(fg_wait_queue *const *queues, size_t n, const fg_wait_serving
     while (r.stack != NULL) {
         fg_wait_queue *q = round_pop(&r);
         serve_queue(&r, q, s);
-        if (s->settle != NULL) s->settle(q, s->arg);
+        if (s->settle != NULL) s->settle(q, s);
     }
 }

@@ -81,17 +81,19 @@ static inline bool fg_wait_busy(const fg_wait_queue *q) {
     return q->head != NULL;
 }
 
-/* What a serving round asks of its caller. */
-typedef struct fg_wait_serving {
+/* A serving round: what it asks of its caller, and at what time. */
+typedef struct fg_wait_serving fg_wait_serving;
+struct fg_wait_serving {
     /* Decides for head, the head of q (and of all its queues): true when
      * it was answered and left its queues (fg_waiter_leave; it may be
      * freed), false when it must wait on, which ends q's turn. */
-    bool (*try_head)(fg_wait_queue *q, fg_waiter *head, void *arg);
+    bool (*try_head)(fg_wait_queue *q, fg_waiter *head, const fg_wait_serving *s);
     /* q's turn ended; the caller may free q if it is empty. NULL: nothing
      * to do. */
-    void (*settle)(fg_wait_queue *q, void *arg);
-    void *arg;
-} fg_wait_serving;
+    void (*settle)(fg_wait_queue *q, const fg_wait_serving *s);
+    void *arg;     /* the caller's: its context or table */
+    int64_t now_us; /* the time the round decides at */
+};
 
 /* Serves queues[0..n), and every queue that a waiter leaves on the way:
  * each queue's heads are tried in order while they are answered. */

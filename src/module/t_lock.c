@@ -278,108 +278,119 @@ static key_status open_lock_key(RedisModuleCtx *ctx, RedisModuleString *keyname,
 
 /* ============================================================= serving */
 
-typedef struct serve_round {
-    RedisModuleCtx *ctx;
-    int64_t now_us;
-} serve_round;
-
 /* Tries the single-key waiter at the head of q. False when it must wait. */
-static bool serve_single(serve_round *r, key_queue *q, waiter *w) {
+static bool serve_single(const fg_wait_serving *r, key_queue *q, waiter *w) {
+    RedisModuleCtx *ctx = r->arg;
     RedisModuleKey *key;
     fg_lock_state *s;
-    if (open_lock_key(r->ctx, q->key, w->req.kind, &key, &s) == KEY_WRONGTYPE) {
-        waiter_fail(r->ctx, w, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (open_lock_key(ctx, q->key, w->req.kind, &key, &s) == KEY_WRONGTYPE) {
+        waiter_fail(ctx, w, REDISMODULE_ERRORMSG_WRONGTYPE);
         return true;
     }
-    prune(r->ctx, key, q->key, &s, r->now_us);
+    prune(ctx, key, q->key, &s, r->now_us);
     fg_lock_request req = w->req;
     req.queued_ahead = false;
     fg_lock_decision d;
-    fg_lock_outcome o = decide_and_grant(r->ctx, key, q->key, &s, &req, r->now_us, &d, 0);
+    fg_lock_outcome o = decide_and_grant(ctx, key, q->key, &s, &req, r->now_us, &d, 0);
     RedisModule_CloseKey(key);
     if (o == FG_LOCK_BUSY) return false;
     if (o == FG_LOCK_NEVER)
-        waiter_fail(r->ctx, w, d.why);
+        waiter_fail(ctx, w, d.why);
     else
-        waiter_grant(r->ctx, w, d.holder.token, ttl_ms_until(d.holder.expires_us, r->now_us),
+        waiter_grant(ctx, w, d.holder.token, ttl_ms_until(d.holder.expires_us, r->now_us),
                      d.holder.count);
     return true;
 }
 
-/* A multi-key waiter, at the head of every one of its queues, is granted
- * when every key is free: all keys, with one token. A key that can never
- * be granted (another type, an upgrade) fails the whole request, as it
- * would have failed at once. */
-static bool serve_multi(serve_round *r, waiter *w) {
-    uint32_t n = w->base.nlinks;
-    RedisModuleKey *keys[MAX_MLOCK_KEYS];
-    fg_lock_state *states[MAX_MLOCK_KEYS];
-    fg_lock_request req = w->req;
-    req.queued_ahead = false;
-    bool free_everywhere = true;
-    const char *error = NULL;
-    uint32_t opened = 0;
-    for (; opened < n && !error; opened++) {
-        RedisModuleString *name = queue_of(&w->links[opened])->key;
-        if (open_lock_key(r->ctx, name, FG_LOCK_KIND_LOCK, &keys[opened], &states[opened]) ==
-            KEY_WRONGTYPE) {
-            error = REDISMODULE_ERRORMSG_WRONGTYPE;
-            break;
+/* Opens the n keys of a multi-key request for writing and prunes them:
+ * false (nothing opened) when one holds another type. */
+static bool open_all(RedisModuleCtx *ctx, RedisModuleString *const *names, int n, int64_t now_us,
+                     RedisModuleKey **keys, fg_lock_state **states) {
+    for (int i = 0; i < n; i++) {
+        if (open_lock_key(ctx, names[i], 0, &keys[i], &states[i]) == KEY_WRONGTYPE) {
+            while (i-- > 0)
+                RedisModule_CloseKey(keys[i]);
+            return false;
         }
-        prune(r->ctx, keys[opened], name, &states[opened], r->now_us);
-        fg_lock_decision d;
-        fg_lock_decide(states[opened] ? states[opened] : &empty_state, &req, r->now_us, &d);
-        if (d.outcome == FG_LOCK_NEVER) error = d.why;
-        if (d.outcome != FG_LOCK_GRANTED) free_everywhere = false;
+        prune(ctx, keys[i], names[i], &states[i], now_us);
     }
-    uint64_t token = !error && free_everywhere ? take_token(r->now_us) : 0;
-    if (!error && free_everywhere && token == 0) error = ERR_NO_TOKEN;
-    bool served = true;
-    if (error) {
-        waiter_fail(r->ctx, w, error);
-    } else if (free_everywhere) {
-        for (uint32_t i = 0; i < n; i++) {
-            fg_lock_decision d;
-            decide_and_grant(r->ctx, keys[i], queue_of(&w->links[i])->key, &states[i], &req,
-                             r->now_us, &d, token);
-        }
-        waiter_grant(r->ctx, w, token, ttl_ms_until(r->now_us + req.lease_us, r->now_us), n);
-    } else {
-        served = false;
-    }
-    for (uint32_t i = 0; i < opened; i++)
-        RedisModule_CloseKey(keys[i]);
-    return served;
+    return true;
 }
 
-static bool try_head(fg_wait_queue *wq, fg_waiter *head, void *arg) {
+/* Grants a multi-key request decided GRANTED on every key: all keys, with
+ * one token. NULL, or why nothing was granted. */
+static const char *grant_all(RedisModuleCtx *ctx, RedisModuleString *const *names, int n,
+                             RedisModuleKey **keys, fg_lock_state **states,
+                             const fg_lock_request *r, int64_t now_us, uint64_t *token) {
+    if ((*token = take_token(now_us)) == 0) return ERR_NO_TOKEN;
+    fg_lock_request granted = *r;
+    granted.queued_ahead = false;
+    for (int i = 0; i < n; i++) {
+        fg_lock_decision d;
+        decide_and_grant(ctx, keys[i], names[i], &states[i], &granted, now_us, &d, *token);
+    }
+    return NULL;
+}
+
+/* A multi-key waiter, at the head of every one of its queues, is granted
+ * when every key is free. A key that can never be granted (another type,
+ * an upgrade) fails the whole request, as it would have failed at once. */
+static bool serve_multi(const fg_wait_serving *r, waiter *w) {
+    RedisModuleCtx *ctx = r->arg;
+    int n = (int)w->base.nlinks;
+    RedisModuleString *names[MAX_MLOCK_KEYS];
+    RedisModuleKey *keys[MAX_MLOCK_KEYS];
+    fg_lock_state *states[MAX_MLOCK_KEYS];
+    for (int i = 0; i < n; i++)
+        names[i] = queue_of(&w->links[i])->key;
+    if (!open_all(ctx, names, n, r->now_us, keys, states)) {
+        waiter_fail(ctx, w, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return true;
+    }
+    fg_lock_decision d;
+    fg_lock_decide_all((const fg_lock_state *const *)states, NULL, (size_t)n, &w->req, r->now_us,
+                       &d);
+    uint64_t token = 0;
+    const char *error = d.outcome == FG_LOCK_NEVER ? d.why : NULL;
+    if (d.outcome == FG_LOCK_GRANTED)
+        error = grant_all(ctx, names, n, keys, states, &w->req, r->now_us, &token);
+    for (int i = 0; i < n; i++)
+        RedisModule_CloseKey(keys[i]);
+    if (d.outcome == FG_LOCK_BUSY) return false;
+    if (error)
+        waiter_fail(ctx, w, error);
+    else
+        waiter_grant(ctx, w, token, ttl_ms_until(r->now_us + w->req.lease_us, r->now_us), n);
+    return true;
+}
+
+static bool try_head(fg_wait_queue *wq, fg_waiter *head, const fg_wait_serving *s) {
     waiter *w = waiter_at(head);
     key_queue *q = fg_wait_container(wq, key_queue, waiters);
-    return w->base.nlinks > 1 ? serve_multi(arg, w) : serve_single(arg, q, w);
+    return w->base.nlinks > 1 ? serve_multi(s, w) : serve_single(s, q, w);
 }
 
 /* After its turn, an empty queue goes; the others wait for their key's next
  * lease end. */
-static void settle_queue(fg_wait_queue *wq, void *arg) {
-    serve_round *r = arg;
+static void settle_queue(fg_wait_queue *wq, const fg_wait_serving *r) {
+    RedisModuleCtx *ctx = r->arg;
     key_queue *q = fg_wait_container(wq, key_queue, waiters);
     if (!fg_wait_busy(wq)) {
-        key_queue_drop_if_empty(r->ctx, q);
+        key_queue_drop_if_empty(ctx, q);
         return;
     }
-    RedisModuleKey *key = RedisModule_OpenKey(r->ctx, q->key, REDISMODULE_READ);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, q->key, REDISMODULE_READ);
     fg_lock_state *s = NULL;
     if (lockstate_lookup(key, &s) == LOCK_FOUND && s->len)
-        key_queue_arm(r->ctx, q, fg_lock_next_expiry_us(s), r->now_us);
+        key_queue_arm(ctx, q, fg_lock_next_expiry_us(s), r->now_us);
     RedisModule_CloseKey(key);
 }
 
 /* Serves q, and every queue a granted multi-key waiter leaves. ctx must have
  * q's database selected. */
 static void serve(RedisModuleCtx *ctx, key_queue *q, int64_t now_us) {
-    serve_round r = {ctx, now_us};
     fg_wait_queue *wq = &q->waiters;
-    fg_wait_serving serving = {try_head, settle_queue, &r};
+    fg_wait_serving serving = {try_head, settle_queue, ctx, now_us};
     fg_wait_serve(&wq, 1, &serving);
 }
 
@@ -833,51 +844,29 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
      * reads can never be upgraded: either fails the request at once. */
     RedisModuleKey *opened[MAX_MLOCK_KEYS];
     fg_lock_state *states[MAX_MLOCK_KEYS];
-    bool all_free = true;
-    const char *error = NULL;
-    int64_t busy_until = 0;
-    int nopen = 0;
-    for (; nopen < n && !error; nopen++) {
-        int i = nopen;
-        if (open_lock_key(ctx, keys[i], FG_LOCK_KIND_LOCK, &opened[i], &states[i]) ==
-            KEY_WRONGTYPE) {
-            error = REDISMODULE_ERRORMSG_WRONGTYPE;
-            break;
-        }
+    bool queued[MAX_MLOCK_KEYS];
+    if (!open_all(ctx, keys, n, now_us, opened, states))
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    for (int i = 0; i < n; i++) {
         key_queue *q = queue_find(dbid, keys[i]);
-        r.queued_ahead = q && fg_wait_busy(&q->waiters);
-        fg_lock_decision d;
-        fg_lock_decide(states[i] ? states[i] : &empty_state, &r, now_us, &d);
-        if (d.outcome == FG_LOCK_NEVER) error = d.why;
-        if (d.outcome != FG_LOCK_GRANTED) all_free = false;
-        if (d.outcome == FG_LOCK_BUSY && d.busy_until_us > busy_until) busy_until = d.busy_until_us;
+        queued[i] = q && fg_wait_busy(&q->waiters);
     }
-    if (error) {
-        for (int i = 0; i < nopen; i++)
-            RedisModule_CloseKey(opened[i]);
-        return RedisModule_ReplyWithError(ctx, error);
-    }
-    uint64_t token = all_free ? take_token(now_us) : 0;
-    if (all_free && token == 0) {
-        for (int i = 0; i < n; i++)
-            RedisModule_CloseKey(opened[i]);
-        return RedisModule_ReplyWithError(ctx, ERR_NO_TOKEN);
-    }
-    if (all_free) {
-        r.queued_ahead = false;
-        for (int i = 0; i < n; i++) {
-            fg_lock_decision d;
-            decide_and_grant(ctx, opened[i], keys[i], &states[i], &r, now_us, &d, token);
-        }
-    }
+    fg_lock_decision d;
+    fg_lock_decide_all((const fg_lock_state *const *)states, queued, (size_t)n, &r, now_us, &d);
+    uint64_t token = 0;
+    const char *error = d.outcome == FG_LOCK_NEVER ? d.why : NULL;
+    if (d.outcome == FG_LOCK_GRANTED)
+        error = grant_all(ctx, keys, n, opened, states, &r, now_us, &token);
     for (int i = 0; i < n; i++)
         RedisModule_CloseKey(opened[i]);
+    bool all_free = d.outcome == FG_LOCK_GRANTED;
+    if (error) return RedisModule_ReplyWithError(ctx, error);
     if (all_free) {
         reply_grant(ctx, 1, (long long)token, ttl_ms_until(now_us + r.lease_us, now_us), n);
     } else if (wo.wait && client_can_block(ctx)) {
         enqueue(ctx, &r, keys, n, wo.timeout_ms, now_us);
     } else {
-        reply_grant(ctx, 0, 0, ttl_ms_until(busy_until, now_us), 0);
+        reply_grant(ctx, 0, 0, ttl_ms_until(d.busy_until_us, now_us), 0);
     }
     return REDISMODULE_OK;
 }

@@ -324,40 +324,33 @@ static bool waits_on(const evaluation *ev, int64_t deadline_us, int64_t *wake_us
     return !ev->failed && fg_policy_check_waits_on(&ev->c, deadline_us, wake_us);
 }
 
-typedef struct serve_round {
-    RedisModuleCtx *ctx;
-    int64_t now_us;
-} serve_round;
-
 /* The head is allowed or finally denied (answered), or waits on: the
  * queue's timer is armed for its retry. */
-static bool try_head(fg_wait_queue *wq, fg_waiter *head, void *arg) {
-    serve_round *r = arg;
+static bool try_head(fg_wait_queue *wq, fg_waiter *head, const fg_wait_serving *s) {
+    RedisModuleCtx *ctx = s->arg;
     waiter *w = waiter_at(head);
     evaluation ev;
     int64_t wake_us;
-    evaluate(r->ctx, &w->req, r->now_us, &ev);
+    evaluate(ctx, &w->req, s->now_us, &ev);
     if (waits_on(&ev, w->deadline_us, &wake_us)) {
         discard(&ev);
-        key_queue_arm(r->ctx, fg_wait_container(wq, key_queue, waiters), wake_us, r->now_us);
+        key_queue_arm(ctx, fg_wait_container(wq, key_queue, waiters), wake_us, s->now_us);
         return false;
     }
-    settle(r->ctx, &w->req, &ev, r->now_us, 0);
-    waiter_answer(r->ctx, w, &ev.a);
+    settle(ctx, &w->req, &ev, s->now_us, 0);
+    waiter_answer(ctx, w, &ev.a);
     return true;
 }
 
-static void settle_queue(fg_wait_queue *wq, void *arg) {
-    serve_round *r = arg;
-    key_queue_drop_if_empty(r->ctx, fg_wait_container(wq, key_queue, waiters));
+static void settle_queue(fg_wait_queue *wq, const fg_wait_serving *s) {
+    key_queue_drop_if_empty(s->arg, fg_wait_container(wq, key_queue, waiters));
 }
 
 /* Answers the waiters of q from the head while they are allowed or
  * finally denied. ctx must have q's database selected. */
 static void serve(RedisModuleCtx *ctx, key_queue *q, int64_t now_us) {
-    serve_round r = {ctx, now_us};
     fg_wait_queue *wq = &q->waiters;
-    fg_wait_serving serving = {try_head, settle_queue, &r};
+    fg_wait_serving serving = {try_head, settle_queue, ctx, now_us};
     fg_wait_serve(&wq, 1, &serving);
 }
 

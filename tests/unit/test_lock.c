@@ -552,6 +552,42 @@ static void test_a_request_of_the_other_kind(void **state) {
     fg_lock_clear(&s, &alloc);
 }
 
+/* A multi-key lock: all keys free grants, a key in the way (a holder, a
+ * waiter) makes it busy until the latest lease end among them, and a key
+ * that can never be granted fails it at once. */
+static void test_a_multi_key_lock_is_all_or_nothing(void **state) {
+    (void)state;
+    fg_lock_state a = {0}, b = {0}, sem = {0};
+    const fg_lock_state *keys[3] = {&a, NULL, &b};
+    fg_lock_request r = lock_req("m", FG_LOCK_EXCLUSIVE);
+    fg_lock_decision d;
+    fg_lock_decide_all(keys, NULL, 3, &r, T0, &d);
+    expect_i64(d.outcome, FG_LOCK_GRANTED);
+    expect_i64(d.holder.expires_us, T0 + 10 * SEC_US);
+    expect_i64(d.holder.token, 0);
+    take_lock(&a, "x", FG_LOCK_EXCLUSIVE, T0, 10 * SEC_US, 1);
+    fg_lock_request later = lock_req("y", FG_LOCK_SHARED);
+    later.lease_us = 20 * SEC_US;
+    take(&b, &later, T0, 2);
+    fg_lock_decide_all(keys, NULL, 3, &r, T0, &d);
+    expect_i64(d.outcome, FG_LOCK_BUSY);
+    expect_i64(d.busy_until_us, T0 + 20 * SEC_US);
+    /* Only a queue in the way: busy, with no lease end to wait for. */
+    fg_lock_state *none[2] = {NULL, NULL};
+    bool queued[2] = {false, true};
+    fg_lock_decide_all((const fg_lock_state *const *)none, queued, 2, &r, T0, &d);
+    expect_i64(d.outcome, FG_LOCK_BUSY);
+    expect_i64(d.busy_until_us, 0);
+    /* A semaphore among the keys fails the request, even behind a busy key. */
+    take_permits(&sem, "s", 1, 3, T0, 10 * SEC_US, 3);
+    const fg_lock_state *mixed[2] = {&a, &sem};
+    fg_lock_decide_all(mixed, NULL, 2, &r, T0, &d);
+    expect_never(d, WRONGTYPE);
+    fg_lock_clear(&a, &alloc);
+    fg_lock_clear(&b, &alloc);
+    fg_lock_clear(&sem, &alloc);
+}
+
 static void test_malformed_requests_are_never_granted(void **state) {
     (void)state;
     char longest[FG_LOCK_OWNER_MAX + 1];
@@ -1573,6 +1609,7 @@ int main(void) {
         lock_test(test_an_owner_adds_permits),
         lock_test(test_capacity_follows_the_latest_put),
         lock_test(test_a_request_of_the_other_kind),
+        lock_test(test_a_multi_key_lock_is_all_or_nothing),
         lock_test(test_malformed_requests_are_never_granted),
         lock_test(test_lease_ends_stay_storable_at_odd_times),
         lock_test(test_owners_are_bytes),

@@ -30,9 +30,9 @@ typedef struct log {
     int nsettled;
 } log;
 
-static bool try_head(fg_wait_queue *q, fg_waiter *head, void *arg) {
+static bool try_head(fg_wait_queue *q, fg_waiter *head, const fg_wait_serving *s) {
     (void)q;
-    log *l = arg;
+    log *l = s->arg;
     tw *w = fg_wait_container(head, tw, base);
     l->tried[l->ntried++] = w->id;
     if (!w->fits) return false;
@@ -42,8 +42,8 @@ static bool try_head(fg_wait_queue *q, fg_waiter *head, void *arg) {
     return true;
 }
 
-static void settle(fg_wait_queue *q, void *arg) {
-    log *l = arg;
+static void settle(fg_wait_queue *q, const fg_wait_serving *s) {
+    log *l = s->arg;
     l->settled[l->nsettled++] = q;
 }
 
@@ -55,7 +55,7 @@ static void join(tw *w, int id, fg_wait_queue *const *qs, uint32_t n) {
 
 static void serve(fg_wait_queue *const *qs, size_t n, log *l) {
     memset(l, 0, sizeof(*l));
-    fg_wait_serving s = {try_head, settle, l};
+    fg_wait_serving s = {try_head, settle, l, 0};
     fg_wait_serve(qs, n, &s);
 }
 
