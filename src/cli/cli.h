@@ -16,9 +16,9 @@
 
 #include "floodgate.h"
 
-#define CLI_EXIT_OK 0     /* allowed, or done */
+#define CLI_EXIT_OK     0 /* allowed, or done */
 #define CLI_EXIT_DENIED 1 /* denied, or (inspect) no state */
-#define CLI_EXIT_ERROR 2  /* bad arguments, or the library failed */
+#define CLI_EXIT_ERROR  2 /* bad arguments, or the library failed */
 
 /* main.c: the text of floodgate --help. */
 extern const char cli_usage[];

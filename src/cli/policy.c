@@ -218,7 +218,8 @@ int cli_policy(int argc, char **argv) {
     if (which == 5)
         return cli_error("policy needs apply, list, show, check or delete (see floodgate --help)");
     cli_opts o;
-    int npos = cli_parse_options(argc - 1, argv + 1, which == 3 ? CLI_TAKES_COST | CLI_TAKES_ID | CLI_TAKES_WAIT : 0, &o);
+    unsigned takes = which == 3 ? CLI_TAKES_COST | CLI_TAKES_ID | CLI_TAKES_WAIT : 0;
+    int npos = cli_parse_options(argc - 1, argv + 1, takes, &o);
     if (npos < 0) return CLI_EXIT_ERROR;
     fg_error err;
     fg_client *c = cli_open(o.url, &err);
