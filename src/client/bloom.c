@@ -14,13 +14,13 @@
  *                   arguments.
  *
  * BF.MADD and BF.MEXISTS of many items are sent as commands of at most
- * ITEMS_PER_COMMAND items (an fg_command's arguments), all in one pipeline:
- * one round trip, and on a cluster they all go to the key's node. The
- * price: beyond ITEMS_PER_COMMAND items the call is not atomic on a server
- * (another client's command may run between two of its commands), which a
- * Bloom filter, whose adds commute, barely notices; a full non-scaling
- * filter stops every later command at its first item, so the answer is the
- * one a single command would give.
+ * ITEMS_PER_COMMAND items (an fg_command's arguments), all in one pipeline
+ * (command.c): one round trip, and on a cluster they all go to the key's
+ * node. The price: beyond ITEMS_PER_COMMAND items the call is not atomic on
+ * a server (another client's command may run between two of its commands),
+ * which a Bloom filter, whose adds commute, barely notices; a full
+ * non-scaling filter stops every later command at its first item, so the
+ * answer is the one a single command would give.
  *
  * Errors map as for limits (fg_reply_error), and RedisBloom's messages
  * without "ERR" are argument errors too. The failure policy (on_failure)
@@ -28,12 +28,11 @@
  *
  * fg_filter is a core filter with memory from malloc: no key, no lock.
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
+#include "command.h"
 #include "error.h"
 #include "mem_bloom.h"
 
@@ -49,13 +48,6 @@ void fg_bloom_options_init(fg_bloom_options *opts) {
     opts->expansion = FG_BF_DEFAULT_EXPANSION;
 }
 
-/* ------------------------------------------------------------- checks */
-
-static fg_code check_key(const fg_client *c, const char *key, fg_error *err) {
-    if (c != NULL && key != NULL) return FG_CODE_OK;
-    return fg_set_error(err, FG_CODE_INVALID, "a client and a key are required");
-}
-
 /* opts (NULL: the defaults) into *o, checked. */
 static fg_code take_options(const fg_bloom_options *opts, fg_bloom_options *o, fg_error *err) {
     if (opts != NULL)
@@ -65,48 +57,7 @@ static fg_code take_options(const fg_bloom_options *opts, fg_bloom_options *o, f
     return fg_bloom_options_check(o, err);
 }
 
-/* n items, each given unless empty; `command` names the call for the
- * server's arity message. */
-static fg_code check_items(const void *const *items, const size_t *lens, size_t n,
-                           const char *command, fg_error *err) {
-    if (n == 0)
-        return fg_set_error(err, FG_CODE_INVALID, "ERR wrong number of arguments for '%s' command",
-                            command);
-    if (items == NULL || lens == NULL)
-        return fg_set_error(err, FG_CODE_INVALID, "items and their lengths are required");
-    for (size_t i = 0; i < n; i++)
-        if (items[i] == NULL && lens[i] > 0)
-            return fg_set_error(err, FG_CODE_INVALID, "item %zu is NULL", i);
-    return FG_CODE_OK;
-}
-
-/* ------------------------------------------------------------ commands */
-
-static void add_arg(fg_command *cmd, const void *s, size_t len) {
-    cmd->argv[cmd->argc] = len > 0 ? s : "";
-    cmd->argvlen[cmd->argc] = len;
-    cmd->argc++;
-}
-
-static void start_command(fg_command *cmd, const char *name, const char *key) {
-    cmd->argc = 0;
-    cmd->key = key;
-    cmd->keylen = strlen(key);
-    add_arg(cmd, name, strlen(name));
-    add_arg(cmd, key, cmd->keylen);
-}
-
-/* A number, written into the command's storage slot `slot`. */
-static void add_number(fg_command *cmd, int slot, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void add_number(fg_command *cmd, int slot, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(cmd->nums[slot], FG_ARG_MAX, fmt, ap);
-    va_end(ap);
-    add_arg(cmd, cmd->nums[slot], (size_t)len);
-}
+/* ------------------------------------------------------------ replies */
 
 /* RedisBloom answers a few argument errors without "ERR" (and the module
  * keeps its words); a filter the server had no memory for is
@@ -145,8 +96,8 @@ static fg_code server_item(fg_client *c, const char *name, const char *key, cons
                            size_t len, bool *out, fg_error *err) {
     fg_command cmd;
     redisReply *r;
-    start_command(&cmd, name, key);
-    add_arg(&cmd, item, len);
+    fg_command_start(&cmd, name, key);
+    fg_command_arg(&cmd, item, len);
     fg_code rc = fg_client_round_trip(c, &cmd, 1, &r, err);
     if (rc != FG_CODE_OK) return rc;
     rc = parse_flag(r, out, err, name);
@@ -154,56 +105,56 @@ static fg_code server_item(fg_client *c, const char *name, const char *key, cons
     return rc;
 }
 
-/* The reply of one BF.MADD or BF.MEXISTS of `count` items: out[0..count)
- * (out may be NULL), up to an error in the array, which is the answer. */
-static fg_code parse_flags(const redisReply *r, size_t count, bool *out, fg_error *err,
-                           const char *what) {
-    if (r->type == REDIS_REPLY_ERROR) return reply_error(r, err);
-    if (r->type != REDIS_REPLY_ARRAY || r->elements > count) return unexpected(err, what);
-    for (size_t i = 0; i < r->elements; i++) {
-        fg_code rc = parse_flag(r->element[i], out != NULL ? &out[i] : NULL, err, what);
-        if (rc != FG_CODE_OK) return rc;
-    }
-    return r->elements == count ? FG_CODE_OK : unexpected(err, what);
-}
+/* -------------------------------------------------------------- items */
 
 /* BF.MADD or BF.MEXISTS of n items, as ceil(n / ITEMS_PER_COMMAND)
- * commands in one pipeline (see the top comment). */
+ * commands in one pipeline (see the top comment): out[0..n) (may be NULL)
+ * their answers. */
+typedef struct items_call {
+    const char *name, *key;
+    const void *const *items;
+    const size_t *lens;
+    size_t n;
+    bool *out;
+} items_call;
+
+/* Command k: the key, then items k * ITEMS_PER_COMMAND on. */
+static void build_items(fg_command *cmd, size_t k, void *arg) {
+    const items_call *call = arg;
+    fg_command_start(cmd, call->name, call->key);
+    size_t first = k * ITEMS_PER_COMMAND;
+    for (size_t i = first; i < call->n && i < first + ITEMS_PER_COMMAND; i++)
+        fg_command_arg(cmd, call->items[i], call->lens[i]);
+}
+
+/* The reply of command k: an array of its items' answers, up to an error
+ * in the array, which is the answer. */
+static fg_code parse_items(const redisReply *r, size_t k, void *arg, fg_error *err) {
+    const items_call *call = arg;
+    size_t first = k * ITEMS_PER_COMMAND;
+    size_t count = call->n - first < ITEMS_PER_COMMAND ? call->n - first : ITEMS_PER_COMMAND;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements > count) return unexpected(err, call->name);
+    for (size_t i = 0; i < r->elements; i++) {
+        bool *out = call->out != NULL ? &call->out[first + i] : NULL;
+        fg_code rc = parse_flag(r->element[i], out, err, call->name);
+        if (rc != FG_CODE_OK) return rc;
+    }
+    return r->elements == count ? FG_CODE_OK : unexpected(err, call->name);
+}
+
 static fg_code server_items(fg_client *c, const char *name, const char *key,
                             const void *const *items, const size_t *lens, size_t n, bool *out,
                             fg_error *err) {
+    items_call call = {name, key, items, lens, n, out};
     size_t ncmds = (n + ITEMS_PER_COMMAND - 1) / ITEMS_PER_COMMAND;
-    /* calloc: GCC cannot tell that every command gets built. */
-    fg_command *cmds = calloc(ncmds, sizeof(*cmds));
-    redisReply **replies = malloc(ncmds * sizeof(*replies));
-    fg_code rc = cmds != NULL && replies != NULL
-                     ? FG_CODE_OK
-                     : fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-    for (size_t k = 0; k < ncmds && rc == FG_CODE_OK; k++) {
-        start_command(&cmds[k], name, key);
-        for (size_t i = k * ITEMS_PER_COMMAND; i < n && i < (k + 1) * ITEMS_PER_COMMAND; i++)
-            add_arg(&cmds[k], items[i], lens[i]);
-    }
-    if (rc == FG_CODE_OK) rc = fg_client_round_trip(c, cmds, ncmds, replies, err);
-    for (size_t k = 0; k < ncmds && rc == FG_CODE_OK; k++) {
-        size_t first = k * ITEMS_PER_COMMAND;
-        size_t count = n - first < ITEMS_PER_COMMAND ? n - first : ITEMS_PER_COMMAND;
-        rc = parse_flags(replies[k], count, out != NULL ? out + first : NULL, err, name);
-        freeReplyObject(replies[k]);
-        /* After an error the later replies are only freed. */
-        for (size_t j = k + 1; j < ncmds && rc != FG_CODE_OK; j++)
-            freeReplyObject(replies[j]);
-    }
-    free(cmds);
-    free(replies);
-    return rc;
+    return fg_pipeline(c, ncmds, build_items, reply_error, parse_items, &call, err);
 }
 
 /* --------------------------------------------------------------- calls */
 
 fg_code fg_bf_reserve(fg_client *c, const char *key, const fg_bloom_options *opts, fg_error *err) {
     fg_bloom_options o;
-    fg_code rc = check_key(c, key, err);
+    fg_code rc = fg_require_key(c, key, err);
     if (rc == FG_CODE_OK) rc = take_options(opts, &o, err);
     if (rc != FG_CODE_OK) return rc;
     fg_mem_blooms *m = fg_client_mem_blooms(c);
@@ -211,14 +162,14 @@ fg_code fg_bf_reserve(fg_client *c, const char *key, const fg_bloom_options *opt
 
     fg_command cmd;
     redisReply *r;
-    start_command(&cmd, "BF.RESERVE", key);
-    add_number(&cmd, 0, "%.17g", o.error_rate); /* parsed back to the same double */
-    add_number(&cmd, 1, "%lld", (long long)o.capacity);
+    fg_command_start(&cmd, "BF.RESERVE", key);
+    fg_command_double(&cmd, 0, o.error_rate);
+    fg_command_num(&cmd, 1, o.capacity);
     if (o.expansion == 0) {
-        add_arg(&cmd, "NONSCALING", 10);
+        fg_command_str(&cmd, "NONSCALING");
     } else {
-        add_arg(&cmd, "EXPANSION", 9);
-        add_number(&cmd, 2, "%d", o.expansion);
+        fg_command_str(&cmd, "EXPANSION");
+        fg_command_num(&cmd, 2, o.expansion);
     }
     if ((rc = fg_client_round_trip(c, &cmd, 1, &r, err)) != FG_CODE_OK) return rc;
     if (r->type == REDIS_REPLY_ERROR)
@@ -231,8 +182,8 @@ fg_code fg_bf_reserve(fg_client *c, const char *key, const fg_bloom_options *opt
 
 fg_code fg_bf_add(fg_client *c, const char *key, const void *item, size_t len, bool *added,
                   fg_error *err) {
-    fg_code rc = check_key(c, key, err);
-    if (rc == FG_CODE_OK) rc = check_items(&item, &len, 1, "bf.add", err);
+    fg_code rc = fg_require_key(c, key, err);
+    if (rc == FG_CODE_OK) rc = fg_require_items(&item, &len, 1, "bf.add", err);
     if (rc != FG_CODE_OK) return rc;
     fg_mem_blooms *m = fg_client_mem_blooms(c);
     if (m != NULL) return fg_mem_bf_add(m, key, &item, &len, 1, added, err);
@@ -241,10 +192,9 @@ fg_code fg_bf_add(fg_client *c, const char *key, const void *item, size_t len, b
 
 fg_code fg_bf_exists(fg_client *c, const char *key, const void *item, size_t len, bool *exists,
                      fg_error *err) {
-    fg_code rc = check_key(c, key, err);
-    if (rc == FG_CODE_OK) rc = check_items(&item, &len, 1, "bf.exists", err);
-    if (rc == FG_CODE_OK && exists == NULL)
-        rc = fg_set_error(err, FG_CODE_INVALID, "a result is required");
+    fg_code rc = fg_require_key(c, key, err);
+    if (rc == FG_CODE_OK) rc = fg_require_items(&item, &len, 1, "bf.exists", err);
+    if (rc == FG_CODE_OK) rc = fg_require_result(exists, err);
     if (rc != FG_CODE_OK) return rc;
     fg_mem_blooms *m = fg_client_mem_blooms(c);
     if (m == NULL) return server_item(c, "BF.EXISTS", key, item, len, exists, err);
@@ -254,8 +204,8 @@ fg_code fg_bf_exists(fg_client *c, const char *key, const void *item, size_t len
 
 fg_code fg_bf_madd(fg_client *c, const char *key, const void *const *items, const size_t *lens,
                    size_t n, bool *added, fg_error *err) {
-    fg_code rc = check_key(c, key, err);
-    if (rc == FG_CODE_OK) rc = check_items(items, lens, n, "bf.madd", err);
+    fg_code rc = fg_require_key(c, key, err);
+    if (rc == FG_CODE_OK) rc = fg_require_items(items, lens, n, "bf.madd", err);
     if (rc != FG_CODE_OK) return rc;
     fg_mem_blooms *m = fg_client_mem_blooms(c);
     if (m != NULL) return fg_mem_bf_add(m, key, items, lens, n, added, err);
@@ -264,10 +214,9 @@ fg_code fg_bf_madd(fg_client *c, const char *key, const void *const *items, cons
 
 fg_code fg_bf_mexists(fg_client *c, const char *key, const void *const *items, const size_t *lens,
                       size_t n, bool *exists, fg_error *err) {
-    fg_code rc = check_key(c, key, err);
-    if (rc == FG_CODE_OK) rc = check_items(items, lens, n, "bf.mexists", err);
-    if (rc == FG_CODE_OK && exists == NULL)
-        rc = fg_set_error(err, FG_CODE_INVALID, "a result is required");
+    fg_code rc = fg_require_key(c, key, err);
+    if (rc == FG_CODE_OK) rc = fg_require_items(items, lens, n, "bf.mexists", err);
+    if (rc == FG_CODE_OK) rc = fg_require_result(exists, err);
     if (rc != FG_CODE_OK) return rc;
     fg_mem_blooms *m = fg_client_mem_blooms(c);
     if (m == NULL) return server_items(c, "BF.MEXISTS", key, items, lens, n, exists, err);
@@ -276,9 +225,8 @@ fg_code fg_bf_mexists(fg_client *c, const char *key, const void *const *items, c
 }
 
 fg_code fg_bf_card(fg_client *c, const char *key, int64_t *card, fg_error *err) {
-    fg_code rc = check_key(c, key, err);
-    if (rc == FG_CODE_OK && card == NULL)
-        rc = fg_set_error(err, FG_CODE_INVALID, "a result is required");
+    fg_code rc = fg_require_key(c, key, err);
+    if (rc == FG_CODE_OK) rc = fg_require_result(card, err);
     if (rc != FG_CODE_OK) return rc;
     fg_mem_blooms *m = fg_client_mem_blooms(c);
     if (m != NULL) {
@@ -287,7 +235,7 @@ fg_code fg_bf_card(fg_client *c, const char *key, int64_t *card, fg_error *err) 
     }
     fg_command cmd;
     redisReply *r;
-    start_command(&cmd, "BF.CARD", key);
+    fg_command_start(&cmd, "BF.CARD", key);
     if ((rc = fg_client_round_trip(c, &cmd, 1, &r, err)) != FG_CODE_OK) return rc;
     if (r->type == REDIS_REPLY_ERROR)
         rc = reply_error(r, err);

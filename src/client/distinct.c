@@ -15,9 +15,9 @@
  *                   (client.c's exchange), items as binary-safe arguments.
  *
  * A command has at most FG_CMD_MAX_ARGS arguments (conn.h), so longer calls
- * become several commands sent in one pipeline: one round trip, all to the
- * first key's node, but not atomic on a server (another client's command
- * may run between two of them).
+ * become several commands sent in one pipeline (command.c): one round
+ * trip, all to the first key's node, but not atomic on a server (another
+ * client's command may run between two of them).
  *
  *   - fg_distinct_add: FG.UVADD of at most 10 items (FG.UVADDAT: 9) per
  *     command. Adds commute, so the counter ends the same; FG.UVADD's
@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "command.h"
 #include "error.h"
 #include "mem_distinct.h"
 
@@ -63,36 +64,13 @@ void fg_distinct_options_init(fg_distinct_options *opts) {
 
 /* ------------------------------------------------------------- checks */
 
-static fg_code check_key(const fg_client *c, const char *key, fg_error *err) {
-    if (c != NULL && key != NULL) return FG_CODE_OK;
-    return fg_set_error(err, FG_CODE_INVALID, "a client and a key are required");
-}
-
-static fg_code arity(const char *command, fg_error *err) {
-    return fg_set_error(err, FG_CODE_INVALID, "ERR wrong number of arguments for '%s' command",
-                        command);
-}
-
-/* n items, each given unless empty; `command` names the call for the
- * server's arity message. */
-static fg_code check_items(const void *const *items, const size_t *lens, size_t n,
-                           const char *command, fg_error *err) {
-    if (n == 0) return arity(command, err);
-    if (items == NULL || lens == NULL)
-        return fg_set_error(err, FG_CODE_INVALID, "items and their lengths are required");
-    for (size_t i = 0; i < n; i++)
-        if (items[i] == NULL && lens[i] > 0)
-            return fg_set_error(err, FG_CODE_INVALID, "item %zu is NULL", i);
-    return FG_CODE_OK;
-}
-
 /* A client, nkeys >= 1 keys, a result, and the window, converted. */
 static fg_code check_count(const fg_client *c, const char *const *keys, size_t nkeys,
                            const void *result, const fg_window *w, fg_distinct_range *range,
                            const char *command, fg_error *err) {
     if (c == NULL || (keys == NULL && nkeys > 0) || result == NULL)
         return fg_set_error(err, FG_CODE_INVALID, "a client, keys and a result are required");
-    if (nkeys == 0) return arity(command, err);
+    if (nkeys == 0) return fg_arity_error(command, err);
     for (size_t i = 0; i < nkeys; i++)
         if (keys[i] == NULL) return fg_set_error(err, FG_CODE_INVALID, "key %zu is NULL", i);
     return fg_window_convert(w, range, err);
@@ -100,44 +78,20 @@ static fg_code check_count(const fg_client *c, const char *const *keys, size_t n
 
 /* ------------------------------------------------------------ commands */
 
-static void add_arg(fg_command *cmd, const void *s, size_t len) {
-    cmd->argv[cmd->argc] = len > 0 ? s : "";
-    cmd->argvlen[cmd->argc] = len;
-    cmd->argc++;
-}
-
-static void add_str(fg_command *cmd, const char *s) {
-    add_arg(cmd, s, strlen(s));
-}
-
-static void start_command(fg_command *cmd, const char *name, const char *key) {
-    cmd->argc = 0;
-    cmd->key = key;
-    cmd->keylen = strlen(key);
-    add_str(cmd, name);
-    add_arg(cmd, key, cmd->keylen);
-}
-
-/* A number, written into the command's storage slot `slot`. */
-static void add_number(fg_command *cmd, int slot, int64_t v) {
-    int len = snprintf(cmd->nums[slot], FG_ARG_MAX, "%lld", (long long)v);
-    add_arg(cmd, cmd->nums[slot], (size_t)len);
-}
-
 /* "LAST n unit" or "BETWEEN start_us end_us" (numbers in slots 0 and 1). */
 static void add_window(fg_command *cmd, const fg_window *w) {
     if (!w->last) {
-        add_str(cmd, "BETWEEN");
-        add_number(cmd, 0, w->start_us);
-        add_number(cmd, 1, w->end_us);
+        fg_command_str(cmd, "BETWEEN");
+        fg_command_num(cmd, 0, w->start_us);
+        fg_command_num(cmd, 1, w->end_us);
         return;
     }
-    add_str(cmd, "LAST");
-    add_number(cmd, 0, w->n);
-    add_str(cmd, w->unit == FG_SECONDS   ? "SECONDS"
-                 : w->unit == FG_MINUTES ? "MINUTES"
-                 : w->unit == FG_HOURS   ? "HOURS"
-                                         : "DAYS");
+    fg_command_str(cmd, "LAST");
+    fg_command_num(cmd, 0, w->n);
+    fg_command_str(cmd, w->unit == FG_SECONDS   ? "SECONDS"
+                        : w->unit == FG_MINUTES ? "MINUTES"
+                        : w->unit == FG_HOURS   ? "HOURS"
+                                                : "DAYS");
 }
 
 /* A cluster refusing keys of several slots is the caller's error. */
@@ -151,36 +105,6 @@ static fg_code reply_error(const redisReply *r, fg_error *err) {
 static fg_code unexpected(fg_error *err, const char *what) {
     return fg_set_error(err, FG_CODE_PROTOCOL,
                         "unexpected reply to %s (module without unique counting?)", what);
-}
-
-/* n commands built by `build(cmds[k], k, arg)`, sent in one round trip,
- * their replies read in order by `parse(reply, k, arg)` up to the first
- * error, which is the answer. */
-typedef void build_fn(fg_command *cmd, size_t k, void *arg);
-typedef fg_code parse_fn(const redisReply *r, size_t k, void *arg, fg_error *err);
-
-static fg_code pipeline(fg_client *c, size_t n, build_fn *build, parse_fn *parse, void *arg,
-                        fg_error *err) {
-    /* calloc: GCC cannot tell that every command gets built. */
-    fg_command *cmds = calloc(n, sizeof(*cmds));
-    redisReply **replies = malloc(n * sizeof(*replies));
-    fg_code rc = cmds != NULL && replies != NULL
-                     ? FG_CODE_OK
-                     : fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-    for (size_t k = 0; k < n && rc == FG_CODE_OK; k++)
-        build(&cmds[k], k, arg);
-    if (rc == FG_CODE_OK) rc = fg_client_round_trip(c, cmds, n, replies, err);
-    for (size_t k = 0; k < n && rc == FG_CODE_OK; k++) {
-        rc = replies[k]->type == REDIS_REPLY_ERROR ? reply_error(replies[k], err)
-                                                   : parse(replies[k], k, arg, err);
-        freeReplyObject(replies[k]);
-        /* After an error the later replies are only freed. */
-        for (size_t j = k + 1; j < n && rc != FG_CODE_OK; j++)
-            freeReplyObject(replies[j]);
-    }
-    free(cmds);
-    free(replies);
-    return rc;
 }
 
 /* ------------------------------------------------------------- create */
@@ -203,11 +127,11 @@ static void build_create(fg_command *cmd, size_t k, void *arg) {
                           {"DAYS", o->days, FG_UV_DEFAULT_DAYS},
                           {"TZOFFSET", o->tzoffset_s, 0}};
     (void)k;
-    start_command(cmd, "FG.UVCREATE", call->key);
+    fg_command_start(cmd, "FG.UVCREATE", call->key);
     for (int i = 0, slot = 0; i < OPTIONS; i++) {
         if (options[i].value == options[i].fallback) continue;
-        add_str(cmd, options[i].name);
-        add_number(cmd, slot++, options[i].value);
+        fg_command_str(cmd, options[i].name);
+        fg_command_num(cmd, slot++, options[i].value);
     }
 }
 
@@ -226,14 +150,14 @@ fg_code fg_distinct_create(fg_client *c, const char *key, const fg_distinct_opti
         o = *opts;
     else
         fg_distinct_options_init(&o);
-    fg_code rc = check_key(c, key, err);
+    fg_code rc = fg_require_key(c, key, err);
     if (rc == FG_CODE_OK) rc = fg_distinct_options_check(&o, err);
     if (rc != FG_CODE_OK) return rc;
     fg_mem_distincts *m = fg_client_mem_distincts(c);
     if (m != NULL) return fg_mem_uv_create(m, key, &o, err);
 
     create_call call = {key, &o};
-    return pipeline(c, 1, build_create, parse_ok, &call, err);
+    return fg_pipeline(c, 1, build_create, reply_error, parse_ok, &call, err);
 }
 
 /* ---------------------------------------------------------------- add */
@@ -249,11 +173,11 @@ typedef struct add_call {
 
 static void build_add(fg_command *cmd, size_t k, void *arg) {
     const add_call *call = arg;
-    start_command(cmd, call->at_us >= 0 ? "FG.UVADDAT" : "FG.UVADD", call->key);
-    if (call->at_us >= 0) add_number(cmd, 0, call->at_us);
+    fg_command_start(cmd, call->at_us >= 0 ? "FG.UVADDAT" : "FG.UVADD", call->key);
+    if (call->at_us >= 0) fg_command_num(cmd, 0, call->at_us);
     size_t first = k * call->per_command;
     for (size_t i = first; i < call->n && i < first + call->per_command; i++)
-        add_arg(cmd, call->items[i], call->lens[i]);
+        fg_command_arg(cmd, call->items[i], call->lens[i]);
 }
 
 static fg_code parse_add(const redisReply *r, size_t k, void *arg, fg_error *err) {
@@ -267,9 +191,9 @@ static fg_code parse_add(const redisReply *r, size_t k, void *arg, fg_error *err
 
 fg_code fg_distinct_add(fg_client *c, const char *key, const void *const *items, const size_t *lens,
                         size_t n, int64_t at_us, bool *changed, fg_error *err) {
-    fg_code rc = check_key(c, key, err);
+    fg_code rc = fg_require_key(c, key, err);
     if (rc == FG_CODE_OK)
-        rc = check_items(items, lens, n, at_us >= 0 ? "fg.uvaddat" : "fg.uvadd", err);
+        rc = fg_require_items(items, lens, n, at_us >= 0 ? "fg.uvaddat" : "fg.uvadd", err);
     if (rc == FG_CODE_OK && at_us >= 0) rc = fg_distinct_at_check(at_us, err);
     if (rc != FG_CODE_OK) return rc;
     fg_mem_distincts *m = fg_client_mem_distincts(c);
@@ -277,7 +201,7 @@ fg_code fg_distinct_add(fg_client *c, const char *key, const void *const *items,
 
     add_call call = {key, items, lens, n, at_us >= 0 ? ADDAT_ITEMS : ADD_ITEMS, at_us, false};
     size_t ncmds = (n + call.per_command - 1) / call.per_command;
-    rc = pipeline(c, ncmds, build_add, parse_add, &call, err);
+    rc = fg_pipeline(c, ncmds, build_add, reply_error, parse_add, &call, err);
     if (rc == FG_CODE_OK && changed != NULL) *changed = call.changed;
     return rc;
 }
@@ -299,11 +223,11 @@ typedef struct union_call {
 /* Command k: the first key, the window, then keys 1 + k * MORE_KEYS on. */
 static void build_union(fg_command *cmd, size_t k, void *arg) {
     const union_call *call = arg;
-    start_command(cmd, call->name, call->keys[0]);
+    fg_command_start(cmd, call->name, call->keys[0]);
     add_window(cmd, call->w);
     size_t first = 1 + k * MORE_KEYS;
     for (size_t i = first; i < call->nkeys && i < first + MORE_KEYS; i++)
-        add_str(cmd, call->keys[i]);
+        fg_command_str(cmd, call->keys[i]);
 }
 
 /* A dense HLL string's registers (the inverse of fg_uv_to_redis_hll). */
@@ -346,14 +270,14 @@ static fg_code server_union(fg_client *c, const char *const *keys, size_t nkeys,
     /* ceil((nkeys - 1) / MORE_KEYS) commands, at least one */
     size_t further = nkeys - 1, ncmds = further > 0 ? (further + MORE_KEYS - 1) / MORE_KEYS : 1;
     if (ncmds == 1) {
-        fg_code rc = pipeline(c, 1, build_union, parse_union, &call, err);
+        fg_code rc = fg_pipeline(c, 1, build_union, reply_error, parse_union, &call, err);
         if (rc == FG_CODE_OK && count != NULL) *count = call.count;
         return rc;
     }
     uint8_t regs[FG_UV_REGISTERS] = {0};
     call.name = "FG.UVEXPORT";
     call.regs = regs;
-    fg_code rc = pipeline(c, ncmds, build_union, parse_union, &call, err);
+    fg_code rc = fg_pipeline(c, ncmds, build_union, reply_error, parse_union, &call, err);
     if (rc != FG_CODE_OK) return rc;
     if (count != NULL)
         *count = (int64_t)fg_uv_estimate(regs);

@@ -345,12 +345,18 @@ static fg_code acquire(fg_client *c, fg_locks *l, request *q, const fg_lock_opti
     return rc;
 }
 
+/* Where a lock call goes: the table of a mem: client, or the fg_locks of a
+ * client of one server. */
+typedef struct backend {
+    fg_mem_locks *mem;
+    fg_locks *locks;
+} backend;
+
 /* The checks every lock call starts with: a client with locks, and the
- * arguments it needs. *m is the table of a mem: client (NULL for a client of
- * one server, whose fg_locks is *l). */
-static fg_code begin(fg_client *c, bool args_given, fg_locks **l, fg_mem_locks **m, fg_error *err) {
-    *m = fg_client_mem_locks(c);
-    fg_code rc = *m != NULL ? FG_CODE_OK : fg_client_locks(c, l, err);
+ * arguments it needs. */
+static fg_code begin(fg_client *c, bool args_given, backend *b, fg_error *err) {
+    b->mem = fg_client_mem_locks(c);
+    fg_code rc = b->mem != NULL ? FG_CODE_OK : fg_client_locks(c, &b->locks, err);
     if (rc == FG_CODE_OK && !args_given)
         rc = fg_set_error(err, FG_CODE_INVALID, "a key, an owner or a result is missing (NULL)");
     return rc;
@@ -366,13 +372,12 @@ static fg_code options(const fg_lock_options *opts, fg_lock_options *o, fg_error
 
 fg_code fg_lock(fg_client *c, const char *key, const char *owner, const fg_lock_options *opts,
                 fg_lock_grant *out, fg_error *err) {
-    fg_locks *l;
-    fg_mem_locks *m;
+    backend b;
     fg_lock_options o;
-    fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, &m, err);
+    fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &b, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
     if (rc != FG_CODE_OK) return rc;
-    if (m != NULL) return fg_mem_lock(m, key, owner, &o, out, err);
+    if (b.mem != NULL) return fg_mem_lock(b.mem, key, owner, &o, out, err);
     *out = (fg_lock_grant){0};
     request q = {.keys = &key, .nkeys = 1, .owner = owner};
     fg_argv *cmd = &q.cmds[0];
@@ -386,19 +391,19 @@ fg_code fg_lock(fg_client *c, const char *key, const char *owner, const fg_lock_
     fg_argv_init(&q.undo, "FG.UNLOCK");
     fg_argv_str(&q.undo, key);
     fg_argv_str(&q.undo, owner);
-    return acquire(c, l, &q, &o, out, err);
+    return acquire(c, b.locks, &q, &o, out, err);
 }
 
 fg_code fg_semaphore_acquire(fg_client *c, const char *key, int64_t capacity, const char *owner,
                              int64_t permits, const fg_lock_options *opts, fg_lock_grant *out,
                              fg_error *err) {
-    fg_locks *l;
-    fg_mem_locks *m;
+    backend b;
     fg_lock_options o;
-    fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, &m, err);
+    fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &b, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
     if (rc != FG_CODE_OK) return rc;
-    if (m != NULL) return fg_mem_semaphore_acquire(m, key, capacity, owner, permits, &o, out, err);
+    if (b.mem != NULL)
+        return fg_mem_semaphore_acquire(b.mem, key, capacity, owner, permits, &o, out, err);
     *out = (fg_lock_grant){0};
     request q = {.keys = &key, .nkeys = 1, .owner = owner};
     fg_argv *cmd = &q.cmds[0];
@@ -413,7 +418,7 @@ fg_code fg_semaphore_acquire(fg_client *c, const char *key, int64_t capacity, co
     fg_argv_str(&q.undo, key);
     fg_argv_str(&q.undo, owner);
     fg_argv_num(&q.undo, permits);
-    return acquire(c, l, &q, &o, out, err);
+    return acquire(c, b.locks, &q, &o, out, err);
 }
 
 static bool keys_given(const char *const *keys, size_t count) {
@@ -436,14 +441,13 @@ static void add_keys(fg_argv *cmd, const char *const *keys, size_t count) {
 
 fg_code fg_lock_multi(fg_client *c, const char *const *keys, size_t count, const char *owner,
                       const fg_lock_options *opts, fg_lock_grant *out, fg_error *err) {
-    fg_locks *l;
-    fg_mem_locks *m;
+    backend b;
     fg_lock_options o;
-    fg_code rc = begin(c, keys_given(keys, count) && owner != NULL && out != NULL, &l, &m, err);
+    fg_code rc = begin(c, keys_given(keys, count) && owner != NULL && out != NULL, &b, err);
     if (rc == FG_CODE_OK) rc = check_count(count, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
     if (rc != FG_CODE_OK) return rc;
-    if (m != NULL) return fg_mem_lock_multi(m, keys, count, owner, &o, out, err);
+    if (b.mem != NULL) return fg_mem_lock_multi(b.mem, keys, count, owner, &o, out, err);
     *out = (fg_lock_grant){0};
     request q = {.keys = keys, .nkeys = count, .owner = owner};
     fg_argv *cmd = &q.cmds[0];
@@ -455,7 +459,7 @@ fg_code fg_lock_multi(fg_client *c, const char *const *keys, size_t count, const
     fg_argv_init(&q.undo, "FG.MUNLOCK");
     add_keys(&q.undo, keys, count);
     fg_argv_str(&q.undo, owner);
-    return acquire(c, l, &q, &o, out, err);
+    return acquire(c, b.locks, &q, &o, out, err);
 }
 
 /* ------------------------------------------------------------ releasing */
@@ -474,89 +478,78 @@ static fg_code shared_integer(fg_client *c, fg_locks *l, const fg_argv *cmd, int
     return rc;
 }
 
-/* An unlock, release or multi-unlock: *left is its reply; the keys are no
- * longer renewed when it leaves the owner nothing (left <= 0, or always for
- * a multi-unlock). */
+/* An unlock, release or multi-unlock: *left (left may be NULL) is its
+ * reply; the keys are no longer renewed when it leaves the owner nothing
+ * (0 or less, or always for a multi-unlock). */
 static fg_code release(fg_client *c, fg_locks *l, const fg_argv *cmd, const char *const *keys,
                        size_t count, const char *owner, bool multi, int64_t *left, fg_error *err) {
     fg_renewal *renewal = renewal_if_started(l);
     fg_unlock_in_flight u;
+    int64_t n;
     if (renewal != NULL) fg_renewal_unlock_begin(renewal, &u, keys, count, owner);
-    fg_code rc = shared_integer(c, l, cmd, left, err);
-    if (renewal != NULL)
-        fg_renewal_unlock_end(renewal, &u, rc == FG_CODE_OK && (multi || *left <= 0));
+    fg_code rc = shared_integer(c, l, cmd, &n, err);
+    if (renewal != NULL) fg_renewal_unlock_end(renewal, &u, rc == FG_CODE_OK && (multi || n <= 0));
+    if (rc == FG_CODE_OK && left != NULL) *left = n;
     return rc;
 }
 
 fg_code fg_unlock(fg_client *c, const char *key, const char *owner, int64_t *holds_left,
                   fg_error *err) {
-    fg_locks *l;
-    fg_mem_locks *m;
-    fg_code rc = begin(c, key != NULL && owner != NULL, &l, &m, err);
+    backend b;
+    fg_code rc = begin(c, key != NULL && owner != NULL, &b, err);
     if (rc != FG_CODE_OK) return rc;
-    if (m != NULL) return fg_mem_unlock(m, key, owner, holds_left, err);
+    if (b.mem != NULL) return fg_mem_unlock(b.mem, key, owner, holds_left, err);
     fg_argv cmd;
     fg_argv_init(&cmd, "FG.UNLOCK");
     fg_argv_str(&cmd, key);
     fg_argv_str(&cmd, owner);
-    int64_t left;
-    rc = release(c, l, &cmd, &key, 1, owner, false, &left, err);
-    if (rc == FG_CODE_OK && holds_left != NULL) *holds_left = left;
-    return rc;
+    return release(c, b.locks, &cmd, &key, 1, owner, false, holds_left, err);
 }
 
 fg_code fg_semaphore_release(fg_client *c, const char *key, const char *owner, int64_t permits,
                              int64_t *permits_left, fg_error *err) {
-    fg_locks *l;
-    fg_mem_locks *m;
-    fg_code rc = begin(c, key != NULL && owner != NULL, &l, &m, err);
+    backend b;
+    fg_code rc = begin(c, key != NULL && owner != NULL, &b, err);
     if (rc == FG_CODE_OK && permits < 0)
         rc = fg_set_error(err, FG_CODE_INVALID, "permits must be 0 (all) or more");
     if (rc != FG_CODE_OK) return rc;
-    if (m != NULL) return fg_mem_semaphore_release(m, key, owner, permits, permits_left, err);
+    if (b.mem != NULL)
+        return fg_mem_semaphore_release(b.mem, key, owner, permits, permits_left, err);
     fg_argv cmd;
     fg_argv_init(&cmd, "FG.RELEASE");
     fg_argv_str(&cmd, key);
     fg_argv_str(&cmd, owner);
     if (permits > 0) fg_argv_num(&cmd, permits);
-    int64_t left;
-    rc = release(c, l, &cmd, &key, 1, owner, false, &left, err);
-    if (rc == FG_CODE_OK && permits_left != NULL) *permits_left = left;
-    return rc;
+    return release(c, b.locks, &cmd, &key, 1, owner, false, permits_left, err);
 }
 
 fg_code fg_unlock_multi(fg_client *c, const char *const *keys, size_t count, const char *owner,
                         int64_t *released, fg_error *err) {
-    fg_locks *l;
-    fg_mem_locks *m;
-    fg_code rc = begin(c, keys_given(keys, count) && owner != NULL, &l, &m, err);
+    backend b;
+    fg_code rc = begin(c, keys_given(keys, count) && owner != NULL, &b, err);
     if (rc == FG_CODE_OK) rc = check_count(count, err);
     if (rc != FG_CODE_OK) return rc;
-    if (m != NULL) return fg_mem_unlock_multi(m, keys, count, owner, released, err);
+    if (b.mem != NULL) return fg_mem_unlock_multi(b.mem, keys, count, owner, released, err);
     fg_argv cmd;
     fg_argv_init(&cmd, "FG.MUNLOCK");
     add_keys(&cmd, keys, count);
     fg_argv_str(&cmd, owner);
-    int64_t n;
-    rc = release(c, l, &cmd, keys, count, owner, true, &n, err);
-    if (rc == FG_CODE_OK && released != NULL) *released = n;
-    return rc;
+    return release(c, b.locks, &cmd, keys, count, owner, true, released, err);
 }
 
 fg_code fg_extend(fg_client *c, const char *key, const char *owner, int64_t lease_ms,
                   bool *extended, fg_error *err) {
-    fg_locks *l;
-    fg_mem_locks *m;
-    fg_code rc = begin(c, key != NULL && owner != NULL, &l, &m, err);
+    backend b;
+    fg_code rc = begin(c, key != NULL && owner != NULL, &b, err);
     if (rc != FG_CODE_OK) return rc;
-    if (m != NULL) return fg_mem_extend(m, key, owner, lease_ms, extended, err);
+    if (b.mem != NULL) return fg_mem_extend(b.mem, key, owner, lease_ms, extended, err);
     fg_argv cmd;
     fg_argv_init(&cmd, "FG.EXTEND");
     fg_argv_str(&cmd, key);
     fg_argv_str(&cmd, owner);
     fg_argv_num(&cmd, lease_ms);
     int64_t v;
-    rc = shared_integer(c, l, &cmd, &v, err);
+    rc = shared_integer(c, b.locks, &cmd, &v, err);
     if (rc == FG_CODE_OK && v != 0 && v != 1) rc = unexpected(err, "FG.EXTEND");
     if (rc == FG_CODE_OK && extended != NULL) *extended = v == 1;
     return rc;

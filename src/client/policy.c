@@ -49,6 +49,7 @@
 
 #include "client.h"
 #include "cluster.h"
+#include "command.h"
 #include "conn.h"
 #include "error.h"
 #include "mem_policy.h"
@@ -486,21 +487,6 @@ fg_code fg_policy_delete(fg_client *c, const char *name, bool *deleted, fg_error
     return FG_CODE_OK;
 }
 
-/* n items, each given unless empty. */
-static fg_code check_items(const void *const *items, const size_t *lens, size_t n, bool deny,
-                           fg_error *err) {
-    if (n == 0)
-        return fg_set_error(err, FG_CODE_INVALID,
-                            "ERR wrong number of arguments for 'FG.POLICY|%s' command",
-                            deny ? "DENY" : "ALLOW");
-    if (items == NULL || lens == NULL)
-        return fg_set_error(err, FG_CODE_INVALID, "items and their lengths are required");
-    for (size_t i = 0; i < n; i++)
-        if (items[i] == NULL && lens[i] > 0)
-            return fg_set_error(err, FG_CODE_INVALID, "item %zu is NULL", i);
-    return FG_CODE_OK;
-}
-
 /* FG.POLICY ALLOW|DENY of LIST_ITEMS items per command, in one pipeline:
  * one round trip (per master), not atomic beyond LIST_ITEMS items. */
 static fg_code server_list_add(fg_client *c, const char *name, bool deny, const void *const *items,
@@ -532,7 +518,8 @@ static fg_code server_list_add(fg_client *c, const char *name, bool deny, const 
 fg_code fg_policy_list_add(fg_client *c, const char *name, bool deny, const void *const *items,
                            const size_t *lens, size_t n, int64_t *added, fg_error *err) {
     fg_code rc = check_client(c, name, err);
-    if (rc == FG_CODE_OK) rc = check_items(items, lens, n, deny, err);
+    if (rc == FG_CODE_OK)
+        rc = fg_require_items(items, lens, n, deny ? "FG.POLICY|DENY" : "FG.POLICY|ALLOW", err);
     if (rc != FG_CODE_OK) return rc;
     fg_policies *p = fg_client_policies(c);
     int64_t count = 0;
@@ -552,42 +539,26 @@ typedef struct check {
     int64_t timeout_ms; /* WAIT's, when waits */
 } check;
 
-typedef struct check_command {
-    fg_command cmd;
-    char nums[3][NUM_LEN];
-} check_command;
-
-static void add_arg(fg_command *cmd, const char *s) {
-    cmd->argv[cmd->argc] = s;
-    cmd->argvlen[cmd->argc] = strlen(s);
-    cmd->argc++;
-}
-
-static void build_check(const fg_policies *p, check_command *cc, const check *q) {
-    fg_command *cmd = &cc->cmd;
-    cmd->argc = 0;
-    cmd->key = q->key;
-    cmd->keylen = strlen(q->key);
-    add_arg(cmd, "FG.CHECK");
-    add_arg(cmd, q->name);
-    add_arg(cmd, q->key);
+/* FG.CHECK name key [COST n] [ID id] [WAIT ms | AT us], routed by key. */
+static void build_check(const fg_policies *p, fg_command *cmd, const check *q) {
+    fg_command_init(cmd, q->key);
+    fg_command_str(cmd, "FG.CHECK");
+    fg_command_str(cmd, q->name);
+    fg_command_str(cmd, q->key);
     if (q->cost != 1) {
-        add_arg(cmd, "COST");
-        snprintf(cc->nums[0], NUM_LEN, "%lld", (long long)q->cost);
-        add_arg(cmd, cc->nums[0]);
+        fg_command_str(cmd, "COST");
+        fg_command_num(cmd, 0, q->cost);
     }
     if (q->identity != NULL) {
-        add_arg(cmd, "ID");
-        add_arg(cmd, q->identity);
+        fg_command_str(cmd, "ID");
+        fg_command_str(cmd, q->identity);
     }
     if (q->waits) {
-        add_arg(cmd, "WAIT");
-        snprintf(cc->nums[1], NUM_LEN, "%lld", (long long)q->timeout_ms);
-        add_arg(cmd, cc->nums[1]);
+        fg_command_str(cmd, "WAIT");
+        fg_command_num(cmd, 1, q->timeout_ms);
     } else if (p->send_clock) {
-        add_arg(cmd, "AT");
-        snprintf(cc->nums[2], NUM_LEN, "%lld", (long long)now_us(p));
-        add_arg(cmd, cc->nums[2]);
+        fg_command_str(cmd, "AT");
+        fg_command_num(cmd, 2, now_us(p));
     }
 }
 
@@ -651,14 +622,14 @@ static fg_code check_once(fg_client *c, fg_policies *p, const check *q, fg_polic
     if (p->mem != NULL)
         return fg_mem_policy_check(p->mem, q->name, q->key, q->identity, q->cost,
                                    q->waits ? q->timeout_ms : 0, out, err);
-    check_command cc;
+    fg_command cmd;
     redisReply *reply;
     fg_code rc;
-    build_check(p, &cc, q);
+    build_check(p, &cmd, q);
     if (q->waits)
-        rc = server_wait(c, p, &cc.cmd, q->timeout_ms, &reply, err);
+        rc = server_wait(c, p, &cmd, q->timeout_ms, &reply, err);
     else
-        fg_client_exchange(c, &cc.cmd, 1, &reply, &rc, err);
+        fg_client_exchange(c, &cmd, 1, &reply, &rc, err);
     if (rc != FG_CODE_OK) return rc;
     rc = parse_check(reply, out, err);
     freeReplyObject(reply);
@@ -719,10 +690,11 @@ void fg_policy_names_free(char **names, size_t count) {
 /* One command of up to 3 words to the server (a cluster: slot 0's node). */
 static fg_code ask(fg_client *c, const char *a, const char *b, const char *d, redisReply **reply,
                    fg_error *err) {
-    fg_command cmd = {.key = "", .keylen = 0};
-    add_arg(&cmd, a);
-    add_arg(&cmd, b);
-    if (d != NULL) add_arg(&cmd, d);
+    fg_command cmd;
+    fg_command_init(&cmd, "");
+    fg_command_str(&cmd, a);
+    fg_command_str(&cmd, b);
+    if (d != NULL) fg_command_str(&cmd, d);
     fg_code rc;
     fg_client_exchange(c, &cmd, 1, reply, &rc, err);
     if (rc == FG_CODE_OK && (*reply)->type == REDIS_REPLY_ERROR) {
@@ -866,8 +838,7 @@ static bool parse_field(const char *name, const redisReply *v, fg_policy_info *o
 
 fg_code fg_policy_get(fg_client *c, const char *name, fg_policy_info *out, fg_error *err) {
     fg_code rc = check_client(c, name, err);
-    if (rc == FG_CODE_OK && out == NULL)
-        rc = fg_set_error(err, FG_CODE_INVALID, "a result is required");
+    if (rc == FG_CODE_OK) rc = fg_require_result(out, err);
     if (rc != FG_CODE_OK) return rc;
     fg_policies *p = fg_client_policies(c);
     if (p->mem != NULL) return fg_mem_policy_get(p->mem, name, out, err);

@@ -166,20 +166,14 @@ static inline uint64_t scramble(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static inline uint64_t read64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof(v));
+/* The n (at most 8) bytes at p as a little-endian integer, on any host:
+ * memcpy fills the low-addressed bytes of v, which a big-endian host then
+ * reverses into the low-order ones. */
+static inline uint64_t read_le(const uint8_t *p, size_t n) {
+    uint64_t v = 0;
+    memcpy(&v, p, n);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static inline uint64_t read32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap32(v);
 #endif
     return v;
 }
@@ -196,15 +190,15 @@ static uint64_t legacy_hash(const void *item, size_t len) {
     if (len > 16) {
         size_t left = len;
         for (; left > 16; p += 16, left -= 16)
-            state = fold_mul(read64(p) ^ HASH_K1, read64(p + 8) ^ state);
-        a = read64(p + left - 16); /* the last 16 bytes, overlapping the loop's */
-        b = read64(p + left - 8);
+            state = fold_mul(read_le(p, 8) ^ HASH_K1, read_le(p + 8, 8) ^ state);
+        a = read_le(p + left - 16, 8); /* the last 16 bytes, overlapping the loop's */
+        b = read_le(p + left - 8, 8);
     } else if (len >= 8) {
-        a = read64(p);
-        b = read64(p + len - 8);
+        a = read_le(p, 8);
+        b = read_le(p + len - 8, 8);
     } else if (len >= 4) {
-        a = read32(p);
-        b = read32(p + len - 4);
+        a = read_le(p, 4);
+        b = read_le(p + len - 4, 4);
     } else if (len > 0) {
         a = (uint64_t)p[0] | (uint64_t)p[len / 2] << 8 | (uint64_t)p[len - 1] << 16;
         b = 0;

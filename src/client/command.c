@@ -1,0 +1,99 @@
+/*
+ * command.c - checking, building and sending the module's commands for the
+ * family files (see command.h).
+ */
+#include "command.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+/* ------------------------------------------------------------- checks */
+
+fg_code fg_arity_error(const char *command, fg_error *err) {
+    return fg_set_error(err, FG_CODE_INVALID, "ERR wrong number of arguments for '%s' command",
+                        command);
+}
+
+fg_code fg_require_key(const fg_client *c, const char *key, fg_error *err) {
+    if (c != NULL && key != NULL) return FG_CODE_OK;
+    return fg_set_error(err, FG_CODE_INVALID, "a client and a key are required");
+}
+
+fg_code fg_require_result(const void *out, fg_error *err) {
+    if (out != NULL) return FG_CODE_OK;
+    return fg_set_error(err, FG_CODE_INVALID, "a result is required");
+}
+
+fg_code fg_require_items(const void *const *items, const size_t *lens, size_t n,
+                         const char *command, fg_error *err) {
+    if (n == 0) return fg_arity_error(command, err);
+    if (items == NULL || lens == NULL)
+        return fg_set_error(err, FG_CODE_INVALID, "items and their lengths are required");
+    for (size_t i = 0; i < n; i++)
+        if (items[i] == NULL && lens[i] > 0)
+            return fg_set_error(err, FG_CODE_INVALID, "item %zu is NULL", i);
+    return FG_CODE_OK;
+}
+
+/* ------------------------------------------------------------ building */
+
+void fg_command_init(fg_command *cmd, const char *key) {
+    cmd->argc = 0;
+    cmd->key = key;
+    cmd->keylen = strlen(key);
+}
+
+void fg_command_start(fg_command *cmd, const char *name, const char *key) {
+    fg_command_init(cmd, key);
+    fg_command_str(cmd, name);
+    fg_command_arg(cmd, key, cmd->keylen);
+}
+
+void fg_command_arg(fg_command *cmd, const void *s, size_t len) {
+    cmd->argv[cmd->argc] = len > 0 ? s : "";
+    cmd->argvlen[cmd->argc] = len;
+    cmd->argc++;
+}
+
+void fg_command_str(fg_command *cmd, const char *s) {
+    fg_command_arg(cmd, s, strlen(s));
+}
+
+void fg_command_num(fg_command *cmd, int slot, int64_t v) {
+    int len = snprintf(cmd->nums[slot], FG_ARG_MAX, "%lld", (long long)v);
+    fg_command_arg(cmd, cmd->nums[slot], (size_t)len);
+}
+
+void fg_command_double(fg_command *cmd, int slot, double v) {
+    int len = snprintf(cmd->nums[slot], FG_ARG_MAX, "%.17g", v);
+    fg_command_arg(cmd, cmd->nums[slot], (size_t)len);
+}
+
+/* ------------------------------------------------------------- sending */
+
+fg_code fg_pipeline(fg_client *c, size_t n, fg_build_fn *build, fg_error_fn *error,
+                    fg_parse_fn *parse, void *arg, fg_error *err) {
+    /* calloc: GCC cannot tell that every command gets built. */
+    fg_command *cmds = calloc(n, sizeof(*cmds));
+    redisReply **replies = malloc(n * sizeof(*replies));
+    fg_code rc = cmds != NULL && replies != NULL
+                     ? FG_CODE_OK
+                     : fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    for (size_t k = 0; k < n && rc == FG_CODE_OK; k++)
+        build(&cmds[k], k, arg);
+    if (rc == FG_CODE_OK) rc = fg_client_round_trip(c, cmds, n, replies, err);
+    for (size_t k = 0; k < n && rc == FG_CODE_OK; k++) {
+        rc = replies[k]->type == REDIS_REPLY_ERROR ? error(replies[k], err)
+                                                   : parse(replies[k], k, arg, err);
+        freeReplyObject(replies[k]);
+        /* After an error the later replies are only freed. */
+        for (size_t j = k + 1; j < n && rc != FG_CODE_OK; j++)
+            freeReplyObject(replies[j]);
+    }
+    free(cmds);
+    free(replies);
+    return rc;
+}
