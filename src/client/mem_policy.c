@@ -50,7 +50,6 @@
  */
 #include "mem_policy.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +59,6 @@
 #include "monotonic.h"
 #include "error.h"
 #include "key_table.h"
-#include "limit_args.h" /* fg_limit_convert */
 #include "mem_bloom.h"  /* fg_bf_item_hash */
 #include "params.h"
 #include "policy_check.h"
@@ -70,111 +68,11 @@
 #define SWEEP_EVERY     64 /* checks between two sweeps */
 #define SWEEP_BUCKETS   16 /* buckets examined per sweep */
 #define BLOOM_EXPANSION 2
-#define MSG_MAX         160
 
 /* The module's messages (src/module/t_policy.c). */
-static const char ERR_NAME[] =
-    "ERR policy name must be 1 to 64 letters, digits, '_', '-', '.' or '/'";
-static const char ERR_NLIMITS[] = "ERR a policy needs 1 to 8 LIMIT rules";
-static const char ERR_ALGORITHMS[] = "(TOKEN, LEAKY, GCRA, FIXED, SLIDING)";
 static const char ERR_OVERFLOW[] = "ERR overflow: these parameters exceed 64-bit time arithmetic";
 static const char ERR_NO_LIST[] = "ERR the Bloom list cannot be made: not enough memory";
 static const char ERR_NOMEM[] = "out of memory";
-
-/* -------------------------------------------------------------- checks */
-
-static bool name_char(char ch) {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           ch == '_' || ch == '-' || ch == '.' || ch == '/';
-}
-
-fg_code fg_policy_name_check(const char *name, fg_error *err) {
-    size_t len = name != NULL ? strlen(name) : 0;
-    bool ok = len >= 1 && len <= FG_POLICY_NAME_MAX;
-    for (size_t i = 0; ok && i < len; i++)
-        ok = name_char(name[i]);
-    return ok ? FG_CODE_OK : fg_set_error(err, FG_CODE_INVALID, "%s", ERR_NAME);
-}
-
-fg_code fg_policy_limit_convert(const fg_limit *l, fg_policy_limit *out, fg_error *err) {
-    if (l->algorithm == FG_SLIDING_LOG)
-        return fg_set_error(err, FG_CODE_INVALID, "ERR unknown algorithm 'SLIDELOG' %s",
-                            ERR_ALGORITHMS);
-    fg_mem_limit ml;
-    if (fg_limit_convert(l, 0, &ml, err) != FG_CODE_OK) return FG_CODE_INVALID;
-    switch (l->algorithm) {
-    case FG_TOKEN_BUCKET: out->algorithm = FG_POLICY_TOKEN; break;
-    case FG_LEAKY_BUCKET: out->algorithm = FG_POLICY_LEAKY; break;
-    case FG_GCRA: out->algorithm = FG_POLICY_GCRA; break;
-    case FG_FIXED_WINDOW: out->algorithm = FG_POLICY_FIXED; break;
-    case FG_SLIDING_WINDOW: out->algorithm = FG_POLICY_SLIDING; break;
-    case FG_SLIDING_LOG: return FG_CODE_INVALID; /* refused above */
-    }
-    if (ml.family == FG_MEM_BUCKET)
-        out->p.bucket = ml.p.bucket;
-    else if (ml.family == FG_MEM_FIXED)
-        out->p.fixed = ml.p.fixed;
-    else
-        out->p.sliding = ml.p.sliding;
-    return FG_CODE_OK;
-}
-
-fg_code fg_policy_penalty_convert(double ban_ms, int64_t after, double within_ms,
-                                  fg_policy_penalty *out, fg_error *err) {
-    char msg[MSG_MAX];
-    *out = (fg_policy_penalty){0, 0, 0}; /* off, as the module parses no PENALTY */
-    if (ban_ms == 0) return FG_CODE_OK;
-    if (!fg_param_duration_us(ban_ms, "ban_ms", &out->ban_us, msg, sizeof(msg)) ||
-        !fg_param_integer(after, "AFTER", 1, FG_POLICY_MAX_AFTER, msg, sizeof(msg)) ||
-        (within_ms != 0 &&
-         !fg_param_duration_us(within_ms, "WITHIN", &out->within_us, msg, sizeof(msg))))
-        return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
-    out->after = after;
-    if (within_ms == 0) out->within_us = out->ban_us;
-    return FG_CODE_OK;
-}
-
-fg_code fg_list_spec_check(const fg_list_spec *s, const char *rule, fg_error *err) {
-    char msg[MSG_MAX];
-    if (s->kind == FG_LIST_EXACT) return FG_CODE_OK;
-    if (s->kind != FG_LIST_BLOOM)
-        return fg_set_error(err, FG_CODE_INVALID, "ERR %s takes EXACT or BLOOM error capacity",
-                            rule);
-    if (!isfinite(s->error))
-        return fg_set_error(err, FG_CODE_INVALID, "ERR error must be a number");
-    if (!(s->error >= FG_BLOOM_MIN_ERROR && s->error < 1))
-        return fg_set_error(err, FG_CODE_INVALID,
-                            "ERR error must be at least 1e-09 and less than 1");
-    if (!fg_param_integer(s->capacity, "capacity", 1, FG_BLOOM_MAX_CAPACITY, msg, sizeof(msg)))
-        return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
-    return FG_CODE_OK;
-}
-
-fg_code fg_policy_def_convert(const fg_policy_def *def, fg_policy_rules *out, fg_error *err) {
-    if (def->nlimits < 1 || def->nlimits > FG_MAX_POLICY_LIMITS)
-        return fg_set_error(err, FG_CODE_INVALID, "%s", ERR_NLIMITS);
-    memset(out, 0, sizeof(*out));
-    out->nlimits = (uint32_t)def->nlimits;
-    for (size_t i = 0; i < def->nlimits; i++)
-        if (fg_policy_limit_convert(&def->limits[i], &out->limits[i], err) != FG_CODE_OK)
-            return FG_CODE_INVALID;
-    if (fg_policy_penalty_convert(def->ban_ms, def->ban_after, def->ban_within_ms, &out->penalty,
-                                  err) != FG_CODE_OK ||
-        fg_list_spec_check(&def->allowlist, "ALLOWLIST", err) != FG_CODE_OK ||
-        fg_list_spec_check(&def->denylist, "DENYLIST", err) != FG_CODE_OK)
-        return FG_CODE_INVALID;
-    out->shadow = def->shadow;
-    return FG_CODE_OK;
-}
-
-fg_code fg_policy_request_check(int64_t cost, bool waits, int64_t timeout_ms, fg_error *err) {
-    char msg[MSG_MAX];
-    if (!fg_param_integer(cost, "COST", 0, INT64_MAX, msg, sizeof(msg)) ||
-        (waits &&
-         !fg_param_integer(timeout_ms, "WAIT", 1, FG_POLICY_MAX_WAIT_MS, msg, sizeof(msg))))
-        return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
-    return FG_CODE_OK;
-}
 
 /* --------------------------------------------------------------- lists */
 

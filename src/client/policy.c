@@ -3,7 +3,7 @@
  * backend, and the policy side of a client (client.h's fg_policies).
  *
  * Every call first checks what it is given the same way on every backend,
- * with the module's messages (mem_policy.c): a name, a definition, a cost
+ * with the module's messages (policy_def.c): a name, a definition, a cost
  * and a timeout. Bad input is thus FG_CODE_INVALID without a round trip,
  * and a server only sees commands it accepts. Then:
  *
@@ -53,6 +53,7 @@
 #include "conn.h"
 #include "error.h"
 #include "mem_policy.h"
+#include "policy_def.h"
 
 #define SPARE_CONNS   8
 #define LIST_ITEMS    (FG_ARGV_MAX - 3) /* FG.POLICY ALLOW name item... */

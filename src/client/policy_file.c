@@ -4,7 +4,7 @@
  *
  * The whole file is read and every entry checked before anything is sent,
  * so a file with a mistake changes nothing. The checks are the library's
- * own (mem_policy.c: those of fg_policy_set, with the module's ranges), run
+ * own (policy_def.c: those of fg_policy_set, with the module's ranges), run
  * field by field, so that a refusal names the file, the line and the field
  * where it was written: "policies.conf:7: policies[0].limits[1].rate: must
  * be greater than 0 and at most 1e+09". An unknown field is an error too,
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "mem_policy.h"
+#include "policy_def.h"
 #include "params.h"
 
 #define FIELD_MAX 96
