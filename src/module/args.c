@@ -7,6 +7,7 @@
  */
 #include "args.h"
 
+#include "../core/messages.h"
 #include "../core/params.h"
 
 #include <math.h>
@@ -100,7 +101,7 @@ bool read_decimal(RedisModuleString *arg, const char *name, double *out, char *m
     double v;
     if (!is_plain_decimal(s, len) || RedisModule_StringToDouble(arg, &v) != REDISMODULE_OK ||
         !isfinite(v)) {
-        snprintf(msg, msglen, "ERR %s must be a number", name);
+        snprintf(msg, msglen, FG_ERR_NOT_A_NUMBER, name);
         return false;
     }
     *out = v;

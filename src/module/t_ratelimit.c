@@ -21,6 +21,7 @@
 
 #include "../core/fixed_window.h"
 #include "../core/gcra.h"
+#include "../core/messages.h"
 #include "../core/params.h"
 #include "../core/sliding_log.h"
 #include "../core/sliding_window.h"
@@ -175,10 +176,8 @@ static void reply_decision(RedisModuleCtx *ctx, const fg_decision *d, reply_styl
 }
 
 static int reply_status_error(RedisModuleCtx *ctx, fg_status st) {
-    if (st == FG_EOVERFLOW)
-        return RedisModule_ReplyWithError(
-            ctx, "ERR overflow: these parameters exceed 64-bit time arithmetic");
-    return RedisModule_ReplyWithError(ctx, "ERR invalid rate-limit parameters");
+    return RedisModule_ReplyWithError(ctx, st == FG_EOVERFLOW ? FG_ERR_OVERFLOW
+                                                              : FG_ERR_INVALID_LIMIT);
 }
 
 /* ------------------------------------------------------------ replication */
