@@ -135,7 +135,7 @@ int parse_options(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int64
             return 0;
         }
         if (i + 1 >= argc) {
-            reply_error_fmt(ctx, "ERR %s needs a value", is_cost ? "COST" : "AT");
+            reply_error_fmt(ctx, ERR_NEEDS_VALUE, is_cost ? "COST" : "AT");
             return 0;
         }
         if (is_cost ? !parse_integer(ctx, argv[i + 1], "COST", 0, INT64_MAX, cost)

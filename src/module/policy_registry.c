@@ -295,8 +295,8 @@ static bool parse_penalty(parser *ps, policy *p) {
         if (!after && !arg_is(value(ps, 0), "WITHIN")) break;
         const char *word = after ? "AFTER" : "WITHIN";
         int *seen = after ? &p->after_at : &p->within_at;
-        if (*seen >= 0) return refuse(ps, "ERR %s given twice", word);
-        if (!has_values(ps, 1)) return refuse(ps, "ERR %s needs a value", word);
+        if (*seen >= 0) return refuse(ps, ERR_GIVEN_TWICE, word);
+        if (!has_values(ps, 1)) return refuse(ps, ERR_NEEDS_VALUE, word);
         bool ok = after ? read_integer(value(ps, 1), "AFTER", 1, FG_POLICY_MAX_AFTER, &pen->after,
                                        ps->msg, ps->msglen)
                         : read_duration(ps, value(ps, 1), "WITHIN", &pen->within_us);
@@ -333,7 +333,7 @@ static bool parse_list(parser *ps, const char *rule, list_spec *spec) {
 
 /* A rule that may be given once: false (with the message) the second time. */
 static bool once(parser *ps, bool *seen, const char *rule) {
-    if (*seen) return refuse(ps, "ERR %s given twice", rule);
+    if (*seen) return refuse(ps, ERR_GIVEN_TWICE, rule);
     *seen = true;
     return true;
 }

@@ -340,8 +340,7 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
         return REDISMODULE_OK;
     }
     if (at_us >= 0 && !explicit_time_allowed())
-        return RedisModule_ReplyWithError(
-            ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
+        return RedisModule_ReplyWithError(ctx, ERR_AT_DISABLED);
 
     check c = {.ctx = ctx,
                .keyname = keyname,
@@ -469,8 +468,7 @@ static int refund_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         !parse_options(ctx, args + lim->nparams, nargs - lim->nparams, &units, &at_us))
         return REDISMODULE_OK;
     if (at_us >= 0 && !explicit_time_allowed())
-        return RedisModule_ReplyWithError(
-            ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
+        return RedisModule_ReplyWithError(ctx, ERR_AT_DISABLED);
 
     check c = {.ctx = ctx, .keyname = argv[2], .params = &params};
     c.key = RedisModule_OpenKey(ctx, c.keyname, REDISMODULE_READ | REDISMODULE_WRITE);

@@ -312,8 +312,8 @@ static int parse_create(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
                                    (int)(len < FG_UV_NAME_SHOWN ? len : FG_UV_NAME_SHOWN), arg),
                    0;
         }
-        if (given[o]) return reply_error_fmt(ctx, "ERR %s given twice", options[o].name), 0;
-        if (i + 1 == argc) return reply_error_fmt(ctx, "ERR %s needs a value", options[o].name), 0;
+        if (given[o]) return reply_error_fmt(ctx, ERR_GIVEN_TWICE, options[o].name), 0;
+        if (i + 1 == argc) return reply_error_fmt(ctx, ERR_NEEDS_VALUE, options[o].name), 0;
         if (!parse_integer(ctx, argv[i + 1], options[o].name, options[o].min, options[o].max,
                            &value[o]))
             return 0;
