@@ -10,7 +10,9 @@
  * Who writes them. A text that a core rule decides is written by the core
  * function that applies the rule (core/params.c, core/uv.c, core/lock.c),
  * and the adapters pass on what it wrote. The others are written by the
- * adapters, from here. A text that only one file writes stays in that file.
+ * adapters, from here. A text that only one file writes stays in that
+ * file, and one that only the module writes, in several files, in the
+ * module's header for it (args.h, clock.h, bloom_types.h).
  *
  * Plain texts are string literals. Formats keep their printf conversions
  * and say what they take, in order.
@@ -43,7 +45,7 @@
 #define FG_ERR_BF_ERROR_MIN      "ERR error rate must be at least 1e-09" /* FG_BLOOM_MIN_ERROR */
 #define FG_ERR_BF_CAPACITY_MIN   "ERR (capacity should be larger than 0)"
 /* Takes FG_BLOOM_MAX_CAPACITY (%lld). */
-#define FG_ERR_BF_CAPACITY_MAX "ERR capacity must be at most %lld"
+#define FG_ERR_BF_CAPACITY_MAX  "ERR capacity must be at most %lld"
 #define FG_ERR_BF_BAD_EXPANSION "ERR bad expansion"
 
 /* BF.RESERVE on a key that exists. */
@@ -60,17 +62,17 @@
 /* ---------------------------------------------- unique counters (FG.UV*) */
 
 /* FG.UVCREATE or FG.UVLOAD on a key that exists. */
-#define FG_ERR_UV_EXISTS "ERR key exists"
+#define FG_ERR_UV_EXISTS   "ERR key exists"
 #define FG_ERR_UV_TZOFFSET "ERR TZOFFSET must be whole minutes"
 /* Windows: LAST n unit, BETWEEN start_us end_us. */
-#define FG_ERR_UV_UNIT "ERR unit must be SECONDS, MINUTES, HOURS or DAYS"
+#define FG_ERR_UV_UNIT  "ERR unit must be SECONDS, MINUTES, HOURS or DAYS"
 #define FG_ERR_UV_ORDER "ERR BETWEEN start must be before end (in whole seconds)"
 /* A window that does not fit a counter (core/uv.c, fg_uv_window_registers).
  * LAST takes the window's seconds (%lld), the key's name quoted (%.*s:
  * int length, bytes) and the counter's span in seconds (%lld); BETWEEN
  * takes the edge in unix microseconds (%lld), the key's name (%.*s) and
  * the counter's grid in words (%s, fg_uv_describe_grid). */
-#define FG_ERR_UV_LAST_TOO_LONG                                                                  \
+#define FG_ERR_UV_LAST_TOO_LONG                                                                    \
     "ERR LAST window of %lld seconds is longer than the SPAN of '%.*s' (%lld seconds)"
 #define FG_ERR_UV_OFF_GRID "ERR BETWEEN edge %lld is not on the grid of '%.*s' (%s)"
 /* FG.UVADDAT's instant, more than FG_DISTINCT_FUTURE_US ahead of the clock. */
@@ -87,7 +89,7 @@
 #define FG_ERR_LOCK_DUPLICATE_KEY "ERR duplicate key"
 /* A semaphore request for more permits than it has (core/lock.c). */
 #define FG_ERR_LOCK_PERMITS "ERR permits exceed the capacity"
-#define FG_ERR_LOCK_NO_TOKEN                                                                     \
+#define FG_ERR_LOCK_NO_TOKEN                                                                       \
     "ERR no fencing token left: the server's counter reached its ceiling of 2^53"
 
 /* ------------------------------------------------------------ policies */
@@ -98,7 +100,7 @@
 /* Takes the algorithm's word as given (%s). */
 #define FG_ERR_POLICY_ALGORITHM "ERR unknown algorithm '%s' (TOKEN, LEAKY, GCRA, FIXED, SLIDING)"
 /* Takes the rule, ALLOWLIST or DENYLIST (%s). */
-#define FG_ERR_POLICY_LIST "ERR %s takes EXACT or BLOOM error capacity"
+#define FG_ERR_POLICY_LIST       "ERR %s takes EXACT or BLOOM error capacity"
 #define FG_ERR_POLICY_LIST_ERROR "ERR error must be at least 1e-09 and less than 1"
 /* A Bloom list's filter refused: each takes the reason (%s), the filter's
  * own message without its "ERR ". */

@@ -388,12 +388,10 @@ policy *policy_parse(const char *name, size_t name_len, RedisModuleString **word
     bool ok = true;
     while (ok && ps.at < nwords)
         ok = parse_rule(&ps, p);
-    if (ok && p->rules.nlimits == 0)
-        ok = refuse(&ps, FG_ERR_POLICY_NLIMITS, FG_POLICY_MAX_LIMITS);
+    if (ok && p->rules.nlimits == 0) ok = refuse(&ps, FG_ERR_POLICY_NLIMITS, FG_POLICY_MAX_LIMITS);
     if (ok && !fg_policy_rules_valid(&p->rules))
         ok = refuse(&ps, "ERR these rules are out of the core's ranges");
-    if (ok && !decidable(&p->rules))
-        ok = refuse(&ps, FG_ERR_OVERFLOW);
+    if (ok && !decidable(&p->rules)) ok = refuse(&ps, FG_ERR_OVERFLOW);
     if (!ok) {
         policy_free(p);
         return NULL;

@@ -176,8 +176,8 @@ static void reply_decision(RedisModuleCtx *ctx, const fg_decision *d, reply_styl
 }
 
 static int reply_status_error(RedisModuleCtx *ctx, fg_status st) {
-    return RedisModule_ReplyWithError(ctx, st == FG_EOVERFLOW ? FG_ERR_OVERFLOW
-                                                              : FG_ERR_INVALID_LIMIT);
+    return RedisModule_ReplyWithError(ctx,
+                                      st == FG_EOVERFLOW ? FG_ERR_OVERFLOW : FG_ERR_INVALID_LIMIT);
 }
 
 /* ------------------------------------------------------------ replication */
