@@ -21,24 +21,20 @@
  */
 #include "mem_bloom.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
 #include "key_table.h"
+#include "messages.h"
+#include "params.h"
 
 #define SHARDS      16 /* a power of two */
 #define SHARD_SHIFT 60 /* shard = hash >> SHARD_SHIFT */
 
 const fg_bloom_allocator fg_bf_heap = {{realloc, free}, calloc};
 
-/* The module's messages (src/module/t_bloom.c). */
-static const char ERR_EXISTS[] = "ERR item exists";
-static const char ERR_FULL[] = "ERR non scaling filter is full";
-static const char ERR_TOO_BIG[] = "ERR filter too big: its bits would exceed 1 TiB";
-static const char ERR_NO_LEVEL[] = "ERR problem inserting into filter";
 static const char ERR_NOMEM[] = "out of memory";
 
 typedef struct entry {
@@ -54,18 +50,12 @@ struct fg_mem_blooms {
 /* ------------------------------------------------------------- options */
 
 fg_code fg_bloom_options_check(const fg_bloom_options *o, fg_error *err) {
-    if (isnan(o->error_rate)) return fg_set_error(err, FG_CODE_INVALID, "ERR bad error rate");
-    if (!(o->error_rate > 0 && o->error_rate < 1))
-        return fg_set_error(err, FG_CODE_INVALID, "ERR (0 < error rate range < 1) ");
-    if (o->error_rate < FG_BLOOM_MIN_ERROR)
-        return fg_set_error(err, FG_CODE_INVALID, "ERR error rate must be at least 1e-09");
-    if (o->capacity < 1)
-        return fg_set_error(err, FG_CODE_INVALID, "ERR (capacity should be larger than 0)");
-    if (o->capacity > FG_BLOOM_MAX_CAPACITY)
-        return fg_set_error(err, FG_CODE_INVALID, "ERR capacity must be at most %lld",
-                            (long long)FG_BLOOM_MAX_CAPACITY);
+    char msg[160];
+    if (!fg_param_bloom_error(o->error_rate, msg, sizeof(msg)) ||
+        !fg_param_bloom_capacity(o->capacity, msg, sizeof(msg)))
+        return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
     if (o->expansion < 0 || o->expansion > FG_BLOOM_MAX_EXPANSION)
-        return fg_set_error(err, FG_CODE_INVALID, "ERR bad expansion");
+        return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_BAD_EXPANSION);
     return FG_CODE_OK;
 }
 
@@ -83,15 +73,15 @@ fg_code fg_bloom_create(fg_bloom *f, const fg_bloom_options *o, const fg_bloom_a
     bool sized = fg_bloom_level_plan(o->error_rate, (uint64_t)o->capacity, expansion, 0, &capacity,
                                      &error) == FG_OK &&
                  fg_bloom_level_geometry(capacity, error, &nblocks, &k, &blocks) == FG_OK;
-    if (!sized) return fg_set_error(err, FG_CODE_INVALID, ERR_TOO_BIG);
-    return fg_set_error(err, FG_CODE_NOMEM, FG_BF_ERR_NO_FILTER);
+    if (!sized) return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_TOO_BIG);
+    return fg_set_error(err, FG_CODE_NOMEM, FG_ERR_BF_NO_FILTER);
 }
 
 /* A level that cannot be had is the module's "problem inserting", whether
  * the chain is at its last level or memory ran out. */
 fg_code fg_bloom_add_error(fg_bloom_add_result r, fg_error *err) {
-    if (r == FG_BLOOM_FULL) return fg_set_error(err, FG_CODE_INVALID, ERR_FULL);
-    return fg_set_error(err, FG_CODE_INVALID, ERR_NO_LEVEL);
+    if (r == FG_BLOOM_FULL) return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_FULL);
+    return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_NO_LEVEL);
 }
 
 /* --------------------------------------------------------------- table */
@@ -147,7 +137,7 @@ fg_code fg_mem_bf_reserve(fg_mem_blooms *m, const char *key, const fg_bloom_opti
     fg_key_shard *sh = lock_shard(m, key, len, &hash);
     bool exists = find(sh, hash, key, len) != NULL;
     pthread_mutex_unlock(&sh->mu);
-    if (exists) return fg_set_error(err, FG_CODE_INVALID, ERR_EXISTS);
+    if (exists) return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_EXISTS);
 
     entry *e = entry_new(key, len, hash);
     if (e == NULL) return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
@@ -158,7 +148,7 @@ fg_code fg_mem_bf_reserve(fg_mem_blooms *m, const char *key, const fg_bloom_opti
     }
     pthread_mutex_lock(&sh->mu);
     if (find(sh, hash, key, len) != NULL)
-        rc = fg_set_error(err, FG_CODE_INVALID, ERR_EXISTS);
+        rc = fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_EXISTS);
     else if (!fg_key_table_insert(&sh->table, &e->node))
         rc = fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
     pthread_mutex_unlock(&sh->mu);

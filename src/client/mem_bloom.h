@@ -19,6 +19,7 @@
 #include "bloom.h"
 #include "conn.h"
 #include "floodgate.h"
+#include "messages.h"
 
 /* The filter BF.ADD, BF.MADD and BF.INSERT create on a missing key. */
 #define FG_BF_DEFAULT_ERROR     0.01
@@ -39,7 +40,7 @@ extern const fg_bloom_allocator fg_bf_heap;
 
 /* What the module answers when a filter's memory cannot be had; a server
  * sends it too, and the client reads it as FG_CODE_NOMEM. */
-#define FG_BF_ERR_NO_FILTER "ERR could not create filter"
+#define FG_BF_ERR_NO_FILTER FG_ERR_BF_NO_FILTER
 
 /* FG_CODE_OK when BF.RESERVE accepts `o`'s values, else FG_CODE_INVALID
  * with the module's message (the first check that fails, in the module's

@@ -39,22 +39,17 @@
 
 #include "error.h"
 #include "key_table.h"
+#include "messages.h"
 #include "params.h"
 
 #define SHARDS      16 /* a power of two, at most 32 (a count's shard mask) */
 #define SHARD_SHIFT 60 /* shard = hash >> SHARD_SHIFT */
 #define MSG_MAX     160
-#define KEY_SHOWN   100 /* the module quotes at most this much of a key */
 
 static const fg_allocator heap = {realloc, free};
 
-/* The module's messages (src/module/t_uv.c). */
-static const char ERR_EXISTS[] = "ERR key exists";
-static const char ERR_UNIT[] = "ERR unit must be SECONDS, MINUTES, HOURS or DAYS";
-static const char ERR_ORDER[] = "ERR BETWEEN start must be before end (in whole seconds)";
-static const char ERR_FUTURE[] = "ERR unix_us is more than 60 seconds in the future";
 /* The server's clock is never out of range; an injected one may be. */
-static const char ERR_CLOCK[] = "ERR the client's clock is out of range";
+static const char ERR_CLOCK[] = FG_ERR_UV_CLOCK("client");
 static const char ERR_NOMEM[] = "out of memory";
 
 typedef struct entry {
@@ -94,7 +89,7 @@ fg_code fg_distinct_options_check(const fg_distinct_options *o, fg_error *err) {
         if (check_integer(options[i].value, options[i].name, options[i].min, options[i].max, err) !=
             FG_CODE_OK)
             return FG_CODE_INVALID;
-    if (o->tzoffset_s % 60 != 0) return refused("ERR TZOFFSET must be whole minutes", err);
+    if (o->tzoffset_s % 60 != 0) return refused(FG_ERR_UV_TZOFFSET, err);
     return FG_CODE_OK;
 }
 
@@ -103,7 +98,7 @@ fg_code fg_window_convert(const fg_window *w, fg_distinct_range *out, fg_error *
         if (check_integer(w->n, "n", 1, FG_UV_MAX_SPAN, err) != FG_CODE_OK) return FG_CODE_INVALID;
         if (w->unit != FG_SECONDS && w->unit != FG_MINUTES && w->unit != FG_HOURS &&
             w->unit != FG_DAYS)
-            return refused(ERR_UNIT, err);
+            return refused(FG_ERR_UV_UNIT, err);
         *out = (fg_distinct_range){.last = true, .seconds = w->n * (int64_t)w->unit};
         return FG_CODE_OK;
     }
@@ -112,7 +107,7 @@ fg_code fg_window_convert(const fg_window *w, fg_distinct_range *out, fg_error *
         return FG_CODE_INVALID;
     *out = (fg_distinct_range){.start = w->start_us / FG_DISTINCT_US_PER_SEC,
                                .end = w->end_us / FG_DISTINCT_US_PER_SEC};
-    return out->start < out->end ? FG_CODE_OK : refused(ERR_ORDER, err);
+    return out->start < out->end ? FG_CODE_OK : refused(FG_ERR_UV_ORDER, err);
 }
 
 fg_code fg_distinct_at_check(int64_t at_us, fg_error *err) {
@@ -190,7 +185,7 @@ fg_code fg_mem_uv_create(fg_mem_distincts *m, const char *key, const fg_distinct
     fg_code rc = FG_CODE_OK;
     pthread_mutex_lock(&sh->mu);
     if (find(sh, hash, key, len) != NULL)
-        rc = refused(ERR_EXISTS, err);
+        rc = refused(FG_ERR_UV_EXISTS, err);
     else if (insert(sh, key, len, hash, o) == NULL)
         rc = fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
     pthread_mutex_unlock(&sh->mu);
@@ -203,7 +198,7 @@ static int64_t add_instant(const fg_mem_distincts *m, int64_t at_us, fg_error *e
     int64_t now = clock_now_us(m);
     if (at_us >= 0) {
         if (at_us - FG_DISTINCT_FUTURE_US <= now) return at_us;
-        refused(ERR_FUTURE, err);
+        refused(FG_ERR_UV_FUTURE, err);
         return -1;
     }
     if (now >= 0 && now <= FG_DISTINCT_MAX_US) return now;
@@ -241,24 +236,10 @@ fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *i
 /* One counter's registers for the window, or the module's refusal. */
 static fg_code window_registers(const entry *e, const fg_distinct_range *w, int64_t now,
                                 uint8_t regs[FG_UV_REGISTERS], fg_error *err) {
-    int shown = (int)(e->node.keylen < KEY_SHOWN ? e->node.keylen : KEY_SHOWN);
-    if (w->last) {
-        if (w->seconds > e->uv.span)
-            return fg_set_error(err, FG_CODE_INVALID,
-                                "ERR LAST window of %lld seconds is longer than the SPAN of "
-                                "'%.*s' (%lld seconds)",
-                                (long long)w->seconds, shown, e->key, (long long)e->uv.span);
-        fg_uv_registers_last(&e->uv, w->seconds, now, regs);
+    char msg[sizeof(err->message)];
+    if (fg_uv_window_registers(&e->uv, w, now, e->key, e->node.keylen, regs, msg, sizeof(msg)))
         return FG_CODE_OK;
-    }
-    int64_t edge = 0;
-    if (fg_uv_registers_between(&e->uv, w->start, w->end, regs, &edge) == FG_UV_WINDOW_OK)
-        return FG_CODE_OK;
-    char grid[MSG_MAX];
-    fg_uv_describe_grid(&e->uv, grid, sizeof(grid));
-    return fg_set_error(err, FG_CODE_INVALID,
-                        "ERR BETWEEN edge %lld is not on the grid of '%.*s' (%s)",
-                        (long long)(edge * FG_DISTINCT_US_PER_SEC), shown, e->key, grid);
+    return refused(msg, err);
 }
 
 /* The shards of the keys, as a bit mask. */

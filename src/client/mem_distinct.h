@@ -27,11 +27,7 @@
 
 /* A window in the core's terms: LAST `seconds`, or BETWEEN [start, end)
  * in whole seconds. */
-typedef struct fg_distinct_range {
-    bool last;
-    int64_t seconds;
-    int64_t start, end;
-} fg_distinct_range;
+typedef fg_uv_window fg_distinct_range;
 
 typedef struct fg_mem_distincts fg_mem_distincts;
 

@@ -65,14 +65,12 @@
 #include <string.h>
 
 #include "checked.h"
+#include "messages.h"
 
 static const char ERR_INVALID[] = "ERR invalid lock request";
-static const char ERR_WRONGTYPE[] =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
 static const char ERR_UPGRADE[] =
     "ERR owner holds a shared lock: release it before asking for the exclusive lock";
 static const char ERR_REENTRY[] = "ERR reentrancy limit reached";
-static const char ERR_CAPACITY[] = "ERR permits exceed the capacity";
 
 enum { BY_OWNER, BY_END }; /* the two trees */
 enum { LEFT, RIGHT };
@@ -397,7 +395,7 @@ static int64_t permits_back_at(const fg_lock_state *s, int64_t needed) {
 static void semaphore_decide(const fg_lock_state *s, const fg_lock_request *r, int64_t now_us,
                              fg_lock_decision *d) {
     if (r->count > r->capacity) {
-        never(d, ERR_CAPACITY);
+        never(d, FG_ERR_LOCK_PERMITS);
         return;
     }
     /* Permits that must come back first (used <= 10^11: no overflow). */
@@ -424,7 +422,7 @@ void fg_lock_decide(const fg_lock_state *s, const fg_lock_request *r, int64_t no
     if (r == NULL || !request_valid(r))
         never(d, ERR_INVALID);
     else if (s->len > 0 && s->kind != r->kind)
-        never(d, ERR_WRONGTYPE);
+        never(d, FG_ERR_WRONGTYPE);
     else if (r->kind == FG_LOCK_KIND_LOCK)
         lock_decide(s, r, now_us, d);
     else

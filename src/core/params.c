@@ -11,6 +11,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "bloom.h"
+#include "messages.h"
+
 static bool refuse(char *msg, size_t msglen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -30,7 +33,7 @@ bool fg_param_integer(int64_t v, const char *name, int64_t min, int64_t max, cha
 }
 
 bool fg_param_number(double v, const char *name, double max, char *msg, size_t msglen) {
-    if (!isfinite(v)) return refuse(msg, msglen, "ERR %s must be a number", name);
+    if (!isfinite(v)) return refuse(msg, msglen, FG_ERR_NOT_A_NUMBER, name);
     if (v > 0 && v <= max) return true;
     return refuse(msg, msglen, "ERR %s must be greater than 0 and at most %g", name, max);
 }
@@ -77,5 +80,26 @@ bool fg_param_gcra(int64_t capacity, double count, double period_ms, fg_gcra_par
                                    "one nanosecond per unit");
     p->capacity = capacity;
     p->emission_ns = (int64_t)(ns + 0.5);
+    return true;
+}
+
+bool fg_param_bloom_error(double error, char *msg, size_t msglen) {
+    if (isnan(error)) return refuse(msg, msglen, FG_ERR_BF_BAD_ERROR_RATE);
+    if (!(error > 0 && error < 1)) return refuse(msg, msglen, FG_ERR_BF_ERROR_RANGE);
+    if (error < FG_BLOOM_MIN_ERROR) return refuse(msg, msglen, FG_ERR_BF_ERROR_MIN);
+    return true;
+}
+
+bool fg_param_bloom_capacity(int64_t capacity, char *msg, size_t msglen) {
+    if (capacity < 1) return refuse(msg, msglen, FG_ERR_BF_CAPACITY_MIN);
+    if (capacity > FG_BLOOM_MAX_CAPACITY)
+        return refuse(msg, msglen, FG_ERR_BF_CAPACITY_MAX, (long long)FG_BLOOM_MAX_CAPACITY);
+    return true;
+}
+
+bool fg_param_list_error(double error, char *msg, size_t msglen) {
+    if (!isfinite(error)) return refuse(msg, msglen, FG_ERR_NOT_A_NUMBER, "error");
+    if (!(error >= FG_BLOOM_MIN_ERROR && error < 1))
+        return refuse(msg, msglen, FG_ERR_POLICY_LIST_ERROR);
     return true;
 }

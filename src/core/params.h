@@ -1,7 +1,8 @@
 /*
- * params.h - the numbers of the rate-limit commands, checked and converted
- * into core parameters: one set of rules for the server and the library, so
- * both refuse the same inputs with the same words and round the same way.
+ * params.h - the numbers of the commands, checked and converted into core
+ * parameters: one set of rules for the server and the library, so both
+ * refuse the same inputs with the same words (messages.h) and round the
+ * same way.
  *
  * Each function returns true, or false with an "ERR ..." message that names
  * the argument, written into msg (at most msglen bytes).
@@ -40,5 +41,15 @@ bool fg_param_bucket(int64_t capacity, double rate_per_sec, const char *rate_nam
 /* GCRA: capacity, and count units per period_ms as nanoseconds per unit. */
 bool fg_param_gcra(int64_t capacity, double count, double period_ms, fg_gcra_params *p,
                    char *msg, size_t msglen);
+
+/* BF.RESERVE's error rate, then its capacity, each with RedisBloom's words
+ * (messages.h); a NaN error rate is a bad one, as text that is no number.
+ * The caller checks them in that order, each after reading it. */
+bool fg_param_bloom_error(double error, char *msg, size_t msglen);
+bool fg_param_bloom_capacity(int64_t capacity, char *msg, size_t msglen);
+
+/* The error rate of a policy's Bloom list: a number in
+ * [FG_BLOOM_MIN_ERROR, 1). */
+bool fg_param_list_error(double error, char *msg, size_t msglen);
 
 #endif

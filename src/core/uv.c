@@ -50,6 +50,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "messages.h"
 #ifdef __SSE2__
 #include <immintrin.h>
 #endif
@@ -66,6 +68,8 @@
 #define SERIAL_PAIR (2 + 1)
 #define SERIAL_HEADER (1 + 4 + 8 + 8 + 4)
 #define SERIAL_ENTRY (2 + 4 + 1)
+#define US_PER_SEC 1000000LL /* the commands speak unix microseconds */
+#define GRID_TEXT_MAX 160    /* fg_uv_describe_grid's longest, with room to spare */
 
 /* ------------------------------------------------------------------ hash */
 
@@ -966,4 +970,26 @@ void fg_uv_describe_grid(const fg_uv *uv, char *buf, size_t size) {
         if (n > 0) used += (size_t)n;
     }
     if (used == 0) snprintf(buf, size, "no buckets");
+}
+
+/* ------------------------------------------------ the commands' windows */
+
+bool fg_uv_window_registers(const fg_uv *uv, const fg_uv_window *w, int64_t now, const char *name,
+                            size_t len, uint8_t regs[FG_UV_REGISTERS], char *msg, size_t msglen) {
+    int shown = (int)(len < FG_UV_NAME_SHOWN ? len : FG_UV_NAME_SHOWN);
+    if (w->last) {
+        if (w->seconds <= uv->span) {
+            fg_uv_registers_last(uv, w->seconds, now, regs);
+            return true;
+        }
+        snprintf(msg, msglen, FG_ERR_UV_LAST_TOO_LONG, (long long)w->seconds, shown, name,
+                 (long long)uv->span);
+        return false;
+    }
+    int64_t edge = w->start;
+    if (fg_uv_registers_between(uv, w->start, w->end, regs, &edge) == FG_UV_WINDOW_OK) return true;
+    char grid[GRID_TEXT_MAX];
+    fg_uv_describe_grid(uv, grid, sizeof(grid));
+    snprintf(msg, msglen, FG_ERR_UV_OFF_GRID, (long long)(edge * US_PER_SEC), shown, name, grid);
+    return false;
 }

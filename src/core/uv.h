@@ -191,4 +191,27 @@ void fg_uv_free(fg_uv *uv, const fg_allocator *a);
  * "no buckets". */
 void fg_uv_describe_grid(const fg_uv *uv, char *buf, size_t size);
 
+/* A window as the FG.UV* commands ask for it, in whole seconds: the last
+ * `seconds` ending at the current second, or [start, end), start < end
+ * within [0, FG_UV_MAX_SECOND + 1]. */
+typedef struct fg_uv_window {
+    bool last;
+    int64_t seconds;
+    int64_t start, end;
+} fg_uv_window;
+
+/* The most of a user's word (a key's name, an option) that a refusal
+ * quotes, in bytes. */
+#define FG_UV_NAME_SHOWN 100
+
+/* The registers of the counter of key `name` (len bytes) for the window,
+ * LAST ending at second `now` (in range). False when the window does not
+ * fit the counter -- a LAST window longer than its span, a BETWEEN edge off
+ * its grid -- with the refusal the commands answer in msg (messages.h),
+ * which names the key and the counter's span or grid; regs is then
+ * undefined. Both the module and the mem: backend answer it, so a
+ * window is refused in the same words on either. */
+bool fg_uv_window_registers(const fg_uv *uv, const fg_uv_window *w, int64_t now, const char *name,
+                            size_t len, uint8_t regs[FG_UV_REGISTERS], char *msg, size_t msglen);
+
 #endif

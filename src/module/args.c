@@ -7,6 +7,7 @@
  */
 #include "args.h"
 
+#include "../core/messages.h"
 #include "../core/params.h"
 
 #include <math.h>
@@ -100,7 +101,7 @@ bool read_decimal(RedisModuleString *arg, const char *name, double *out, char *m
     double v;
     if (!is_plain_decimal(s, len) || RedisModule_StringToDouble(arg, &v) != REDISMODULE_OK ||
         !isfinite(v)) {
-        snprintf(msg, msglen, "ERR %s must be a number", name);
+        snprintf(msg, msglen, FG_ERR_NOT_A_NUMBER, name);
         return false;
     }
     *out = v;
@@ -134,7 +135,7 @@ int parse_options(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int64
             return 0;
         }
         if (i + 1 >= argc) {
-            reply_error_fmt(ctx, "ERR %s needs a value", is_cost ? "COST" : "AT");
+            reply_error_fmt(ctx, ERR_NEEDS_VALUE, is_cost ? "COST" : "AT");
             return 0;
         }
         if (is_cost ? !parse_integer(ctx, argv[i + 1], "COST", 0, INT64_MAX, cost)

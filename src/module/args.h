@@ -39,6 +39,10 @@ int reply_param_error(RedisModuleCtx *ctx, const char *msg);
 int parse_options(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int64_t *cost,
                   int64_t *at_us);
 
+/* The refusals of an option given by name, which take its name (%s). */
+#define ERR_GIVEN_TWICE "ERR %s given twice"
+#define ERR_NEEDS_VALUE "ERR %s needs a value"
+
 /* Case-insensitive comparison of an argument with a keyword. */
 bool arg_is(RedisModuleString *arg, const char *keyword);
 

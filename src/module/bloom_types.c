@@ -59,6 +59,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "../core/messages.h"
 #include "memory_limits.h"
 
 /* RDB encoding versions: 1 stored no hash (the legacy one), 2 stores it. */
@@ -89,12 +90,8 @@ struct bloom_loading {
     uint64_t level_set; /* bits at 1 among the arrived bytes of the level being filled */
 };
 
-/* RedisBloom's words. */
-static const char ERR_BAD_DATA[] = "ERR received bad data";
-static const char ERR_FULL[] = "ERR non scaling filter is full";
-static const char ERR_NO_FILTER[] = "ERR could not create filter";
-static const char ERR_NO_LEVEL[] = "ERR problem inserting into filter";
-static const char ERR_TOO_BIG[] = "ERR filter too big: its bits would exceed 1 TiB";
+/* RedisBloom's words; one object, so that a loader can tell it apart. */
+const char ERR_BAD_DATA[] = "ERR received bad data";
 
 /* The level tables are small: TryAlloc, and Realloc as they grow by one.
  * Bit arrays are zeroed by memory_zeroed, and every caller of the core
@@ -142,14 +139,14 @@ bloom_value *bloom_create(double error, uint64_t capacity, uint32_t expansion,
     if (fg_bloom_level_plan(error, capacity, expansion, 0, &level_capacity, &level_error) !=
             FG_OK ||
         fg_bloom_level_geometry(level_capacity, level_error, &nblocks, &k, &blocks) != FG_OK) {
-        *refusal = ERR_TOO_BIG;
+        *refusal = FG_ERR_BF_TOO_BIG;
         return NULL;
     }
     if ((*refusal = memory_refusal(0, fg_bloom_level_bytes(nblocks))) != NULL) return NULL;
     bloom_value *v = value_new(error, capacity, expansion, FG_BLOOM_HASH_XXH3);
     if (fg_bloom_init(&v->f, error, capacity, expansion, &bloom_allocator) != FG_OK) {
         RedisModule_Free(v);
-        *refusal = ERR_NO_FILTER;
+        *refusal = FG_ERR_BF_NO_FILTER;
         return NULL;
     }
     return v;
@@ -164,7 +161,9 @@ fg_bloom_add_result bloom_add(bloom_value *v, const char *item, size_t len, cons
         (*refusal = memory_refusal(fg_bloom_bytes(&v->f), growth)) != NULL)
         return FG_BLOOM_NOMEM;
     fg_bloom_add_result r = fg_bloom_add(&v->f, hash, &bloom_allocator);
-    *refusal = r == FG_BLOOM_FULL ? ERR_FULL : r == FG_BLOOM_NOMEM ? ERR_NO_LEVEL : NULL;
+    *refusal = r == FG_BLOOM_FULL    ? FG_ERR_BF_FULL
+               : r == FG_BLOOM_NOMEM ? FG_ERR_BF_NO_LEVEL
+                                     : NULL;
     return r;
 }
 
@@ -212,7 +211,7 @@ uint64_t bloom_received_bytes(const bloom_value *v) {
 static const char *push_level(bloom_value *v, const fg_bloom_level *l) {
     const char *refusal = memory_refusal(fg_bloom_bytes(&v->f), fg_bloom_level_bytes(l->nblocks));
     if (refusal) return refusal;
-    if (fg_bloom_push_level(&v->f, l, &bloom_allocator) != FG_OK) return ERR_NO_FILTER;
+    if (fg_bloom_push_level(&v->f, l, &bloom_allocator) != FG_OK) return FG_ERR_BF_NO_FILTER;
     fg_bloom_level *pushed = &v->f.levels[v->f.nlevels - 1];
     pushed->items = l->items;
     pushed->bits_set = l->bits_set;

@@ -31,6 +31,10 @@ extern RedisModuleType *BloomType;
  * allocator (memory_zeroed) once memory_refusal has allowed them. */
 extern const fg_bloom_allocator bloom_allocator;
 
+/* The refusal of bytes that no dump of this code could hold (RedisBloom's
+ * words). */
+extern const char ERR_BAD_DATA[];
+
 int bloom_types_create(RedisModuleCtx *ctx);
 
 typedef enum bloom_lookup { BLOOM_EMPTY, BLOOM_FOUND, BLOOM_WRONGTYPE } bloom_lookup;

@@ -35,4 +35,7 @@ static inline int64_t server_clock_us(void) {
 bool explicit_time_allowed(void);
 int explicit_time_register_config(RedisModuleCtx *ctx);
 
+/* The refusal of AT while floodgate.explicit-time is off. */
+#define ERR_AT_DISABLED "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it"
+
 #endif

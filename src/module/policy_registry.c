@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/messages.h"
 #include "../core/params.h"
 #include "args.h"
 
@@ -39,8 +40,7 @@
 #define MAX_RULE_WORDS  256 /* far above what valid rules can hold (about 55) */
 #define QUOTED_MAX      64  /* bytes of a user's word quoted in an error */
 
-const char ERR_POLICY_NAME[] =
-    "ERR policy name must be 1 to 64 letters, digits, '_', '-', '.' or '/'";
+const char ERR_POLICY_NAME[] = FG_ERR_POLICY_NAME;
 
 static RedisModuleDict *policies; /* name -> policy */
 
@@ -268,14 +268,12 @@ static bool parse_limit_params(parser *ps, const algorithm *a, RedisModuleString
 static bool parse_limit(parser *ps, policy *p) {
     char q[QUOTED_MAX + 1];
     if (p->rules.nlimits == FG_POLICY_MAX_LIMITS)
-        return refuse(ps, "ERR a policy needs 1 to %d LIMIT rules", FG_POLICY_MAX_LIMITS);
+        return refuse(ps, FG_ERR_POLICY_NLIMITS, FG_POLICY_MAX_LIMITS);
     if (!has_values(ps, 1)) return refuse(ps, "ERR LIMIT needs an algorithm");
     const algorithm *a = NULL;
     for (size_t i = 0; i < ALGORITHM_COUNT; i++)
         if (arg_is(value(ps, 1), algorithms[i].word)) a = &algorithms[i];
-    if (!a)
-        return refuse(ps, "ERR unknown algorithm '%s' (TOKEN, LEAKY, GCRA, FIXED, SLIDING)",
-                      quoted(value(ps, 1), q));
+    if (!a) return refuse(ps, FG_ERR_POLICY_ALGORITHM, quoted(value(ps, 1), q));
     if (!has_values(ps, 1 + a->nparams))
         return refuse(ps, "ERR LIMIT %s needs %s", a->word, a->params);
     fg_policy_limit *l = &p->rules.limits[p->rules.nlimits];
@@ -297,8 +295,8 @@ static bool parse_penalty(parser *ps, policy *p) {
         if (!after && !arg_is(value(ps, 0), "WITHIN")) break;
         const char *word = after ? "AFTER" : "WITHIN";
         int *seen = after ? &p->after_at : &p->within_at;
-        if (*seen >= 0) return refuse(ps, "ERR %s given twice", word);
-        if (!has_values(ps, 1)) return refuse(ps, "ERR %s needs a value", word);
+        if (*seen >= 0) return refuse(ps, ERR_GIVEN_TWICE, word);
+        if (!has_values(ps, 1)) return refuse(ps, ERR_NEEDS_VALUE, word);
         bool ok = after ? read_integer(value(ps, 1), "AFTER", 1, FG_POLICY_MAX_AFTER, &pen->after,
                                        ps->msg, ps->msglen)
                         : read_duration(ps, value(ps, 1), "WITHIN", &pen->within_us);
@@ -319,13 +317,12 @@ static bool parse_list(parser *ps, const char *rule, list_spec *spec) {
         return true;
     }
     if (!has_values(ps, 1) || !arg_is(value(ps, 1), "BLOOM"))
-        return refuse(ps, "ERR %s takes EXACT or BLOOM error capacity", rule);
+        return refuse(ps, FG_ERR_POLICY_LIST, rule);
     if (!has_values(ps, 3)) return refuse(ps, "ERR %s BLOOM needs error capacity", rule);
     double error;
-    if (!read_decimal(value(ps, 2), "error", &error, ps->msg, ps->msglen)) return false;
-    if (!(error >= FG_BLOOM_MIN_ERROR && error < 1))
-        return refuse(ps, "ERR error must be at least 1e-09 and less than 1");
-    if (!read_integer(value(ps, 3), "capacity", 1, FG_BLOOM_MAX_CAPACITY, &spec->capacity, ps->msg,
+    if (!read_decimal(value(ps, 2), "error", &error, ps->msg, ps->msglen) ||
+        !fg_param_list_error(error, ps->msg, ps->msglen) ||
+        !read_integer(value(ps, 3), "capacity", 1, FG_BLOOM_MAX_CAPACITY, &spec->capacity, ps->msg,
                       ps->msglen))
         return false;
     spec->kind = LIST_BLOOM;
@@ -336,7 +333,7 @@ static bool parse_list(parser *ps, const char *rule, list_spec *spec) {
 
 /* A rule that may be given once: false (with the message) the second time. */
 static bool once(parser *ps, bool *seen, const char *rule) {
-    if (*seen) return refuse(ps, "ERR %s given twice", rule);
+    if (*seen) return refuse(ps, ERR_GIVEN_TWICE, rule);
     *seen = true;
     return true;
 }
@@ -391,12 +388,10 @@ policy *policy_parse(const char *name, size_t name_len, RedisModuleString **word
     bool ok = true;
     while (ok && ps.at < nwords)
         ok = parse_rule(&ps, p);
-    if (ok && p->rules.nlimits == 0)
-        ok = refuse(&ps, "ERR a policy needs 1 to %d LIMIT rules", FG_POLICY_MAX_LIMITS);
+    if (ok && p->rules.nlimits == 0) ok = refuse(&ps, FG_ERR_POLICY_NLIMITS, FG_POLICY_MAX_LIMITS);
     if (ok && !fg_policy_rules_valid(&p->rules))
         ok = refuse(&ps, "ERR these rules are out of the core's ranges");
-    if (ok && !decidable(&p->rules))
-        ok = refuse(&ps, "ERR overflow: these parameters exceed 64-bit time arithmetic");
+    if (ok && !decidable(&p->rules)) ok = refuse(&ps, FG_ERR_OVERFLOW);
     if (!ok) {
         policy_free(p);
         return NULL;
@@ -414,8 +409,7 @@ bool registry_install(policy *p, char *msg, size_t msglen) {
     const char *refusal = NULL;
     if ((!keep_allow && !list_make(&p->allow, &p->allow_spec, &refusal)) ||
         (!keep_deny && !list_make(&p->deny, &p->deny_spec, &refusal))) {
-        snprintf(msg, msglen, "ERR the Bloom list cannot be made: %s",
-                 list_refusal_reason(refusal));
+        snprintf(msg, msglen, FG_ERR_POLICY_LIST_MAKE, list_refusal_reason(refusal));
         policy_free(p);
         return false;
     }

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/messages.h"
+
 #define REDISMODULE_OK       0
 #define REDISMODULE_ERR      1
 #define REDISMODULE_APIVER_1 1
@@ -70,8 +72,7 @@
 #define REDISMODULE_CONFIG_IMMUTABLE (1 << 0)
 #define REDISMODULE_CONFIG_MEMORY    (1 << 7)
 
-#define REDISMODULE_ERRORMSG_WRONGTYPE                                                             \
-    "WRONGTYPE Operation against a key holding the wrong kind of value"
+#define REDISMODULE_ERRORMSG_WRONGTYPE FG_ERR_WRONGTYPE /* the server's own words */
 
 /* Key-spec flags and search types used by SetCommandInfo. */
 #define REDISMODULE_CMD_KEY_RO     (1ULL << 0)

@@ -38,9 +38,12 @@
 #include "t_bloom.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "../core/messages.h"
+#include "../core/params.h"
 #include "args.h"
 #include "bloom_types.h"
 
@@ -51,9 +54,6 @@
 #define DEFAULT_EXPANSION 2
 
 static const char ERR_NOT_FOUND[] = "ERR not found";
-static const char ERR_BAD_DATA[] = "ERR received bad data";
-static const char ERR_CAPACITY_MAX[] = "ERR capacity must be at most 1099511627776";
-static const char ERR_ERROR_MIN[] = "ERR error rate must be at least 1e-09";
 static const char ERR_LOADING[] = "ERR filter is still being loaded by BF.LOADCHUNK";
 
 static long long stat_adds, stat_checks;
@@ -231,7 +231,8 @@ static int parse_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
     }
     if (!(o->error >= FG_BLOOM_MIN_ERROR && o->error < 1) || o->capacity < 1 || o->expansion < 1)
         return refuse(ctx, "Bad argument received");
-    if (o->capacity > FG_BLOOM_MAX_CAPACITY) return refuse(ctx, ERR_CAPACITY_MAX);
+    char msg[FG_PARAM_MSG];
+    if (!fg_param_bloom_capacity(o->capacity, msg, sizeof(msg))) return refuse(ctx, msg);
     if (o->expansion > FG_BLOOM_MAX_EXPANSION) return refuse(ctx, "Bad expansion");
     *items_at = items;
     return 1;
@@ -258,15 +259,14 @@ static int option_at(RedisModuleString **argv, int argc, const char *name) {
  * that is neither an option nor EXPANSION's value is refused. */
 static int parse_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
                          filter_options *o) {
+    char msg[FG_PARAM_MSG];
     *o = defaults;
-    if (RedisModule_StringToDouble(argv[2], &o->error) != REDISMODULE_OK)
-        return refuse(ctx, "ERR bad error rate");
-    if (!(o->error > 0 && o->error < 1)) return refuse(ctx, "ERR (0 < error rate range < 1) ");
-    if (o->error < FG_BLOOM_MIN_ERROR) return refuse(ctx, ERR_ERROR_MIN);
+    /* Text that is no number is a NaN to the core: a bad error rate. */
+    if (RedisModule_StringToDouble(argv[2], &o->error) != REDISMODULE_OK) o->error = NAN;
+    if (!fg_param_bloom_error(o->error, msg, sizeof(msg))) return refuse(ctx, msg);
     if (RedisModule_StringToLongLong(argv[3], &o->capacity) != REDISMODULE_OK)
         return refuse(ctx, "ERR bad capacity");
-    if (o->capacity <= 0) return refuse(ctx, "ERR (capacity should be larger than 0)");
-    if (o->capacity > FG_BLOOM_MAX_CAPACITY) return refuse(ctx, ERR_CAPACITY_MAX);
+    if (!fg_param_bloom_capacity(o->capacity, msg, sizeof(msg))) return refuse(ctx, msg);
     int nonscaling_at = option_at(argv, argc, "NONSCALING");
     int expansion_at = option_at(argv, argc, "EXPANSION");
     o->nonscaling = nonscaling_at > 0;
@@ -275,7 +275,7 @@ static int parse_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         if (o->nonscaling) return refuse(ctx, "Nonscaling filters cannot expand");
         if (RedisModule_StringToLongLong(argv[expansion_at + 1], &o->expansion) != REDISMODULE_OK ||
             o->expansion < 1 || o->expansion > FG_BLOOM_MAX_EXPANSION)
-            return refuse(ctx, "ERR bad expansion");
+            return refuse(ctx, FG_ERR_BF_BAD_EXPANSION);
     }
     for (int i = 4; i < argc; i++) {
         bool known = arg_is(argv[i], "NONSCALING") ||
@@ -296,7 +296,7 @@ static int reserve_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     bloom_value *v;
     bloom_lookup found = bloom_lookup_key(key, &v);
     if (found != BLOOM_EMPTY) {
-        refuse(ctx, found == BLOOM_WRONGTYPE ? REDISMODULE_ERRORMSG_WRONGTYPE : "ERR item exists");
+        refuse(ctx, found == BLOOM_WRONGTYPE ? REDISMODULE_ERRORMSG_WRONGTYPE : FG_ERR_BF_EXISTS);
     } else if (create_filter(ctx, key, &o)) {
         changed(ctx, argv[1], "bf.reserve");
         RedisModule_ReplyWithSimpleString(ctx, "OK");

@@ -21,6 +21,7 @@
 
 #include "../core/fixed_window.h"
 #include "../core/gcra.h"
+#include "../core/messages.h"
 #include "../core/params.h"
 #include "../core/sliding_log.h"
 #include "../core/sliding_window.h"
@@ -175,10 +176,8 @@ static void reply_decision(RedisModuleCtx *ctx, const fg_decision *d, reply_styl
 }
 
 static int reply_status_error(RedisModuleCtx *ctx, fg_status st) {
-    if (st == FG_EOVERFLOW)
-        return RedisModule_ReplyWithError(
-            ctx, "ERR overflow: these parameters exceed 64-bit time arithmetic");
-    return RedisModule_ReplyWithError(ctx, "ERR invalid rate-limit parameters");
+    return RedisModule_ReplyWithError(ctx,
+                                      st == FG_EOVERFLOW ? FG_ERR_OVERFLOW : FG_ERR_INVALID_LIMIT);
 }
 
 /* ------------------------------------------------------------ replication */
@@ -341,8 +340,7 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
         return REDISMODULE_OK;
     }
     if (at_us >= 0 && !explicit_time_allowed())
-        return RedisModule_ReplyWithError(
-            ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
+        return RedisModule_ReplyWithError(ctx, ERR_AT_DISABLED);
 
     check c = {.ctx = ctx,
                .keyname = keyname,
@@ -470,8 +468,7 @@ static int refund_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         !parse_options(ctx, args + lim->nparams, nargs - lim->nparams, &units, &at_us))
         return REDISMODULE_OK;
     if (at_us >= 0 && !explicit_time_allowed())
-        return RedisModule_ReplyWithError(
-            ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
+        return RedisModule_ReplyWithError(ctx, ERR_AT_DISABLED);
 
     check c = {.ctx = ctx, .keyname = argv[2], .params = &params};
     c.key = RedisModule_OpenKey(ctx, c.keyname, REDISMODULE_READ | REDISMODULE_WRITE);

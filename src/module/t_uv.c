@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/messages.h"
 #include "args.h"
 #include "clock.h"
 #include "effects.h"
@@ -40,22 +41,13 @@
 #define MAX_US           ((FG_UV_MAX_SECOND + 1) * US_PER_SEC - 1)
 #define FUTURE_LIMIT_US  (60 * US_PER_SEC)
 #define WINDOW_ARGS      3 /* LAST n unit | BETWEEN start end */
-#define KEY_NAME_SHOWN   100
+#define REFUSAL_MAX      256 /* reply_error_fmt's room: refusals are cut as it cuts them */
 
-static const char ERR_EXISTS[] = "ERR key exists";
 static const char ERR_WINDOW[] = "ERR window must be LAST n unit or BETWEEN start_us end_us";
-static const char ERR_UNIT[] = "ERR unit must be SECONDS, MINUTES, HOURS or DAYS";
-static const char ERR_CLOCK[] = "ERR the server's clock is out of range";
 
 static long long stat_items_added, stat_windows_counted;
 
 /* ================================================================ windows */
-
-typedef struct uv_window {
-    bool last;
-    int64_t seconds;        /* LAST: the window's length */
-    int64_t start, end;     /* BETWEEN: [start, end) in seconds */
-} uv_window;
 
 static int64_t unit_seconds(RedisModuleString *arg) {
     static const struct {
@@ -71,74 +63,45 @@ static int64_t unit_seconds(RedisModuleString *arg) {
 }
 
 /* Reads "LAST n unit" or "BETWEEN start_us end_us" at args[0..2]. */
-static int parse_window(RedisModuleCtx *ctx, RedisModuleString **args, uv_window *w) {
+static int parse_window(RedisModuleCtx *ctx, RedisModuleString **args, fg_uv_window *w) {
     int64_t a, b;
     if (arg_is(args[0], "LAST")) {
         if (!parse_integer(ctx, args[1], "n", 1, FG_UV_MAX_SPAN, &a)) return 0;
         int64_t unit = unit_seconds(args[2]);
-        if (unit == 0) return RedisModule_ReplyWithError(ctx, ERR_UNIT), 0;
-        *w = (uv_window){.last = true, .seconds = a * unit};
+        if (unit == 0) return RedisModule_ReplyWithError(ctx, FG_ERR_UV_UNIT), 0;
+        *w = (fg_uv_window){.last = true, .seconds = a * unit};
         return 1;
     }
     if (!arg_is(args[0], "BETWEEN")) return RedisModule_ReplyWithError(ctx, ERR_WINDOW), 0;
     if (!parse_integer(ctx, args[1], "start_us", 0, MAX_US + 1, &a) ||
         !parse_integer(ctx, args[2], "end_us", 0, MAX_US + 1, &b))
         return 0;
-    *w = (uv_window){.last = false, .start = a / US_PER_SEC, .end = b / US_PER_SEC};
-    if (w->start >= w->end)
-        return RedisModule_ReplyWithError(ctx, "ERR BETWEEN start must be before end (in whole "
-                                               "seconds)"),
-               0;
+    *w = (fg_uv_window){.last = false, .start = a / US_PER_SEC, .end = b / US_PER_SEC};
+    if (w->start >= w->end) return RedisModule_ReplyWithError(ctx, FG_ERR_UV_ORDER), 0;
     return 1;
-}
-
-static void refuse_off_grid(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_uv *uv,
-                            int64_t edge) {
-    char grid[160];
-    size_t len;
-    const char *name = RedisModule_StringPtrLen(keyname, &len);
-    fg_uv_describe_grid(uv, grid, sizeof(grid));
-    reply_error_fmt(ctx, "ERR BETWEEN edge %lld is not on the grid of '%.*s' (%s)",
-                    (long long)(edge * US_PER_SEC), (int)(len < KEY_NAME_SHOWN ? len : KEY_NAME_SHOWN),
-                    name, grid);
 }
 
 /* One counter's registers for the window, into regs. Replies and returns 0
  * when the window does not fit the counter. */
 static int window_registers(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_uv *uv,
-                            const uv_window *w, int64_t now, uint8_t *regs) {
-    if (w->last) {
-        if (w->seconds > uv->span) {
-            size_t len;
-            const char *name = RedisModule_StringPtrLen(keyname, &len);
-            reply_error_fmt(ctx,
-                            "ERR LAST window of %lld seconds is longer than the SPAN of '%.*s' "
-                            "(%lld seconds)",
-                            (long long)w->seconds,
-                            (int)(len < KEY_NAME_SHOWN ? len : KEY_NAME_SHOWN), name,
-                            (long long)uv->span);
-            return 0;
-        }
-        fg_uv_registers_last(uv, w->seconds, now, regs);
-        return 1;
-    }
-    int64_t edge = 0;
-    if (fg_uv_registers_between(uv, w->start, w->end, regs, &edge) == FG_UV_WINDOW_OFF_GRID) {
-        refuse_off_grid(ctx, keyname, uv, edge);
-        return 0;
-    }
-    return 1;
+                            const fg_uv_window *w, int64_t now, uint8_t *regs) {
+    char refusal[REFUSAL_MAX];
+    size_t len;
+    const char *name = RedisModule_StringPtrLen(keyname, &len);
+    if (fg_uv_window_registers(uv, w, now, name, len, regs, refusal, sizeof(refusal))) return 1;
+    RedisModule_ReplyWithError(ctx, refusal);
+    return 0;
 }
 
 /* The union of the keys' windows into regs (zero when every key is
  * missing). Replies and returns 0 on a wrong type or a window that does not
  * fit. */
 static int union_registers(RedisModuleCtx *ctx, RedisModuleString **keys, int nkeys,
-                           const uv_window *w, uint8_t regs[FG_UV_REGISTERS]) {
+                           const fg_uv_window *w, uint8_t regs[FG_UV_REGISTERS]) {
     int64_t now = server_clock_us() / US_PER_SEC;
     uint8_t part[FG_UV_REGISTERS];
     if (w->last && (now < 0 || now > FG_UV_MAX_SECOND))
-        return RedisModule_ReplyWithError(ctx, ERR_CLOCK), 0;
+        return RedisModule_ReplyWithError(ctx, FG_ERR_UV_CLOCK("server")), 0;
     bool filled = false; /* the first counter found writes regs directly */
     for (int i = 0; i < nkeys; i++) {
         RedisModuleKey *key = RedisModule_OpenKey(ctx, keys[i], REDISMODULE_READ);
@@ -172,7 +135,7 @@ static int gather_keys(RedisModuleString **argv, int argc, int at, RedisModuleSt
  * error. */
 static int read_window(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int at,
                        uint8_t regs[FG_UV_REGISTERS]) {
-    uv_window w;
+    fg_uv_window w;
     if (!parse_window(ctx, argv + at + 1, &w)) return 0;
     RedisModuleString **keys = RedisModule_Alloc(sizeof(*keys) * (size_t)argc);
     int nkeys = gather_keys(argv, argc, at, keys);
@@ -310,7 +273,7 @@ static int add_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (argc < 3) return RedisModule_WrongArity(ctx);
     int64_t now_us = server_clock_us();
     if (now_us < 0 || now_us > MAX_US)
-        return RedisModule_ReplyWithError(ctx, ERR_CLOCK);
+        return RedisModule_ReplyWithError(ctx, FG_ERR_UV_CLOCK("server"));
     return add_items(ctx, argv, argc, 0, now_us);
 }
 
@@ -321,8 +284,7 @@ static int addat_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     int64_t at_us;
     if (!parse_integer(ctx, argv[2], "unix_us", 0, MAX_US, &at_us)) return REDISMODULE_OK;
     if (!decided_elsewhere(ctx) && at_us > server_clock_us() + FUTURE_LIMIT_US)
-        return RedisModule_ReplyWithError(ctx,
-                                          "ERR unix_us is more than 60 seconds in the future");
+        return RedisModule_ReplyWithError(ctx, FG_ERR_UV_FUTURE);
     return add_items(ctx, argv, argc, 1, at_us);
 }
 
@@ -347,18 +309,18 @@ static int parse_create(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
             size_t len;
             const char *arg = RedisModule_StringPtrLen(argv[i], &len);
             return reply_error_fmt(ctx, "ERR unknown option '%.*s'",
-                                   (int)(len < KEY_NAME_SHOWN ? len : KEY_NAME_SHOWN), arg),
+                                   (int)(len < FG_UV_NAME_SHOWN ? len : FG_UV_NAME_SHOWN), arg),
                    0;
         }
-        if (given[o]) return reply_error_fmt(ctx, "ERR %s given twice", options[o].name), 0;
-        if (i + 1 == argc) return reply_error_fmt(ctx, "ERR %s needs a value", options[o].name), 0;
+        if (given[o]) return reply_error_fmt(ctx, ERR_GIVEN_TWICE, options[o].name), 0;
+        if (i + 1 == argc) return reply_error_fmt(ctx, ERR_NEEDS_VALUE, options[o].name), 0;
         if (!parse_integer(ctx, argv[i + 1], options[o].name, options[o].min, options[o].max,
                            &value[o]))
             return 0;
         given[o] = true;
     }
     if (value[OPT_TZOFFSET] % 60 != 0)
-        return RedisModule_ReplyWithError(ctx, "ERR TZOFFSET must be whole minutes"), 0;
+        return RedisModule_ReplyWithError(ctx, FG_ERR_UV_TZOFFSET), 0;
     return 1;
 }
 
@@ -370,7 +332,7 @@ static int create_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (!parse_create(ctx, argv, argc, value)) return REDISMODULE_OK;
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
-        RedisModule_ReplyWithError(ctx, ERR_EXISTS);
+        RedisModule_ReplyWithError(ctx, FG_ERR_UV_EXISTS);
     } else {
         fg_uv *uv = uv_create(value[OPT_SPAN], value[OPT_MINUTES], value[OPT_HOURS],
                               value[OPT_DAYS], value[OPT_TZOFFSET]);
@@ -392,7 +354,7 @@ static int load_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     const char *payload = RedisModule_StringPtrLen(argv[2], &len);
     fg_uv *uv;
     if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
-        RedisModule_ReplyWithError(ctx, ERR_EXISTS);
+        RedisModule_ReplyWithError(ctx, FG_ERR_UV_EXISTS);
     } else if ((uv = uv_decode(payload, len)) == NULL) {
         RedisModule_ReplyWithError(ctx, "ERR bad payload");
     } else {

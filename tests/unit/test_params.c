@@ -72,12 +72,55 @@ static void test_refusals_name_the_argument(void **state) {
     assert_int_equal(strlen(tiny), 7);
 }
 
+/* BF.RESERVE's numbers, refused in RedisBloom's order and words. */
+static void test_bloom_error_rate_and_capacity(void **state) {
+    (void)state;
+    assert_true(fg_param_bloom_error(0.01, msg, sizeof(msg)));
+    assert_true(fg_param_bloom_error(1e-9, msg, sizeof(msg)));
+    assert_false(fg_param_bloom_error(NAN, msg, sizeof(msg)));
+    assert_string_equal(msg, "ERR bad error rate");
+    double out_of_range[] = {0, 1, -0.5, 2, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof(out_of_range) / sizeof(out_of_range[0]); i++) {
+        assert_false(fg_param_bloom_error(out_of_range[i], msg, sizeof(msg)));
+        assert_string_equal(msg, "ERR (0 < error rate range < 1) ");
+    }
+    assert_false(fg_param_bloom_error(9e-10, msg, sizeof(msg)));
+    assert_string_equal(msg, "ERR error rate must be at least 1e-09");
+
+    assert_true(fg_param_bloom_capacity(1, msg, sizeof(msg)));
+    assert_true(fg_param_bloom_capacity(1LL << 40, msg, sizeof(msg)));
+    assert_false(fg_param_bloom_capacity(0, msg, sizeof(msg)));
+    assert_string_equal(msg, "ERR (capacity should be larger than 0)");
+    assert_false(fg_param_bloom_capacity(INT64_MIN, msg, sizeof(msg)));
+    assert_string_equal(msg, "ERR (capacity should be larger than 0)");
+    assert_false(fg_param_bloom_capacity((1LL << 40) + 1, msg, sizeof(msg)));
+    assert_string_equal(msg, "ERR capacity must be at most 1099511627776");
+}
+
+/* A policy's Bloom list: a number, from 1e-9 up to but not including 1. */
+static void test_list_error_rate(void **state) {
+    (void)state;
+    assert_true(fg_param_list_error(1e-9, msg, sizeof(msg)));
+    assert_true(fg_param_list_error(0.999, msg, sizeof(msg)));
+    assert_false(fg_param_list_error(NAN, msg, sizeof(msg)));
+    assert_string_equal(msg, "ERR error must be a number");
+    assert_false(fg_param_list_error(INFINITY, msg, sizeof(msg)));
+    assert_string_equal(msg, "ERR error must be a number");
+    double out_of_range[] = {0, 9e-10, 1, -1, 5};
+    for (size_t i = 0; i < sizeof(out_of_range) / sizeof(out_of_range[0]); i++) {
+        assert_false(fg_param_list_error(out_of_range[i], msg, sizeof(msg)));
+        assert_string_equal(msg, "ERR error must be at least 1e-09 and less than 1");
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buckets_round_to_the_nearest_nanosecond),
         cmocka_unit_test(test_gcra_interval),
         cmocka_unit_test(test_windows_round_to_whole_microseconds),
         cmocka_unit_test(test_refusals_name_the_argument),
+        cmocka_unit_test(test_bloom_error_rate_and_capacity),
+        cmocka_unit_test(test_list_error_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@
  * the memory bound, allocation failures, edge times and the serialized form
  * with each corruption its loader refuses; and the bucket tiers: past
  * windows on the grid against brute force, off-grid refusals, retention,
- * memory and allocation failures.
+ * memory and allocation failures; and the commands' windows with their
+ * refusals' words.
  */
 #include "test_heap.h"
 #include "test_util.h"
@@ -667,6 +668,42 @@ static void test_off_grid_and_bad_windows(void **state) {
     fg_uv_free(&uv, &alloc);
 }
 
+/* The commands' windows: the registers when the window fits, else the
+ * refusal the module and the mem: backend both answer, word for word. */
+static void test_command_windows_and_their_refusals(void **state) {
+    (void)state;
+    fg_uv uv;
+    expect_status(fg_uv_init_tiers(&uv, 600, 60, 48, 0, 0), FG_OK);
+    int64_t now = 1700006400 + 30 * 60 + 17;
+    expect_i64(fg_uv_add(&uv, crafted(1, 3), now, &alloc), FG_UV_CHANGED);
+    static uint8_t regs[FG_UV_REGISTERS];
+    char msg[256];
+    fg_uv_window last = {.last = true, .seconds = 600};
+    assert_true(fg_uv_window_registers(&uv, &last, now, "k", 1, regs, msg, sizeof(msg)));
+    expect_i64(regs[1], 3);
+    last.seconds = 601;
+    assert_false(fg_uv_window_registers(&uv, &last, now, "visits", 6, regs, msg, sizeof(msg)));
+    assert_string_equal(msg, "ERR LAST window of 601 seconds is longer than the SPAN of "
+                             "'visits' (600 seconds)");
+    fg_uv_window between = {.start = now - 17, .end = now + 1};
+    assert_true(fg_uv_window_registers(&uv, &between, now, "k", 1, regs, msg, sizeof(msg)));
+    expect_i64(regs[1], 3);
+    between = (fg_uv_window){.start = now - 17 - 60, .end = now - 17 - 1}; /* ends off the grid */
+    assert_false(fg_uv_window_registers(&uv, &between, now, "visits", 6, regs, msg, sizeof(msg)));
+    assert_string_equal(msg, "ERR BETWEEN edge 1700008199000000 is not on the grid of 'visits' "
+                             "(minutes for the last 60 minutes, hours for the last 48 hours)");
+    /* A key's name is quoted up to 100 bytes. */
+    char name[150];
+    memset(name, 'n', sizeof(name));
+    last.seconds = 601;
+    assert_false(fg_uv_window_registers(&uv, &last, now, name, sizeof(name), regs, msg, sizeof(msg)));
+    char want[256];
+    snprintf(want, sizeof(want), "ERR LAST window of 601 seconds is longer than the SPAN of '%.100s' "
+             "(600 seconds)", name);
+    assert_string_equal(msg, want);
+    fg_uv_free(&uv, &alloc);
+}
+
 static void test_retention_and_memory(void **state) {
     (void)state;
     fg_uv uv;
@@ -879,6 +916,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_loader_refuses_corruption, setup, teardown),
         cmocka_unit_test_setup_teardown(test_past_windows_match_brute_force, setup, teardown),
         cmocka_unit_test_setup_teardown(test_off_grid_and_bad_windows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_windows_and_their_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention_and_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tier_allocation_failures_change_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tier_serialization_round_trip, setup, teardown),
