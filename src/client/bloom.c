@@ -35,6 +35,7 @@
 #include "command.h"
 #include "error.h"
 #include "mem_bloom.h"
+#include "messages.h"
 
 #define ITEMS_PER_COMMAND (FG_CMD_MAX_ARGS - 2) /* BF.MADD key item... */
 
@@ -70,7 +71,8 @@ static fg_code reply_error(const redisReply *r, fg_error *err) {
                                        "Second argument must be numeric",
                                        "non scaling filter is full"};
     fg_code rc = fg_reply_error(r, err);
-    if (strcmp(r->str, FG_BF_ERR_NO_FILTER) == 0) rc = FG_CODE_NOMEM;
+    /* A filter the server had no memory for. */
+    if (strcmp(r->str, FG_ERR_BF_NO_FILTER) == 0) rc = FG_CODE_NOMEM;
     for (size_t i = 0; rc == FG_CODE_SERVER && i < sizeof(bare) / sizeof(bare[0]); i++)
         if (strncmp(r->str, bare[i], strlen(bare[i])) == 0) rc = FG_CODE_INVALID;
     if (err != NULL) err->code = rc;

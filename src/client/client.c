@@ -57,6 +57,7 @@
 #include "mem_distinct.h"
 #include "mem_lock.h"
 #include "mem_store.h"
+#include "messages.h"
 #include "url.h"
 
 #define SWEEP_EVERY      64 /* mem: decisions between two expiry sweeps */
@@ -146,16 +147,13 @@ static int64_t now_us(const fg_client *c) {
 static fg_code mem_error(fg_mem_status st, fg_error *err) {
     switch (st) {
     case FG_MEM_WRONGTYPE:
-        return fg_set_error(err, FG_CODE_WRONGTYPE,
-                            "WRONGTYPE Operation against a key holding the wrong kind of value");
-    case FG_MEM_OVERFLOW:
-        return fg_set_error(err, FG_CODE_INVALID,
-                            "ERR overflow: these parameters exceed 64-bit time arithmetic");
+        return fg_set_error(err, FG_CODE_WRONGTYPE, FG_ERR_WRONGTYPE);
+    case FG_MEM_OVERFLOW: return fg_set_error(err, FG_CODE_INVALID, FG_ERR_OVERFLOW);
     case FG_MEM_NOMEM: return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     case FG_MEM_OK:
     case FG_MEM_INVALID: break;
     }
-    return fg_set_error(err, FG_CODE_INVALID, "ERR invalid rate-limit parameters");
+    return fg_set_error(err, FG_CODE_INVALID, FG_ERR_INVALID_LIMIT);
 }
 
 static void result_from_decision(const fg_decision *d, fg_source source, fg_result *out) {

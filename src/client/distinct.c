@@ -66,7 +66,7 @@ void fg_distinct_options_init(fg_distinct_options *opts) {
 
 /* A client, nkeys >= 1 keys, a result, and the window, converted. */
 static fg_code check_count(const fg_client *c, const char *const *keys, size_t nkeys,
-                           const void *result, const fg_window *w, fg_distinct_range *range,
+                           const void *result, const fg_window *w, fg_uv_window *range,
                            const char *command, fg_error *err) {
     if (c == NULL || (keys == NULL && nkeys > 0) || result == NULL)
         return fg_set_error(err, FG_CODE_INVALID, "a client, keys and a result are required");
@@ -288,7 +288,7 @@ static fg_code server_union(fg_client *c, const char *const *keys, size_t nkeys,
 
 fg_code fg_distinct_count(fg_client *c, const char *const *keys, size_t nkeys, fg_window window,
                           int64_t *count, fg_error *err) {
-    fg_distinct_range range;
+    fg_uv_window range;
     fg_code rc = check_count(c, keys, nkeys, count, &window, &range, "fg.uvcount", err);
     if (rc != FG_CODE_OK) return rc;
     fg_mem_distincts *m = fg_client_mem_distincts(c);
@@ -301,7 +301,7 @@ fg_code fg_distinct_count(fg_client *c, const char *const *keys, size_t nkeys, f
 
 fg_code fg_distinct_export(fg_client *c, const char *const *keys, size_t nkeys, fg_window window,
                            uint8_t hll[FG_HLL_BYTES], fg_error *err) {
-    fg_distinct_range range;
+    fg_uv_window range;
     fg_code rc = check_count(c, keys, nkeys, hll, &window, &range, "fg.uvexport", err);
     if (rc != FG_CODE_OK) return rc;
     fg_mem_distincts *m = fg_client_mem_distincts(c);

@@ -38,10 +38,6 @@ static inline uint64_t fg_bf_item_hash(const void *item, size_t len) {
 /* Memory of in-process filters: malloc's, zeroed bits from calloc. */
 extern const fg_bloom_allocator fg_bf_heap;
 
-/* What the module answers when a filter's memory cannot be had; a server
- * sends it too, and the client reads it as FG_CODE_NOMEM. */
-#define FG_BF_ERR_NO_FILTER FG_ERR_BF_NO_FILTER
-
 /* FG_CODE_OK when BF.RESERVE accepts `o`'s values, else FG_CODE_INVALID
  * with the module's message (the first check that fails, in the module's
  * order). A filter whose bits would be too big is refused later, by

@@ -93,19 +93,19 @@ fg_code fg_distinct_options_check(const fg_distinct_options *o, fg_error *err) {
     return FG_CODE_OK;
 }
 
-fg_code fg_window_convert(const fg_window *w, fg_distinct_range *out, fg_error *err) {
+fg_code fg_window_convert(const fg_window *w, fg_uv_window *out, fg_error *err) {
     if (w->last) {
         if (check_integer(w->n, "n", 1, FG_UV_MAX_SPAN, err) != FG_CODE_OK) return FG_CODE_INVALID;
         if (w->unit != FG_SECONDS && w->unit != FG_MINUTES && w->unit != FG_HOURS &&
             w->unit != FG_DAYS)
             return refused(FG_ERR_UV_UNIT, err);
-        *out = (fg_distinct_range){.last = true, .seconds = w->n * (int64_t)w->unit};
+        *out = (fg_uv_window){.last = true, .seconds = w->n * (int64_t)w->unit};
         return FG_CODE_OK;
     }
     if (check_integer(w->start_us, "start_us", 0, FG_DISTINCT_MAX_US + 1, err) != FG_CODE_OK ||
         check_integer(w->end_us, "end_us", 0, FG_DISTINCT_MAX_US + 1, err) != FG_CODE_OK)
         return FG_CODE_INVALID;
-    *out = (fg_distinct_range){.start = w->start_us / FG_DISTINCT_US_PER_SEC,
+    *out = (fg_uv_window){.start = w->start_us / FG_DISTINCT_US_PER_SEC,
                                .end = w->end_us / FG_DISTINCT_US_PER_SEC};
     return out->start < out->end ? FG_CODE_OK : refused(FG_ERR_UV_ORDER, err);
 }
@@ -234,7 +234,7 @@ fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *i
 }
 
 /* One counter's registers for the window, or the module's refusal. */
-static fg_code window_registers(const entry *e, const fg_distinct_range *w, int64_t now,
+static fg_code window_registers(const entry *e, const fg_uv_window *w, int64_t now,
                                 uint8_t regs[FG_UV_REGISTERS], fg_error *err) {
     char msg[sizeof(err->message)];
     if (fg_uv_window_registers(&e->uv, w, now, e->key, e->node.keylen, regs, msg, sizeof(msg)))
@@ -261,7 +261,7 @@ static void unlock_shards(fg_mem_distincts *m, uint32_t mask) {
 }
 
 fg_code fg_mem_uv_registers(fg_mem_distincts *m, const char *const *keys, size_t nkeys,
-                            const fg_distinct_range *w, uint8_t regs[FG_UV_REGISTERS],
+                            const fg_uv_window *w, uint8_t regs[FG_UV_REGISTERS],
                             fg_error *err) {
     int64_t now = clock_now_us(m);
     if (w->last && (now < 0 || now > FG_DISTINCT_MAX_US)) return refused(ERR_CLOCK, err);

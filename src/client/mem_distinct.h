@@ -25,10 +25,6 @@
 /* How far ahead of the clock FG.UVADDAT may add. */
 #define FG_DISTINCT_FUTURE_US (60 * FG_DISTINCT_US_PER_SEC)
 
-/* A window in the core's terms: LAST `seconds`, or BETWEEN [start, end)
- * in whole seconds. */
-typedef fg_uv_window fg_distinct_range;
-
 typedef struct fg_mem_distincts fg_mem_distincts;
 
 /* FG_CODE_OK when FG.UVCREATE accepts `o`'s values, else FG_CODE_INVALID
@@ -37,7 +33,7 @@ fg_code fg_distinct_options_check(const fg_distinct_options *o, fg_error *err);
 
 /* A window checked as FG.UVCOUNT parses it, converted; FG_CODE_INVALID with
  * the module's message. */
-fg_code fg_window_convert(const fg_window *w, fg_distinct_range *out, fg_error *err);
+fg_code fg_window_convert(const fg_window *w, fg_uv_window *out, fg_error *err);
 
 /* FG.UVADDAT's instant, checked as the module parses it (not the future
  * limit, which needs the clock). */
@@ -61,7 +57,7 @@ fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *i
  * is missing), all keys read at one instant: FG.UVCOUNT and FG.UVEXPORT
  * before their last step. */
 fg_code fg_mem_uv_registers(fg_mem_distincts *m, const char *const *keys, size_t nkeys,
-                            const fg_distinct_range *w, uint8_t regs[FG_UV_REGISTERS],
+                            const fg_uv_window *w, uint8_t regs[FG_UV_REGISTERS],
                             fg_error *err);
 
 /* client.c: the counters of a mem: client; NULL for any other client. */

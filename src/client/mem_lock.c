@@ -68,6 +68,7 @@
 #include "key_table.h"
 #include "lease.h"      /* fg_key_hash */
 #include "lock.h"
+#include "messages.h"
 #include "wait_queue.h"
 #include "params.h"
 
@@ -79,10 +80,8 @@
 static const fg_allocator heap = {realloc, free};
 
 static const char ERR_NOMEM[] = "out of memory";
-static const char ERR_NO_TOKEN[] =
-    "ERR no fencing token left: the server's counter reached its ceiling of 2^53";
-static const char ERR_WRONGTYPE[] =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
+static const char ERR_NO_TOKEN[] = FG_ERR_LOCK_NO_TOKEN;
+static const char ERR_WRONGTYPE[] = FG_ERR_WRONGTYPE;
 
 typedef struct entry {
     fg_key_node node; /* first: a node is its entry */
@@ -196,7 +195,7 @@ static fg_code check_owner(const char *owner, fg_lock_request *r, fg_error *err)
     r->owner = owner;
     r->owner_len = strlen(owner);
     if (r->owner_len >= 1 && r->owner_len <= FG_LOCK_OWNER_MAX) return FG_CODE_OK;
-    return fg_set_error(err, FG_CODE_INVALID, "ERR owner must be 1 to %d bytes", FG_LOCK_OWNER_MAX);
+    return fg_set_error(err, FG_CODE_INVALID, FG_ERR_LOCK_OWNER, FG_LOCK_OWNER_MAX);
 }
 
 static fg_code check_lease(int64_t lease_ms, int64_t *lease_us, fg_error *err) {
@@ -221,7 +220,7 @@ static fg_code check_distinct(const char *const *keys, size_t n, fg_error *err) 
     for (size_t i = 1; i < n; i++)
         for (size_t j = 0; j < i; j++)
             if (strcmp(keys[i], keys[j]) == 0)
-                return fg_set_error(err, FG_CODE_INVALID, "ERR duplicate key");
+                return fg_set_error(err, FG_CODE_INVALID, FG_ERR_LOCK_DUPLICATE_KEY);
     return FG_CODE_OK;
 }
 
@@ -746,7 +745,7 @@ fg_code fg_mem_semaphore_acquire(fg_mem_locks *m, const char *key, int64_t capac
     if (rc == FG_CODE_OK) rc = check_lease(o->lease_ms, &r.lease_us, err);
     if (rc == FG_CODE_OK) rc = check_wait(o, err);
     if (rc == FG_CODE_OK && permits > capacity)
-        rc = fg_set_error(err, FG_CODE_INVALID, "ERR permits exceed the capacity");
+        rc = fg_set_error(err, FG_CODE_INVALID, FG_ERR_LOCK_PERMITS);
     if (rc != FG_CODE_OK) return rc;
     return acquire(m, &key, 1, false, &r, o, out, err);
 }

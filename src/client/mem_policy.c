@@ -60,6 +60,7 @@
 #include "error.h"
 #include "key_table.h"
 #include "mem_bloom.h"  /* fg_bf_item_hash */
+#include "messages.h"
 #include "params.h"
 #include "policy_check.h"
 #include "wait_queue.h"
@@ -70,8 +71,6 @@
 #define BLOOM_EXPANSION 2
 
 /* The module's messages (src/module/t_policy.c). */
-static const char ERR_OVERFLOW[] = "ERR overflow: these parameters exceed 64-bit time arithmetic";
-static const char ERR_NO_LIST[] = "ERR the Bloom list cannot be made: not enough memory";
 static const char ERR_NOMEM[] = "out of memory";
 
 /* --------------------------------------------------------------- lists */
@@ -95,7 +94,7 @@ static fg_code list_init(list *l, const fg_list_spec *s, fg_error *err) {
     if (fg_bloom_init(&l->bloom, s->error, (uint64_t)s->capacity, BLOOM_EXPANSION, &fg_bf_heap) ==
         FG_OK)
         return FG_CODE_OK;
-    return fg_set_error(err, FG_CODE_INVALID, "%s", ERR_NO_LIST);
+    return fg_set_error(err, FG_CODE_INVALID, FG_ERR_POLICY_LIST_MAKE, "not enough memory");
 }
 
 static void item_free(fg_key_node *n) {
@@ -147,7 +146,7 @@ static fg_code list_add(list *l, const void *const *items, const size_t *lens, s
                 fg_bloom_add(&l->bloom, fg_bf_item_hash(items[i], lens[i]), &fg_bf_heap);
             if (b < 0)
                 return fg_set_error(err, FG_CODE_INVALID,
-                                    "ERR the Bloom list cannot grow: not enough memory");
+                                    FG_ERR_POLICY_LIST_GROW, "not enough memory");
             r = b == FG_BLOOM_ADDED;
             l->entries += r;
         }
@@ -245,7 +244,7 @@ static policy *find_policy(fg_mem_policies *m, const char *name, policy ***link)
 }
 
 static fg_code no_such_policy(const char *name, fg_error *err) {
-    return fg_set_error(err, FG_CODE_INVALID, "ERR no such policy '%s'", name);
+    return fg_set_error(err, FG_CODE_INVALID, FG_ERR_POLICY_MISSING, (int)strlen(name), name);
 }
 
 static entry *find_entry(const fg_mem_policies *m, const char *key, size_t len, uint64_t hash) {
@@ -445,10 +444,10 @@ static fg_code decide(fg_mem_policies *m, const entry *e, const request *r, int6
     if (fg_policy_check_lists(c, now, r->cost, on_deny, on_allow)) return FG_CODE_OK;
     bool stored = live(e, now);
     if (stored && strcmp(e->policy, r->name) != 0)
-        return fg_set_error(err, FG_CODE_INVALID, "ERR key holds the state of policy '%s'",
-                            e->policy);
+        return fg_set_error(err, FG_CODE_INVALID, FG_ERR_POLICY_STATE,
+                            (int)strlen(e->policy), e->policy);
     if (fg_policy_check_state(c, &(*p)->rules, stored ? &e->state : NULL) != FG_OK)
-        return fg_set_error(err, FG_CODE_INVALID, "%s", ERR_OVERFLOW);
+        return fg_set_error(err, FG_CODE_INVALID, "%s", FG_ERR_OVERFLOW);
     return FG_CODE_OK;
 }
 

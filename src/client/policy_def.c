@@ -7,38 +7,24 @@
  */
 #include "policy_def.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "bloom.h"
 #include "error.h"
 #include "limit_args.h" /* fg_limit_convert */
+#include "messages.h"
 #include "params.h"
 
 #define MSG_MAX 160
 
-static const char ERR_NAME[] =
-    "ERR policy name must be 1 to 64 letters, digits, '_', '-', '.' or '/'";
-static const char ERR_NLIMITS[] = "ERR a policy needs 1 to 8 LIMIT rules";
-static const char ERR_ALGORITHMS[] = "(TOKEN, LEAKY, GCRA, FIXED, SLIDING)";
-
-static bool name_char(char ch) {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           ch == '_' || ch == '-' || ch == '.' || ch == '/';
-}
-
 fg_code fg_policy_name_check(const char *name, fg_error *err) {
-    size_t len = name != NULL ? strlen(name) : 0;
-    bool ok = len >= 1 && len <= FG_POLICY_NAME_MAX;
-    for (size_t i = 0; ok && i < len; i++)
-        ok = name_char(name[i]);
-    return ok ? FG_CODE_OK : fg_set_error(err, FG_CODE_INVALID, "%s", ERR_NAME);
+    if (name != NULL && fg_policy_name_valid(name, strlen(name))) return FG_CODE_OK;
+    return fg_set_error(err, FG_CODE_INVALID, "%s", FG_ERR_POLICY_NAME);
 }
 
 fg_code fg_policy_limit_convert(const fg_limit *l, fg_policy_limit *out, fg_error *err) {
     if (l->algorithm == FG_SLIDING_LOG)
-        return fg_set_error(err, FG_CODE_INVALID, "ERR unknown algorithm 'SLIDELOG' %s",
-                            ERR_ALGORITHMS);
+        return fg_set_error(err, FG_CODE_INVALID, FG_ERR_POLICY_ALGORITHM, "SLIDELOG");
     fg_mem_limit ml;
     if (fg_limit_convert(l, 0, &ml, err) != FG_CODE_OK) return FG_CODE_INVALID;
     switch (l->algorithm) {
@@ -77,21 +63,16 @@ fg_code fg_list_spec_check(const fg_list_spec *s, const char *rule, fg_error *er
     char msg[MSG_MAX];
     if (s->kind == FG_LIST_EXACT) return FG_CODE_OK;
     if (s->kind != FG_LIST_BLOOM)
-        return fg_set_error(err, FG_CODE_INVALID, "ERR %s takes EXACT or BLOOM error capacity",
-                            rule);
-    if (!isfinite(s->error))
-        return fg_set_error(err, FG_CODE_INVALID, "ERR error must be a number");
-    if (!(s->error >= FG_BLOOM_MIN_ERROR && s->error < 1))
-        return fg_set_error(err, FG_CODE_INVALID,
-                            "ERR error must be at least 1e-09 and less than 1");
-    if (!fg_param_integer(s->capacity, "capacity", 1, FG_BLOOM_MAX_CAPACITY, msg, sizeof(msg)))
+        return fg_set_error(err, FG_CODE_INVALID, FG_ERR_POLICY_LIST, rule);
+    if (!fg_param_list_error(s->error, msg, sizeof(msg)) ||
+        !fg_param_integer(s->capacity, "capacity", 1, FG_BLOOM_MAX_CAPACITY, msg, sizeof(msg)))
         return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
     return FG_CODE_OK;
 }
 
 fg_code fg_policy_def_convert(const fg_policy_def *def, fg_policy_rules *out, fg_error *err) {
     if (def->nlimits < 1 || def->nlimits > FG_MAX_POLICY_LIMITS)
-        return fg_set_error(err, FG_CODE_INVALID, "%s", ERR_NLIMITS);
+        return fg_set_error(err, FG_CODE_INVALID, FG_ERR_POLICY_NLIMITS, FG_POLICY_MAX_LIMITS);
     memset(out, 0, sizeof(*out));
     out->nlimits = (uint32_t)def->nlimits;
     for (size_t i = 0; i < def->nlimits; i++)

@@ -13,7 +13,6 @@
 #include "floodgate.h"
 #include "policy.h"
 
-#define FG_POLICY_NAME_MAX 64
 /* The longest FG.CHECK ... WAIT timeout. */
 #define FG_POLICY_MAX_WAIT_MS 86400000
 

@@ -107,6 +107,17 @@ static bool penalty_valid(const fg_policy_penalty *p) {
            p->after <= FG_POLICY_MAX_AFTER && p->within_us >= 1 && p->within_us <= MAX_DURATION_US;
 }
 
+bool fg_policy_name_valid(const char *name, size_t len) {
+    if (name == NULL || len < 1 || len > FG_POLICY_NAME_MAX) return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-' || c == '.' || c == '/';
+        if (!ok) return false;
+    }
+    return true;
+}
+
 bool fg_policy_rules_valid(const fg_policy_rules *rules) {
     if (rules == NULL || rules->nlimits < 1 || rules->nlimits > FG_POLICY_MAX_LIMITS) return false;
     for (uint32_t i = 0; i < rules->nlimits; i++)

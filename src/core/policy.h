@@ -98,6 +98,12 @@ typedef struct fg_policy_decision {
     fg_decision d;
 } fg_policy_decision;
 
+#define FG_POLICY_NAME_MAX 64
+
+/* Whether a policy name is valid: 1 to FG_POLICY_NAME_MAX letters, digits,
+ * '_', '-', '.' or '/' (FG_ERR_POLICY_NAME refuses the others). */
+bool fg_policy_name_valid(const char *name, size_t len);
+
 /* Whether rules are usable: 1 .. FG_POLICY_MAX_LIMITS limits with
  * parameters in the ranges of params.h, a penalty that is off (ban_us 0)
  * or has ban_us, after and within_us >= 1. */

@@ -40,22 +40,9 @@
 #define MAX_RULE_WORDS  256 /* far above what valid rules can hold (about 55) */
 #define QUOTED_MAX      64  /* bytes of a user's word quoted in an error */
 
-const char ERR_POLICY_NAME[] = FG_ERR_POLICY_NAME;
-
 static RedisModuleDict *policies; /* name -> policy */
 
 /* ------------------------------------------------------------------ names */
-
-bool policy_name_valid(const char *name, size_t len) {
-    if (len < 1 || len > POLICY_NAME_MAX) return false;
-    for (size_t i = 0; i < len; i++) {
-        char c = name[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_' || c == '-' || c == '.' || c == '/';
-        if (!ok) return false;
-    }
-    return true;
-}
 
 static RedisModuleDict *registry(void) {
     if (!policies) policies = RedisModule_CreateDict(NULL);
@@ -379,8 +366,8 @@ static void keep_words(policy *p, RedisModuleString **words, int nwords) {
 
 policy *policy_parse(const char *name, size_t name_len, RedisModuleString **words, int nwords,
                      char *msg, size_t msglen) {
-    if (!policy_name_valid(name, name_len)) {
-        snprintf(msg, msglen, "%s", ERR_POLICY_NAME);
+    if (!fg_policy_name_valid(name, name_len)) {
+        snprintf(msg, msglen, "%s", FG_ERR_POLICY_NAME);
         return NULL;
     }
     policy *p = policy_new(name, name_len);

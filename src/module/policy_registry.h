@@ -13,7 +13,7 @@
 #include "bloom_types.h"
 #include "redismodule_api.h"
 
-#define POLICY_NAME_MAX 64
+#define POLICY_NAME_MAX FG_POLICY_NAME_MAX
 #define POLICY_MSG_MAX  200 /* room for an error message */
 
 typedef enum list_kind { LIST_EXACT, LIST_BLOOM } list_kind;
@@ -47,11 +47,6 @@ typedef struct policy {
     policy_list allow, deny;
     fg_policy_counters counters;
 } policy;
-
-/* Whether a name is 1 to POLICY_NAME_MAX letters, digits, '_', '-', '.' or
- * '/'; the message that refuses one. */
-bool policy_name_valid(const char *name, size_t len);
-extern const char ERR_POLICY_NAME[];
 
 /* The policy of that name, NULL when there is none. */
 policy *registry_find(const char *name, size_t len);

@@ -135,7 +135,7 @@ static plstat *payload_decode(const uint8_t *p, size_t len) {
     if (len < PAYLOAD_HEAD || p[0] != PAYLOAD_VERSION) return NULL;
     size_t name_len = p[1];
     if (len < PAYLOAD_HEAD + name_len ||
-        !policy_name_valid((const char *)p + PAYLOAD_HEAD, name_len))
+        !fg_policy_name_valid((const char *)p + PAYLOAD_HEAD, name_len))
         return NULL;
     fg_policy_state s;
     const uint8_t *state = p + PAYLOAD_HEAD + name_len;

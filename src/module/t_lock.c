@@ -56,6 +56,7 @@
 #include <string.h>
 
 #include "../core/lock.h"
+#include "../core/messages.h"
 #include "args.h"
 #include "clock.h"
 #include "effects.h"
@@ -67,8 +68,7 @@
 
 static long long stat_grants, stat_waited_grants, stat_timeouts, stat_waiters, stat_expired;
 
-static const char ERR_NO_TOKEN[] =
-    "ERR no fencing token left: the server's counter reached its ceiling of 2^53";
+static const char ERR_NO_TOKEN[] = FG_ERR_LOCK_NO_TOKEN;
 
 /* ================================================================ queues */
 
@@ -548,7 +548,7 @@ static void enqueue(RedisModuleCtx *ctx, const fg_lock_request *r, RedisModuleSt
 static int parse_owner(RedisModuleCtx *ctx, RedisModuleString *arg, fg_lock_request *r) {
     r->owner = RedisModule_StringPtrLen(arg, &r->owner_len);
     if (r->owner_len < 1 || r->owner_len > FG_LOCK_OWNER_MAX) {
-        reply_error_fmt(ctx, "ERR owner must be 1 to %d bytes", FG_LOCK_OWNER_MAX);
+        reply_error_fmt(ctx, FG_ERR_LOCK_OWNER, FG_LOCK_OWNER_MAX);
         return 0;
     }
     return 1;
@@ -659,7 +659,7 @@ static int acquire_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
         !parse_lock_options(ctx, argv + 6, argc - 6, false, &r, &wo))
         return REDISMODULE_OK;
     if (r.count > r.capacity)
-        return RedisModule_ReplyWithError(ctx, "ERR permits exceed the capacity");
+        return RedisModule_ReplyWithError(ctx, FG_ERR_LOCK_PERMITS);
     return acquire(ctx, argv[1], &r, &wo);
 }
 
@@ -780,7 +780,7 @@ static int parse_keys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
             size_t jlen;
             const char *jp = RedisModule_StringPtrLen(argv[2 + j], &jlen);
             if (ilen == jlen && memcmp(ip, jp, ilen) == 0)
-                return RedisModule_ReplyWithError(ctx, "ERR duplicate key"), 0;
+                return RedisModule_ReplyWithError(ctx, FG_ERR_LOCK_DUPLICATE_KEY), 0;
         }
     }
     *numkeys = (int)n;

@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/messages.h"
 #include "args.h"
 #include "clock.h"
 #include "effects.h"
@@ -69,7 +70,6 @@
 #define MAX_WAIT_MS 86400000
 #define MAX_AT_US   (INT64_MAX / 1000) /* as the other checks' AT */
 
-static const char ERR_OVERFLOW[] = "ERR overflow: these parameters exceed 64-bit time arithmetic";
 
 /* ============================================================= deciding */
 
@@ -133,14 +133,14 @@ static void evaluate_state(RedisModuleCtx *ctx, const request *r, evaluation *ev
         const char *name = plstat_policy(v, &len);
         if (len != p->name_len || memcmp(name, p->name, len) != 0) {
             close_key(ev);
-            return fail(ev, "ERR key holds the state of policy '%.*s'", (int)len, name);
+            return fail(ev, FG_ERR_POLICY_STATE, (int)len, name);
         }
         plstat_state(v, &cur);
         ev->existed = true;
     }
     if (fg_policy_check_state(&ev->c, &p->rules, ev->existed ? &cur : NULL) != FG_OK) {
         close_key(ev);
-        return fail(ev, "%s", ERR_OVERFLOW);
+        return fail(ev, "%s", FG_ERR_OVERFLOW);
     }
 }
 
@@ -149,7 +149,7 @@ static void evaluate_state(RedisModuleCtx *ctx, const request *r, evaluation *ev
 static void evaluate(RedisModuleCtx *ctx, const request *r, int64_t now_us, evaluation *ev) {
     memset(ev, 0, sizeof(*ev));
     policy *p = ev->p = registry_find(r->policy, r->policy_len);
-    if (!p) return fail(ev, "ERR no such policy '%.*s'", (int)r->policy_len, r->policy);
+    if (!p) return fail(ev, FG_ERR_POLICY_MISSING, (int)r->policy_len, r->policy);
     bool on_deny = list_contains(&p->deny, r->identity, r->identity_len);
     bool on_allow = !on_deny && list_contains(&p->allow, r->identity, r->identity_len);
     if (!fg_policy_check_lists(&ev->c, now_us, r->cost, on_deny, on_allow))
@@ -471,7 +471,7 @@ static int parse_check_options(RedisModuleCtx *ctx, RedisModuleString **argv, in
             return RedisModule_ReplyWithError(ctx, "ERR syntax error: the options are COST n, "
                                                    "ID identity, WAIT timeout_ms and AT unix_us"),
                    0;
-        if (i + 1 >= argc) return reply_error_fmt(ctx, "ERR %s needs a value", names[which]), 0;
+        if (i + 1 >= argc) return reply_error_fmt(ctx, ERR_NEEDS_VALUE, names[which]), 0;
         RedisModuleString *v = argv[i + 1];
         switch (which) {
         case 0:
@@ -514,13 +514,12 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     if (argc < 3) return RedisModule_WrongArity(ctx);
     request r = {.key = argv[2]};
     r.policy = RedisModule_StringPtrLen(argv[1], &r.policy_len);
-    if (!policy_name_valid(r.policy, r.policy_len))
-        return RedisModule_ReplyWithError(ctx, ERR_POLICY_NAME);
+    if (!fg_policy_name_valid(r.policy, r.policy_len))
+        return RedisModule_ReplyWithError(ctx, FG_ERR_POLICY_NAME);
     check_options o;
     if (!parse_check_options(ctx, argv + 3, argc - 3, &o)) return REDISMODULE_OK;
     if (o.at_us >= 0 && !explicit_time_allowed())
-        return RedisModule_ReplyWithError(
-            ctx, "ERR AT is disabled: CONFIG SET floodgate.explicit-time yes allows it");
+        return RedisModule_ReplyWithError(ctx, ERR_AT_DISABLED);
     r.cost = o.cost;
     r.identity = RedisModule_StringPtrLen(o.id ? o.id : r.key, &r.identity_len);
 
@@ -581,12 +580,12 @@ static int plstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
 static policy *named_policy(RedisModuleCtx *ctx, RedisModuleString *arg) {
     size_t len;
     const char *name = RedisModule_StringPtrLen(arg, &len);
-    if (!policy_name_valid(name, len)) {
-        RedisModule_ReplyWithError(ctx, ERR_POLICY_NAME);
+    if (!fg_policy_name_valid(name, len)) {
+        RedisModule_ReplyWithError(ctx, FG_ERR_POLICY_NAME);
         return NULL;
     }
     policy *p = registry_find(name, len);
-    if (!p) reply_error_fmt(ctx, "ERR no such policy '%.*s'", (int)len, name);
+    if (!p) reply_error_fmt(ctx, FG_ERR_POLICY_MISSING, (int)len, name);
     return p;
 }
 
@@ -613,7 +612,7 @@ static int policy_del_command(RedisModuleCtx *ctx, RedisModuleString **argv, int
     if (argc != 3) return RedisModule_WrongArity(ctx);
     size_t len;
     const char *name = RedisModule_StringPtrLen(argv[2], &len);
-    if (!policy_name_valid(name, len)) return RedisModule_ReplyWithError(ctx, ERR_POLICY_NAME);
+    if (!fg_policy_name_valid(name, len)) return RedisModule_ReplyWithError(ctx, FG_ERR_POLICY_NAME);
     bool deleted = registry_delete(name, len);
     if (deleted) {
         RedisModule_ReplicateVerbatim(ctx);
@@ -730,7 +729,7 @@ static int add_to_list(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
         policies_changed(ctx);
     }
     if (i < argc)
-        return reply_error_fmt(ctx, "ERR the Bloom list cannot grow: %s",
+        return reply_error_fmt(ctx, FG_ERR_POLICY_LIST_GROW,
                                list_refusal_reason(refusal));
     return RedisModule_ReplyWithLongLong(ctx, added);
 }
