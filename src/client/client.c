@@ -57,6 +57,7 @@
 #include "mem_distinct.h"
 #include "mem_lock.h"
 #include "mem_store.h"
+#include "remote.h"
 #include "messages.h"
 #include "url.h"
 
@@ -84,14 +85,9 @@ typedef enum backend { BACKEND_MEM, BACKEND_SERVER, BACKEND_CLUSTER } backend;
 struct fg_client {
     fg_options opts;
     backend kind;
-    fg_url url;          /* BACKEND_SERVER */
     fg_mem_store *store; /* mem:, or a server with FG_ON_FAILURE_FALLBACK */
     atomic_uint_fast64_t sweep_tick;
-
-    pthread_mutex_t conn_lock; /* guards conn and cluster */
-    fg_conn conn;              /* BACKEND_SERVER */
-    fg_cluster *cluster;       /* BACKEND_CLUSTER */
-    fg_conn_config conn_config;
+    fg_remote *remote; /* a server or a cluster: the way to it */
 
     pthread_mutex_t cache_lock;
     denial *denials; /* DENIAL_SLOTS, when opts.cache_denials on a server */
@@ -262,38 +258,9 @@ static void cache_forget(fg_client *c, const char *key) {
 
 /* ------------------------------------------------------------ round trips */
 
-/* Sends n commands in one write to the server and reads their n replies.
- * On FG_CODE_OK every reply is set; on failure none is, and an I/O failure
- * has closed the connection. With conn_lock held. */
-static fg_code server_round_trip(fg_client *c, const fg_command *cmds, size_t n,
-                                 redisReply **replies, fg_error *err) {
-    fg_code rc = fg_conn_ensure(&c->conn, &c->url, &c->conn_config, err);
-    if (rc == FG_CODE_OK) {
-        fg_count(&c->net.round_trips, 1);
-        for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
-            rc = fg_conn_append(&c->conn, &cmds[i], err);
-        if (rc == FG_CODE_OK) rc = fg_conn_flush(&c->conn, err);
-        if (rc == FG_CODE_OK) rc = fg_conn_receive(&c->conn, replies, n, err);
-    }
-    if (rc == FG_CODE_IO) fg_count(&c->net.failures, 1);
-    return rc;
-}
-
-/* Sends n commands and gets their replies: codes[i] is FG_CODE_OK when
- * replies[i] is set (the caller frees it), otherwise why it is not; err
- * tells the last failure. A single server answers all or none; a cluster
- * answers each command from the node of its key (cluster.c). */
 static void exchange(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
                      fg_code *codes, fg_error *err) {
-    pthread_mutex_lock(&c->conn_lock);
-    if (c->kind == BACKEND_CLUSTER) {
-        fg_cluster_run(c->cluster, cmds, n, replies, codes, err);
-    } else {
-        fg_code rc = server_round_trip(c, cmds, n, replies, err);
-        for (size_t i = 0; i < n; i++)
-            codes[i] = rc;
-    }
-    pthread_mutex_unlock(&c->conn_lock);
+    fg_remote_exchange(c->remote, cmds, n, replies, codes, err);
 }
 
 /* -------------------------------------------------------------- commands */
@@ -894,8 +861,6 @@ static fg_client *client_new(backend kind, const fg_options *opts) {
         c->opts = *opts;
     else
         fg_options_init(&c->opts);
-    c->conn_config =
-        (fg_conn_config){c->opts.connect_timeout_ms, c->opts.command_timeout_ms, &c->net};
     bool needs_store = kind == BACKEND_MEM || c->opts.on_failure == FG_ON_FAILURE_FALLBACK;
     bool needs_cache = kind != BACKEND_MEM && c->opts.cache_denials;
     bool needs_leases = kind != BACKEND_MEM && c->opts.lease_units > 0 && c->opts.lease_ms > 0;
@@ -907,7 +872,6 @@ static fg_client *client_new(backend kind, const fg_options *opts) {
         free(c);
         return NULL;
     }
-    pthread_mutex_init(&c->conn_lock, NULL);
     pthread_mutex_init(&c->cache_lock, NULL);
     return c;
 }
@@ -923,9 +887,13 @@ static fg_client *client_for(const char *url, const fg_options *opts, fg_error *
         fg_set_error(err, FG_CODE_NOMEM, "out of memory");
         return NULL;
     }
+    if (kind != BACKEND_MEM && (c->remote = fg_remote_new(url, &c->opts, &c->net, err)) == NULL) {
+        fg_close(c);
+        return NULL;
+    }
     if (kind == BACKEND_SERVER) {
-        c->url = u;
-        if ((c->locks = fg_locks_new(&c->url, &c->conn_config)) == NULL) {
+        if ((c->locks = fg_locks_new(fg_remote_addr(c->remote), fg_remote_config(c->remote))) ==
+            NULL) {
             fg_set_error(err, FG_CODE_NOMEM, "out of memory");
             fg_close(c);
             return NULL;
@@ -938,11 +906,10 @@ static fg_client *client_for(const char *url, const fg_options *opts, fg_error *
             fg_close(c);
             return NULL;
         }
-    } else if (cluster && (c->cluster = fg_cluster_new(url, &c->conn_config, err)) == NULL) {
-        fg_close(c);
-        return NULL;
     }
-    if ((c->policies = fg_policies_new(url, &c->opts, &c->conn_config)) == NULL) {
+    fg_conn_config mem_config = {0};
+    const fg_conn_config *cfg = c->remote != NULL ? fg_remote_config(c->remote) : &mem_config;
+    if ((c->policies = fg_policies_new(url, &c->opts, cfg)) == NULL) {
         fg_set_error(err, FG_CODE_NOMEM, "out of memory");
         fg_close(c);
         return NULL;
@@ -956,12 +923,7 @@ fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
     /* An unreachable server is not fatal: the client connects again on its
      * next call. A server that refuses AUTH or SELECT, or a cluster node
      * without cluster support, is a configuration error, reported now. */
-    pthread_mutex_lock(&c->conn_lock);
-    fg_code rc = c->kind == BACKEND_CLUSTER
-                     ? fg_cluster_refresh(c->cluster, err)
-                     : fg_conn_ensure(&c->conn, &c->url, &c->conn_config, err);
-    pthread_mutex_unlock(&c->conn_lock);
-    if (rc != FG_CODE_OK && rc != FG_CODE_IO) {
+    if (fg_remote_connect(c->remote, err) != FG_CODE_OK) {
         fg_close(c);
         return NULL;
     }
@@ -977,11 +939,9 @@ void fg_close(fg_client *c) {
     fg_policies_free(c->policies);
     if (c->leases != NULL) give_back_leases(c);
     fg_lease_table_free(c->leases);
-    fg_conn_close(&c->conn);
-    fg_cluster_free(c->cluster);
+    fg_remote_free(c->remote);
     fg_mem_store_free(c->store);
     free(c->denials);
-    pthread_mutex_destroy(&c->conn_lock);
     pthread_mutex_destroy(&c->cache_lock);
     free(c);
 }
@@ -1006,12 +966,11 @@ fg_mem_locks *fg_client_mem_locks(fg_client *c) {
 }
 
 fg_conn *fg_client_take_conn(fg_client *c) {
-    pthread_mutex_lock(&c->conn_lock);
-    return &c->conn;
+    return fg_remote_take_conn(c->remote);
 }
 
 void fg_client_give_conn(fg_client *c) {
-    pthread_mutex_unlock(&c->conn_lock);
+    fg_remote_give_conn(c->remote);
 }
 
 void fg_get_stats(fg_client *c, fg_stats *out) {
