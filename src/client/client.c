@@ -53,8 +53,9 @@
 #include "floodgate.h"
 #include "lease.h"
 #include "limit_args.h"
-#include "mem_bloom.h"
-#include "mem_distinct.h"
+#include "backend_mem.h"
+#include "backend_remote.h"
+#include "backends.h"
 #include "mem_lock.h"
 #include "mem_store.h"
 #include "remote.h"
@@ -98,12 +99,13 @@ struct fg_client {
     fg_lease_table *leases;  /* when opts.lease_units on a server */
     fg_locks *locks;         /* BACKEND_SERVER: the lock calls' connections and renewal */
     fg_mem_locks *mem_locks; /* BACKEND_MEM: the locks themselves (mem_lock.c) */
-    fg_mem_blooms *blooms;   /* BACKEND_MEM: the Bloom filters (mem_bloom.c) */
-    fg_mem_distincts *uvs;   /* BACKEND_MEM: the unique counters (mem_distinct.c) */
     fg_policies *policies;   /* the named policies (policy.c) */
 
-    atomic_uint_fast64_t decisions, denials_cached, lease_hits;
-    fg_net_counters net; /* round trips, failures, reconnects */
+    const fg_backend *backend;
+    void *shared;             /* what the backend's families share */
+    void *state[FG_FAMILIES]; /* each family's, opened by the backend */
+    fg_counters counters;
+
 };
 
 /* ------------------------------------------------------------ small parts */
@@ -488,7 +490,7 @@ static fg_code lease_decide(fg_client *c, const char *key, const fg_limit *l,
     fg_lease old[FG_LEASE_RETURNS];
     size_t nold, slot;
     switch (fg_lease_take(c->leases, key, l, cost, now, out, old, &nold, &slot)) {
-    case FG_LEASE_HIT: fg_count(&c->lease_hits, 1); return FG_CODE_OK;
+    case FG_LEASE_HIT: fg_count(&c->counters.lease_hits, 1); return FG_CODE_OK;
     case FG_LEASE_PLAIN:
     case FG_LEASE_NONE: return server_decide(c, key, l, ml, cost, false, now, out, err);
     case FG_LEASE_CLAIMED: break;
@@ -536,7 +538,7 @@ static fg_code redis_decide(fg_client *c, const char *key, const fg_limit *l,
                             const fg_mem_limit *ml, int64_t cost, bool peek, int64_t now,
                             fg_result *out, fg_error *err) {
     if (!peek && cache_lookup(c, key, l, cost, now, out)) {
-        fg_count(&c->denials_cached, 1);
+        fg_count(&c->counters.denials_cached, 1);
         return FG_CODE_OK;
     }
     if (!peek && leased(c, l, cost)) return lease_decide(c, key, l, ml, cost, now, out, err);
@@ -553,7 +555,7 @@ static fg_code decide(fg_client *c, const char *key, const fg_limit *l, int64_t 
     fg_code rc = c->kind == BACKEND_MEM
                      ? mem_decide(c, key, &ml, now, cost, peek, FG_SOURCE_MEMORY, out, err)
                      : redis_decide(c, key, l, &ml, cost, peek, now, out, err);
-    if (rc == FG_CODE_OK) fg_count(&c->decisions, 1);
+    if (rc == FG_CODE_OK) fg_count(&c->counters.decisions, 1);
     return rc;
 }
 
@@ -657,7 +659,7 @@ fg_code fg_check_batch(fg_client *c, fg_request *reqs, size_t n, fg_error *err) 
         rc = batch_redis(c, reqs, n, mls, valid, now, err);
     free(mls);
     for (size_t i = 0; i < n; i++)
-        if (reqs[i].code == FG_CODE_OK) fg_count(&c->decisions, 1);
+        if (reqs[i].code == FG_CODE_OK) fg_count(&c->counters.decisions, 1);
     return rc;
 }
 
@@ -877,20 +879,52 @@ static fg_client *client_new(backend kind, const fg_options *opts) {
 }
 
 /* The client of a URL, not connected yet. */
+/* The table of family f in backend b, NULL when b has none; every table
+ * starts with its open and close. */
+static const fg_family_ops *family_ops(const fg_backend *b, fg_family f) {
+    switch (f) {
+    case FG_FAMILY_BLOOM: return b->bloom != NULL ? &b->bloom->family : NULL;
+    case FG_FAMILY_DISTINCT: return b->distinct != NULL ? &b->distinct->family : NULL;
+    case FG_FAMILY_LIMITS:
+    case FG_FAMILY_LOCKS:
+    case FG_FAMILY_POLICIES:
+    case FG_FAMILIES: break;
+    }
+    return NULL;
+}
+
+/* The backend's shared part, then each family's state, in order. */
+static fg_code open_states(fg_client *c, const char *url, fg_error *err) {
+    const fg_backend *b = c->backend;
+    fg_backend_args a = {url, &c->opts, &c->counters, NULL};
+    if (b->open != NULL && (c->shared = b->open(&a, err)) == NULL)
+        return err != NULL ? err->code : FG_CODE_NOMEM;
+    a.shared = c->shared;
+    for (int f = 0; f < FG_FAMILIES; f++) {
+        const fg_family_ops *ops = family_ops(b, (fg_family)f);
+        if (ops != NULL && (c->state[f] = ops->open(&a)) == NULL)
+            return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    }
+    return FG_CODE_OK;
+}
+
 static fg_client *client_for(const char *url, const fg_options *opts, fg_error *err) {
-    fg_url u;
-    bool cluster = fg_cluster_url(url);
-    if (!cluster && fg_url_parse(url, &u, err) != FG_CODE_OK) return NULL;
-    backend kind = cluster ? BACKEND_CLUSTER : u.kind == FG_URL_MEM ? BACKEND_MEM : BACKEND_SERVER;
+    const fg_backend *b = fg_backend_for(url, err);
+    if (b == NULL) return NULL;
+    backend kind = b == &fg_backend_cluster ? BACKEND_CLUSTER
+                   : b == &fg_backend_mem   ? BACKEND_MEM
+                                            : BACKEND_SERVER;
     fg_client *c = client_new(kind, opts);
     if (c == NULL) {
         fg_set_error(err, FG_CODE_NOMEM, "out of memory");
         return NULL;
     }
-    if (kind != BACKEND_MEM && (c->remote = fg_remote_new(url, &c->opts, &c->net, err)) == NULL) {
+    c->backend = b;
+    if (open_states(c, url, err) != FG_CODE_OK) {
         fg_close(c);
         return NULL;
     }
+    c->remote = c->shared;
     if (kind == BACKEND_SERVER) {
         if ((c->locks = fg_locks_new(fg_remote_addr(c->remote), fg_remote_config(c->remote))) ==
             NULL) {
@@ -899,9 +933,7 @@ static fg_client *client_for(const char *url, const fg_options *opts, fg_error *
             return NULL;
         }
     } else if (kind == BACKEND_MEM) {
-        if ((c->mem_locks = fg_mem_locks_new(c->opts.clock_us, c->opts.clock_arg)) == NULL ||
-            (c->blooms = fg_mem_blooms_new()) == NULL ||
-            (c->uvs = fg_mem_distincts_new(c->opts.clock_us, c->opts.clock_arg)) == NULL) {
+        if ((c->mem_locks = fg_mem_locks_new(c->opts.clock_us, c->opts.clock_arg)) == NULL) {
             fg_set_error(err, FG_CODE_NOMEM, "out of memory");
             fg_close(c);
             return NULL;
@@ -934,12 +966,14 @@ void fg_close(fg_client *c) {
     if (c == NULL) return;
     fg_locks_free(c->locks); /* first: its renewal thread uses the counters */
     fg_mem_locks_free(c->mem_locks);
-    fg_mem_blooms_free(c->blooms);
-    fg_mem_distincts_free(c->uvs);
     fg_policies_free(c->policies);
     if (c->leases != NULL) give_back_leases(c);
     fg_lease_table_free(c->leases);
-    fg_remote_free(c->remote);
+    for (int f = FG_FAMILIES - 1; f >= 0; f--) {
+        const fg_family_ops *ops = family_ops(c->backend, (fg_family)f);
+        if (ops != NULL && c->state[f] != NULL) ops->close(c->state[f]);
+    }
+    if (c->shared != NULL) c->backend->close(c->shared);
     fg_mem_store_free(c->store);
     free(c->denials);
     pthread_mutex_destroy(&c->cache_lock);
@@ -974,44 +1008,30 @@ void fg_client_give_conn(fg_client *c) {
 }
 
 void fg_get_stats(fg_client *c, fg_stats *out) {
-    out->decisions = atomic_load(&c->decisions);
-    out->round_trips = atomic_load(&c->net.round_trips);
-    out->denials_cached = atomic_load(&c->denials_cached);
-    out->failures = atomic_load(&c->net.failures);
-    out->reconnects = atomic_load(&c->net.reconnects);
-    out->lease_hits = atomic_load(&c->lease_hits);
+    out->decisions = atomic_load(&c->counters.decisions);
+    out->round_trips = atomic_load(&c->counters.net.round_trips);
+    out->denials_cached = atomic_load(&c->counters.denials_cached);
+    out->failures = atomic_load(&c->counters.net.failures);
+    out->reconnects = atomic_load(&c->counters.net.reconnects);
+    out->lease_hits = atomic_load(&c->counters.lease_hits);
 }
 
-/* ----------------------------------------------------------- Bloom filters */
+/* --------------------------------------------------------------- families */
 
-fg_mem_blooms *fg_client_mem_blooms(fg_client *c) {
-    return c->blooms;
+/* The table itself is returned: its fg_family_ops is its first member. */
+const void *fg_client_family(fg_client *c, fg_family f, void **state, fg_error *err) {
+    const fg_family_ops *ops = family_ops(c->backend, f);
+    if (ops == NULL) {
+        fg_set_error(err, FG_CODE_UNSUPPORTED, "%s", c->backend->without[f]);
+        return NULL;
+    }
+    *state = c->state[f];
+    return ops;
 }
 
 void fg_client_exchange(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
                         fg_code *codes, fg_error *err) {
     exchange(c, cmds, n, replies, codes, err);
-}
-
-fg_code fg_client_round_trip(fg_client *c, const fg_command *cmds, size_t n,
-                             redisReply **replies, fg_error *err) {
-    fg_code one;
-    fg_code *codes = n <= 1 ? &one : malloc(n * sizeof(*codes));
-    if (codes == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-    exchange(c, cmds, n, replies, codes, err);
-    fg_code rc = FG_CODE_OK;
-    for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
-        rc = codes[i];
-    for (size_t i = 0; i < n && rc != FG_CODE_OK; i++)
-        if (codes[i] == FG_CODE_OK) freeReplyObject(replies[i]);
-    if (codes != &one) free(codes);
-    return rc;
-}
-
-/* -------------------------------------------------------- unique counting */
-
-fg_mem_distincts *fg_client_mem_distincts(fg_client *c) {
-    return c->uvs;
 }
 
 /* ---------------------------------------------------------------- policies */

@@ -14,9 +14,15 @@
 #ifndef FG_CLIENT_H
 #define FG_CLIENT_H
 
+#include "backend.h"
 #include "conn.h"
 #include "floodgate.h"
 #include "url.h"
+
+/* The table of family f in c's backend, and c's state of that family in
+ * *state; NULL with FG_CODE_UNSUPPORTED in err (the backend's message)
+ * when the backend has none. */
+const void *fg_client_family(fg_client *c, fg_family f, void **state, fg_error *err);
 
 typedef struct fg_locks fg_locks;
 
@@ -64,10 +70,5 @@ fg_policies *fg_client_policies(fg_client *c);
  * last failure in err. The failure policy does not apply. */
 void fg_client_exchange(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
                         fg_code *codes, fg_error *err);
-
-/* client.c: the same, all or nothing: on FG_CODE_OK every reply is set,
- * otherwise none is kept and err says the first failure's code. */
-fg_code fg_client_round_trip(fg_client *c, const fg_command *cmds, size_t n,
-                             redisReply **replies, fg_error *err);
 
 #endif

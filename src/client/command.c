@@ -74,7 +74,7 @@ void fg_command_double(fg_command *cmd, int slot, double v) {
 
 /* ------------------------------------------------------------- sending */
 
-fg_code fg_pipeline(fg_client *c, size_t n, fg_build_fn *build, fg_error_fn *error,
+fg_code fg_pipeline(fg_remote *r, size_t n, fg_build_fn *build, fg_error_fn *error,
                     fg_parse_fn *parse, void *arg, fg_error *err) {
     /* calloc: GCC cannot tell that every command gets built. */
     fg_command *cmds = calloc(n, sizeof(*cmds));
@@ -84,7 +84,7 @@ fg_code fg_pipeline(fg_client *c, size_t n, fg_build_fn *build, fg_error_fn *err
                      : fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     for (size_t k = 0; k < n && rc == FG_CODE_OK; k++)
         build(&cmds[k], k, arg);
-    if (rc == FG_CODE_OK) rc = fg_client_round_trip(c, cmds, n, replies, err);
+    if (rc == FG_CODE_OK) rc = fg_remote_round_trip(r, cmds, n, replies, err);
     for (size_t k = 0; k < n && rc == FG_CODE_OK; k++) {
         rc = replies[k]->type == REDIS_REPLY_ERROR ? error(replies[k], err)
                                                    : parse(replies[k], k, arg, err);

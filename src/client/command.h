@@ -4,9 +4,9 @@
  * with the same messages, and build fg_commands (conn.h) the same way.
  *
  * A call of many items, or of many keys, may become several commands sent
- * in one round trip through the client (fg_pipeline: client.c's round trip,
- * routed by key on a cluster): their replies are read in order up to the
- * first error, which is the call's answer, and the later ones only freed.
+ * in one round trip (fg_pipeline: remote.c's round trip, routed by key on a
+ * cluster): their replies are read in order up to the first error, which is
+ * the call's answer, and the later ones only freed.
  */
 #ifndef FG_COMMAND_H
 #define FG_COMMAND_H
@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client.h"
 #include "floodgate.h"
+#include "remote.h"
 
 /* ------------------------------------------------------------- checks */
 
@@ -67,7 +67,7 @@ typedef void fg_build_fn(fg_command *cmd, size_t k, void *arg);
 /* n commands built by `build`, sent in one round trip, their replies read
  * in order up to the first failure: an error reply through `error`, any
  * other through `parse`. */
-fg_code fg_pipeline(fg_client *c, size_t n, fg_build_fn *build, fg_error_fn *error,
+fg_code fg_pipeline(fg_remote *r, size_t n, fg_build_fn *build, fg_error_fn *error,
                     fg_parse_fn *parse, void *arg, fg_error *err);
 
 #endif

@@ -5,52 +5,16 @@
  * Every call first checks what it is given the same way on every backend,
  * with the module's messages (mem_distinct.c): a client, keys, items, the
  * options and the window. Bad input is thus FG_CODE_INVALID without a round
- * trip, and a server only sees commands it parses. Then:
- *
- *   mem:            the client's table (mem_distinct.c), which gives the
- *                   union's registers; the count and the HLL string are
- *                   made from them here, as the module makes them.
- *   redis:, unix:   the module's FG.UV* commands on the client's shared
- *   redis+cluster:  connection, or routed by the first key on a cluster
- *                   (client.c's exchange), items as binary-safe arguments.
- *
- * A command has at most FG_CMD_MAX_ARGS arguments (conn.h), so longer calls
- * become several commands sent in one pipeline (command.c): one round
- * trip, all to the first key's node, but not atomic on a server (another
- * client's command may run between two of them).
- *
- *   - fg_distinct_add: FG.UVADD of at most 10 items (FG.UVADDAT: 9) per
- *     command. Adds commute, so the counter ends the same; FG.UVADD's
- *     commands may be stamped with consecutive seconds if the server's
- *     clock ticks between them, as separate calls would be.
- *   - fg_distinct_count and fg_distinct_export of more than 8 keys: one
- *     FG.UVEXPORT per 7 further keys, each naming the first key too, and
- *     the union's registers (their maximum) counted or encoded here by
- *     the core's code: the answer a single command would give. Naming the
- *     first key in each keeps a cluster's rule: keys in several slots are
- *     the server's CROSSSLOT, whatever their number.
- *
- * Errors map as for limits (fg_reply_error): the module's "ERR ..." is
- * FG_CODE_INVALID, WRONGTYPE FG_CODE_WRONGTYPE, a module without the
- * commands FG_CODE_PROTOCOL; a cluster's CROSSSLOT is the caller's keys, so
- * FG_CODE_INVALID too. The failure policy (on_failure) does not apply: a
- * server that cannot be reached is FG_CODE_IO.
+ * trip, and a server only sees commands it parses. Then it calls through
+ * the unique-counting table of the client's backend (backend.h): the
+ * client's table on mem: (mem_distinct.c), the module's FG.UV* commands on
+ * a server or cluster (remote_distinct.c).
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
+#include "backend.h"
 #include "client.h"
 #include "command.h"
 #include "error.h"
 #include "mem_distinct.h"
-
-#define WINDOW_ARGS 3                                   /* LAST n unit | BETWEEN start_us end_us */
-#define ADD_ITEMS   (FG_CMD_MAX_ARGS - 2)               /* FG.UVADD key item... */
-#define ADDAT_ITEMS (FG_CMD_MAX_ARGS - 3)               /* FG.UVADDAT key unix_us item... */
-#define MORE_KEYS   (FG_CMD_MAX_ARGS - 2 - WINDOW_ARGS) /* keys after the window */
-#define OPTIONS     5
-#define HLL_HEADER  16
 
 _Static_assert(FG_HLL_BYTES == FG_UV_HLL_BYTES, "floodgate.h and core/uv.h disagree");
 
@@ -76,238 +40,63 @@ static fg_code check_count(const fg_client *c, const char *const *keys, size_t n
     return fg_window_convert(w, range, err);
 }
 
-/* ------------------------------------------------------------ commands */
+/* The unique counters of a client: its backend's table, and their state. */
+typedef struct counters {
+    const fg_distinct_ops *ops;
+    void *s;
+} counters;
 
-/* "LAST n unit" or "BETWEEN start_us end_us" (numbers in slots 0 and 1). */
-static void add_window(fg_command *cmd, const fg_window *w) {
-    if (!w->last) {
-        fg_command_str(cmd, "BETWEEN");
-        fg_command_num(cmd, 0, w->start_us);
-        fg_command_num(cmd, 1, w->end_us);
-        return;
-    }
-    fg_command_str(cmd, "LAST");
-    fg_command_num(cmd, 0, w->n);
-    fg_command_str(cmd, w->unit == FG_SECONDS   ? "SECONDS"
-                        : w->unit == FG_MINUTES ? "MINUTES"
-                        : w->unit == FG_HOURS   ? "HOURS"
-                                                : "DAYS");
+/* The client's unique counters; FG_CODE_UNSUPPORTED when its backend has
+ * none. */
+static fg_code counters_of(fg_client *c, counters *uv, fg_error *err) {
+    uv->ops = fg_client_family(c, FG_FAMILY_DISTINCT, &uv->s, err);
+    return uv->ops != NULL ? FG_CODE_OK : FG_CODE_UNSUPPORTED;
 }
 
-/* A cluster refusing keys of several slots is the caller's error. */
-static fg_code reply_error(const redisReply *r, fg_error *err) {
-    fg_code rc = fg_reply_error(r, err);
-    if (strncmp(r->str, "CROSSSLOT", 9) == 0) rc = FG_CODE_INVALID;
-    if (err != NULL) err->code = rc;
-    return rc;
-}
-
-static fg_code unexpected(fg_error *err, const char *what) {
-    return fg_set_error(err, FG_CODE_PROTOCOL,
-                        "unexpected reply to %s (module without unique counting?)", what);
-}
-
-/* ------------------------------------------------------------- create */
-
-typedef struct create_call {
-    const char *key;
-    const fg_distinct_options *o;
-} create_call;
-
-/* FG.UVCREATE key with the options away from their defaults. */
-static void build_create(fg_command *cmd, size_t k, void *arg) {
-    const create_call *call = arg;
-    const fg_distinct_options *o = call->o;
-    const struct {
-        const char *name;
-        int64_t value, fallback;
-    } options[OPTIONS] = {{"SPAN", o->span_s, FG_UV_DEFAULT_SPAN},
-                          {"MINUTES", o->minutes, FG_UV_DEFAULT_MINUTES},
-                          {"HOURS", o->hours, FG_UV_DEFAULT_HOURS},
-                          {"DAYS", o->days, FG_UV_DEFAULT_DAYS},
-                          {"TZOFFSET", o->tzoffset_s, 0}};
-    (void)k;
-    fg_command_start(cmd, "FG.UVCREATE", call->key);
-    for (int i = 0, slot = 0; i < OPTIONS; i++) {
-        if (options[i].value == options[i].fallback) continue;
-        fg_command_str(cmd, options[i].name);
-        fg_command_num(cmd, slot++, options[i].value);
-    }
-}
-
-static fg_code parse_ok(const redisReply *r, size_t k, void *arg, fg_error *err) {
-    (void)k;
-    (void)arg;
-    if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0)
-        return unexpected(err, "FG.UVCREATE");
-    return FG_CODE_OK;
-}
+/* ---------------------------------------------------------------- calls */
 
 fg_code fg_distinct_create(fg_client *c, const char *key, const fg_distinct_options *opts,
                            fg_error *err) {
     fg_distinct_options o;
+    counters uv;
     if (opts != NULL)
         o = *opts;
     else
         fg_distinct_options_init(&o);
     fg_code rc = fg_require_key(c, key, err);
     if (rc == FG_CODE_OK) rc = fg_distinct_options_check(&o, err);
-    if (rc != FG_CODE_OK) return rc;
-    fg_mem_distincts *m = fg_client_mem_distincts(c);
-    if (m != NULL) return fg_mem_uv_create(m, key, &o, err);
-
-    create_call call = {key, &o};
-    return fg_pipeline(c, 1, build_create, reply_error, parse_ok, &call, err);
-}
-
-/* ---------------------------------------------------------------- add */
-
-typedef struct add_call {
-    const char *key;
-    const void *const *items;
-    const size_t *lens;
-    size_t n, per_command;
-    int64_t at_us;
-    bool changed;
-} add_call;
-
-static void build_add(fg_command *cmd, size_t k, void *arg) {
-    const add_call *call = arg;
-    fg_command_start(cmd, call->at_us >= 0 ? "FG.UVADDAT" : "FG.UVADD", call->key);
-    if (call->at_us >= 0) fg_command_num(cmd, 0, call->at_us);
-    size_t first = k * call->per_command;
-    for (size_t i = first; i < call->n && i < first + call->per_command; i++)
-        fg_command_arg(cmd, call->items[i], call->lens[i]);
-}
-
-static fg_code parse_add(const redisReply *r, size_t k, void *arg, fg_error *err) {
-    add_call *call = arg;
-    (void)k;
-    if (r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1))
-        return unexpected(err, call->at_us >= 0 ? "FG.UVADDAT" : "FG.UVADD");
-    call->changed |= r->integer == 1;
-    return FG_CODE_OK;
+    if (rc == FG_CODE_OK) rc = counters_of(c, &uv, err);
+    return rc != FG_CODE_OK ? rc : uv.ops->create(uv.s, key, &o, err);
 }
 
 fg_code fg_distinct_add(fg_client *c, const char *key, const void *const *items, const size_t *lens,
                         size_t n, int64_t at_us, bool *changed, fg_error *err) {
+    counters uv;
     fg_code rc = fg_require_key(c, key, err);
     if (rc == FG_CODE_OK)
         rc = fg_require_items(items, lens, n, at_us >= 0 ? "fg.uvaddat" : "fg.uvadd", err);
     if (rc == FG_CODE_OK && at_us >= 0) rc = fg_distinct_at_check(at_us, err);
-    if (rc != FG_CODE_OK) return rc;
-    fg_mem_distincts *m = fg_client_mem_distincts(c);
-    if (m != NULL) return fg_mem_uv_add(m, key, items, lens, n, at_us, changed, err);
-
-    add_call call = {key, items, lens, n, at_us >= 0 ? ADDAT_ITEMS : ADD_ITEMS, at_us, false};
-    size_t ncmds = (n + call.per_command - 1) / call.per_command;
-    rc = fg_pipeline(c, ncmds, build_add, reply_error, parse_add, &call, err);
-    if (rc == FG_CODE_OK && changed != NULL) *changed = call.changed;
-    return rc;
-}
-
-/* ------------------------------------------------------ count, export */
-
-/* A window over keys, asked of a server: FG.UVCOUNT or FG.UVEXPORT of up
- * to 1 + MORE_KEYS keys, or FG.UVEXPORTs whose registers are merged. */
-typedef struct union_call {
-    const char *const *keys;
-    size_t nkeys;
-    const fg_window *w;
-    const char *name; /* the command when there is one */
-    int64_t count;
-    uint8_t *hll;  /* FG.UVEXPORT's reply, when there is one */
-    uint8_t *regs; /* the merged registers, when there are several */
-} union_call;
-
-/* Command k: the first key, the window, then keys 1 + k * MORE_KEYS on. */
-static void build_union(fg_command *cmd, size_t k, void *arg) {
-    const union_call *call = arg;
-    fg_command_start(cmd, call->name, call->keys[0]);
-    add_window(cmd, call->w);
-    size_t first = 1 + k * MORE_KEYS;
-    for (size_t i = first; i < call->nkeys && i < first + MORE_KEYS; i++)
-        fg_command_str(cmd, call->keys[i]);
-}
-
-/* A dense HLL string's registers (the inverse of fg_uv_to_redis_hll). */
-static bool hll_registers(const redisReply *r, uint8_t regs[FG_UV_REGISTERS]) {
-    if (r->type != REDIS_REPLY_STRING || r->len != FG_UV_HLL_BYTES ||
-        memcmp(r->str, "HYLL", 4) != 0 || r->str[4] != 0)
-        return false;
-    const uint8_t *p = (const uint8_t *)r->str + HLL_HEADER;
-    for (int i = 0; i < FG_UV_REGISTERS; i += 4, p += 3) {
-        regs[i] = p[0] & 63;
-        regs[i + 1] = (uint8_t)((p[0] >> 6 | p[1] << 2) & 63);
-        regs[i + 2] = (uint8_t)((p[1] >> 4 | p[2] << 4) & 63);
-        regs[i + 3] = p[2] >> 2;
-    }
-    return true;
-}
-
-static fg_code parse_union(const redisReply *r, size_t k, void *arg, fg_error *err) {
-    union_call *call = arg;
-    (void)k;
-    if (call->regs != NULL) {
-        uint8_t part[FG_UV_REGISTERS];
-        if (!hll_registers(r, part)) return unexpected(err, "FG.UVEXPORT");
-        fg_uv_merge_registers(call->regs, part);
-    } else if (call->hll != NULL) {
-        if (r->type != REDIS_REPLY_STRING || r->len != FG_HLL_BYTES)
-            return unexpected(err, call->name);
-        memcpy(call->hll, r->str, FG_HLL_BYTES);
-    } else {
-        if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) return unexpected(err, call->name);
-        call->count = r->integer;
-    }
-    return FG_CODE_OK;
-}
-
-/* The union's count (count != NULL) or HLL string on a server. */
-static fg_code server_union(fg_client *c, const char *const *keys, size_t nkeys, const fg_window *w,
-                            int64_t *count, uint8_t *hll, fg_error *err) {
-    union_call call = {keys, nkeys, w, count != NULL ? "FG.UVCOUNT" : "FG.UVEXPORT", 0, hll, NULL};
-    /* ceil((nkeys - 1) / MORE_KEYS) commands, at least one */
-    size_t further = nkeys - 1, ncmds = further > 0 ? (further + MORE_KEYS - 1) / MORE_KEYS : 1;
-    if (ncmds == 1) {
-        fg_code rc = fg_pipeline(c, 1, build_union, reply_error, parse_union, &call, err);
-        if (rc == FG_CODE_OK && count != NULL) *count = call.count;
-        return rc;
-    }
-    uint8_t regs[FG_UV_REGISTERS] = {0};
-    call.name = "FG.UVEXPORT";
-    call.regs = regs;
-    fg_code rc = fg_pipeline(c, ncmds, build_union, reply_error, parse_union, &call, err);
-    if (rc != FG_CODE_OK) return rc;
-    if (count != NULL)
-        *count = (int64_t)fg_uv_estimate(regs);
-    else
-        fg_uv_to_redis_hll(regs, hll);
-    return FG_CODE_OK;
+    if (rc == FG_CODE_OK) rc = counters_of(c, &uv, err);
+    return rc != FG_CODE_OK ? rc : uv.ops->add(uv.s, key, items, lens, n, at_us, changed, err);
 }
 
 fg_code fg_distinct_count(fg_client *c, const char *const *keys, size_t nkeys, fg_window window,
                           int64_t *count, fg_error *err) {
     fg_uv_window range;
+    counters uv;
     fg_code rc = check_count(c, keys, nkeys, count, &window, &range, "fg.uvcount", err);
-    if (rc != FG_CODE_OK) return rc;
-    fg_mem_distincts *m = fg_client_mem_distincts(c);
-    if (m == NULL) return server_union(c, keys, nkeys, &window, count, NULL, err);
-    uint8_t regs[FG_UV_REGISTERS];
-    if ((rc = fg_mem_uv_registers(m, keys, nkeys, &range, regs, err)) == FG_CODE_OK)
-        *count = (int64_t)fg_uv_estimate(regs);
-    return rc;
+    if (rc == FG_CODE_OK) rc = counters_of(c, &uv, err);
+    return rc != FG_CODE_OK
+               ? rc
+               : uv.ops->union_of(uv.s, keys, nkeys, &window, &range, count, NULL, err);
 }
 
 fg_code fg_distinct_export(fg_client *c, const char *const *keys, size_t nkeys, fg_window window,
                            uint8_t hll[FG_HLL_BYTES], fg_error *err) {
     fg_uv_window range;
+    counters uv;
     fg_code rc = check_count(c, keys, nkeys, hll, &window, &range, "fg.uvexport", err);
-    if (rc != FG_CODE_OK) return rc;
-    fg_mem_distincts *m = fg_client_mem_distincts(c);
-    if (m == NULL) return server_union(c, keys, nkeys, &window, NULL, hll, err);
-    uint8_t regs[FG_UV_REGISTERS];
-    if ((rc = fg_mem_uv_registers(m, keys, nkeys, &range, regs, err)) == FG_CODE_OK)
-        fg_uv_to_redis_hll(regs, hll);
-    return rc;
+    if (rc == FG_CODE_OK) rc = counters_of(c, &uv, err);
+    return rc != FG_CODE_OK ? rc
+                            : uv.ops->union_of(uv.s, keys, nkeys, &window, &range, NULL, hll, err);
 }

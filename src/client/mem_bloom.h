@@ -74,7 +74,4 @@ void fg_mem_bf_exists(fg_mem_blooms *m, const char *key, const void *const *item
 /* BF.CARD: 0 for a missing key. */
 int64_t fg_mem_bf_card(fg_mem_blooms *m, const char *key);
 
-/* client.c: the Bloom table of a mem: client; NULL for any other client. */
-fg_mem_blooms *fg_client_mem_blooms(fg_client *c);
-
 #endif

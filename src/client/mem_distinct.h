@@ -60,7 +60,4 @@ fg_code fg_mem_uv_registers(fg_mem_distincts *m, const char *const *keys, size_t
                             const fg_uv_window *w, uint8_t regs[FG_UV_REGISTERS],
                             fg_error *err);
 
-/* client.c: the counters of a mem: client; NULL for any other client. */
-fg_mem_distincts *fg_client_mem_distincts(fg_client *c);
-
 #endif

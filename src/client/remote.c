@@ -41,17 +41,12 @@ fg_remote *fg_remote_new(const char *url, const fg_options *opts, fg_net_counter
         return NULL;
     }
     r->cfg = (fg_conn_config){opts->connect_timeout_ms, opts->command_timeout_ms, net};
-    fg_code rc = FG_CODE_OK;
-    if (!fg_cluster_url(url))
-        rc = fg_url_parse(url, &r->addr, err);
-    else if ((r->cluster = fg_cluster_new(url, &r->cfg, err)) == NULL)
-        rc = FG_CODE_INVALID;
-    if (rc != FG_CODE_OK) {
-        free(r);
-        return NULL;
-    }
     pthread_mutex_init(&r->lock, NULL);
-    return r;
+    bool ok = fg_cluster_url(url) ? (r->cluster = fg_cluster_new(url, &r->cfg, err)) != NULL
+                                  : fg_url_parse(url, &r->addr, err) == FG_CODE_OK;
+    if (ok) return r;
+    fg_remote_free(r);
+    return NULL;
 }
 
 void fg_remote_free(fg_remote *r) {
@@ -100,8 +95,8 @@ void fg_remote_exchange(fg_remote *r, const fg_command *cmds, size_t n, redisRep
     pthread_mutex_unlock(&r->lock);
 }
 
-fg_code fg_remote_round_trip(fg_remote *r, const fg_command *cmds, size_t n,
-                             redisReply **replies, fg_error *err) {
+fg_code fg_remote_round_trip(fg_remote *r, const fg_command *cmds, size_t n, redisReply **replies,
+                             fg_error *err) {
     fg_code one;
     fg_code *codes = n <= 1 ? &one : malloc(n * sizeof(*codes));
     if (codes == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");

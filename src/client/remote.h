@@ -38,8 +38,8 @@ void fg_remote_exchange(fg_remote *r, const fg_command *cmds, size_t n, redisRep
 
 /* The same, all or nothing: on FG_CODE_OK every reply is set, otherwise
  * none is kept and err says the first failure's code. */
-fg_code fg_remote_round_trip(fg_remote *r, const fg_command *cmds, size_t n,
-                             redisReply **replies, fg_error *err);
+fg_code fg_remote_round_trip(fg_remote *r, const fg_command *cmds, size_t n, redisReply **replies,
+                             fg_error *err);
 
 /* The shared connection of a client of one server, the caller's alone
  * until fg_remote_give_conn (for commands that are not fg_commands). */

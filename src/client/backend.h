@@ -1,0 +1,127 @@
+/*
+ * backend.h - what a backend of libfloodgate is (internal): the tables of
+ * operations through which the family files reach it, the shape hiredis
+ * gives its transports (redisContextFuncs).
+ *
+ * The public calls of floodgate.h live in one file per family: client.c
+ * (rate limits), bloom.c, distinct.c, lock.c and policy.c. Each checks
+ * what it is given exactly as the module would, the same way whatever the
+ * backend, and then calls through its family's table in the client's
+ * backend. A backend is one file that fills these tables: backend_mem.c
+ * (mem:, in process) and backend_remote.c (redis:, unix: and
+ * redis+cluster:, over the module's commands); backends.c picks one by
+ * the URL.
+ *
+ * At fg_open the backend opens what its families share (its `open`; a
+ * remote client's connections), then one state per family, in the order
+ * of fg_family; fg_close closes them in the reverse order, the shared part
+ * last. A family whose table is NULL is one the backend does not have:
+ * its calls answer FG_CODE_UNSUPPORTED with the backend's `without`
+ * message. Every operation may be called from any number of threads at
+ * once, except close.
+ *
+ * This header declares types only; no file defines it.
+ */
+#ifndef FG_BACKEND_H
+#define FG_BACKEND_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "conn.h"
+#include "floodgate.h"
+#include "limit_args.h"
+#include "policy.h"
+#include "uv.h"
+
+/* The families of calls, in the order a client opens their states. */
+typedef enum fg_family {
+    FG_FAMILY_LIMITS,   /* fg_check, fg_peek, fg_check_batch, fg_reset, fg_inspect */
+    FG_FAMILY_BLOOM,    /* fg_bf_* */
+    FG_FAMILY_DISTINCT, /* fg_distinct_* */
+    FG_FAMILY_LOCKS,    /* fg_lock, fg_semaphore_*, fg_*_multi, fg_extend */
+    FG_FAMILY_POLICIES, /* fg_policy_* */
+    FG_FAMILIES
+} fg_family;
+
+/* The counters of fg_stats: the client's, moved by its backend. */
+typedef struct fg_counters {
+    atomic_uint_fast64_t decisions, denials_cached, lease_hits;
+    fg_net_counters net; /* round trips, failures, reconnects */
+} fg_counters;
+
+/* What a backend opens its states with: fg_open's URL and the client's
+ * options and counters (both live as long as the client), and what the
+ * families share (NULL until the backend's open has made it). */
+typedef struct fg_backend_args {
+    const char *url;
+    const fg_options *opts;
+    fg_counters *counters;
+    void *shared;
+} fg_backend_args;
+
+/* The client's clock in microseconds since the epoch: opts.clock_us, else
+ * CLOCK_REALTIME. A call reads it once. */
+static inline int64_t fg_backend_now(const fg_options *opts) {
+    if (opts->clock_us) return opts->clock_us(opts->clock_arg);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The start of every family's table: its state of one client, made at
+ * fg_open (NULL when out of memory) and freed at fg_close. */
+typedef struct fg_family_ops {
+    void *(*open)(const fg_backend_args *a);
+    void (*close)(void *s);
+} fg_family_ops;
+
+/* Bloom filters: BF.RESERVE, BF.ADD, BF.MADD, BF.EXISTS, BF.MEXISTS and
+ * BF.CARD of checked arguments (n >= 1 items, options checked). */
+typedef struct fg_bloom_ops {
+    fg_family_ops family;
+    fg_code (*reserve)(void *s, const char *key, const fg_bloom_options *o, fg_error *err);
+    fg_code (*add)(void *s, const char *key, const void *item, size_t len, bool *added,
+                   fg_error *err);
+    fg_code (*madd)(void *s, const char *key, const void *const *items, const size_t *lens,
+                    size_t n, bool *added, fg_error *err);
+    fg_code (*exists)(void *s, const char *key, const void *item, size_t len, bool *exists,
+                      fg_error *err);
+    fg_code (*mexists)(void *s, const char *key, const void *const *items, const size_t *lens,
+                       size_t n, bool *exists, fg_error *err);
+    fg_code (*card)(void *s, const char *key, int64_t *card, fg_error *err);
+} fg_bloom_ops;
+
+/* Unique counters: FG.UVCREATE, FG.UVADD (at_us < 0) or FG.UVADDAT, and
+ * the union of nkeys >= 1 keys over a window, given as the caller gave it
+ * (w) and as FG.UVCOUNT converts it (range): its estimated count (count
+ * not NULL) or its HLL string (FG.UVEXPORT). */
+typedef struct fg_distinct_ops {
+    fg_family_ops family;
+    fg_code (*create)(void *s, const char *key, const fg_distinct_options *o, fg_error *err);
+    fg_code (*add)(void *s, const char *key, const void *const *items, const size_t *lens, size_t n,
+                   int64_t at_us, bool *changed, fg_error *err);
+    fg_code (*union_of)(void *s, const char *const *keys, size_t nkeys, const fg_window *w,
+                        const fg_uv_window *range, int64_t *count, uint8_t *hll, fg_error *err);
+} fg_distinct_ops;
+
+typedef struct fg_backend {
+    /* What the families of a client share (a remote client's connections),
+     * opened before their states and closed after them (NULL when err says
+     * why not); connect is fg_open's first contact, which fails on a
+     * configuration error only. All three NULL when nothing is shared. */
+    void *(*open)(const fg_backend_args *a, fg_error *err);
+    fg_code (*connect)(void *shared, fg_error *err);
+    void (*close)(void *shared);
+    const fg_bloom_ops *bloom;
+    const fg_distinct_ops *distinct;
+    /* The message of FG_CODE_UNSUPPORTED for each family whose table is
+     * NULL, saying what to use instead. */
+    const char *without[FG_FAMILIES];
+} fg_backend;
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * backend_mem.c - mem:, the in-process backend: its tables (backend.h) over
+ * the client's own tables of keys, which decide with the core and answer
+ * as the module does (mem_*.c).
+ *
+ *   Bloom filters     mem_bloom.c
+ *   unique counters   mem_distinct.c; the count and the HLL string are made
+ *                     here from the union's registers, as the module makes
+ *                     them
+ *
+ * Nothing is shared between the families: each table is its own, with its
+ * own locks, and the client's clock (opts.clock_us) is given to those that
+ * read the time.
+ */
+#include "backend_mem.h"
+
+#include "mem_bloom.h"
+#include "mem_distinct.h"
+
+/* --------------------------------------------------------- Bloom filters */
+
+static void *blooms_open(const fg_backend_args *a) {
+    (void)a;
+    return fg_mem_blooms_new();
+}
+
+static void blooms_close(void *s) {
+    fg_mem_blooms_free(s);
+}
+
+static fg_code bf_reserve(void *s, const char *key, const fg_bloom_options *o, fg_error *err) {
+    return fg_mem_bf_reserve(s, key, o, err);
+}
+
+static fg_code bf_add(void *s, const char *key, const void *item, size_t len, bool *added,
+                      fg_error *err) {
+    return fg_mem_bf_add(s, key, &item, &len, 1, added, err);
+}
+
+static fg_code bf_madd(void *s, const char *key, const void *const *items, const size_t *lens,
+                       size_t n, bool *added, fg_error *err) {
+    return fg_mem_bf_add(s, key, items, lens, n, added, err);
+}
+
+static fg_code bf_exists(void *s, const char *key, const void *item, size_t len, bool *exists,
+                         fg_error *err) {
+    (void)err;
+    fg_mem_bf_exists(s, key, &item, &len, 1, exists);
+    return FG_CODE_OK;
+}
+
+static fg_code bf_mexists(void *s, const char *key, const void *const *items, const size_t *lens,
+                          size_t n, bool *exists, fg_error *err) {
+    (void)err;
+    fg_mem_bf_exists(s, key, items, lens, n, exists);
+    return FG_CODE_OK;
+}
+
+static fg_code bf_card(void *s, const char *key, int64_t *card, fg_error *err) {
+    (void)err;
+    *card = fg_mem_bf_card(s, key);
+    return FG_CODE_OK;
+}
+
+static const fg_bloom_ops blooms = {
+    {blooms_open, blooms_close}, bf_reserve, bf_add, bf_madd, bf_exists, bf_mexists, bf_card};
+
+/* ------------------------------------------------------- unique counters */
+
+static void *counters_open(const fg_backend_args *a) {
+    return fg_mem_distincts_new(a->opts->clock_us, a->opts->clock_arg);
+}
+
+static void counters_close(void *s) {
+    fg_mem_distincts_free(s);
+}
+
+static fg_code uv_create(void *s, const char *key, const fg_distinct_options *o, fg_error *err) {
+    return fg_mem_uv_create(s, key, o, err);
+}
+
+static fg_code uv_add(void *s, const char *key, const void *const *items, const size_t *lens,
+                      size_t n, int64_t at_us, bool *changed, fg_error *err) {
+    return fg_mem_uv_add(s, key, items, lens, n, at_us, changed, err);
+}
+
+static fg_code uv_union(void *s, const char *const *keys, size_t nkeys, const fg_window *w,
+                        const fg_uv_window *range, int64_t *count, uint8_t *hll, fg_error *err) {
+    uint8_t regs[FG_UV_REGISTERS];
+    (void)w;
+    fg_code rc = fg_mem_uv_registers(s, keys, nkeys, range, regs, err);
+    if (rc != FG_CODE_OK) return rc;
+    if (count != NULL)
+        *count = (int64_t)fg_uv_estimate(regs);
+    else
+        fg_uv_to_redis_hll(regs, hll);
+    return FG_CODE_OK;
+}
+
+static const fg_distinct_ops counters = {
+    {counters_open, counters_close}, uv_create, uv_add, uv_union};
+
+/* ------------------------------------------------------------ the backend */
+
+const fg_backend fg_backend_mem = {.bloom = &blooms, .distinct = &counters};
