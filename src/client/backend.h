@@ -109,6 +109,27 @@ typedef struct fg_distinct_ops {
                         const fg_uv_window *range, int64_t *count, uint8_t *hll, fg_error *err);
 } fg_distinct_ops;
 
+/* Locks, semaphores and multi-key locks of checked arguments: a key (or 1
+ * to 64 keys), an owner, a result where there is one, options checked. */
+typedef struct fg_lock_ops {
+    fg_family_ops family;
+    fg_code (*lock)(void *s, const char *key, const char *owner, const fg_lock_options *o,
+                    fg_lock_grant *out, fg_error *err);
+    fg_code (*unlock)(void *s, const char *key, const char *owner, int64_t *holds_left,
+                      fg_error *err);
+    fg_code (*extend)(void *s, const char *key, const char *owner, int64_t lease_ms, bool *extended,
+                      fg_error *err);
+    fg_code (*semaphore_acquire)(void *s, const char *key, int64_t capacity, const char *owner,
+                                 int64_t permits, const fg_lock_options *o, fg_lock_grant *out,
+                                 fg_error *err);
+    fg_code (*semaphore_release)(void *s, const char *key, const char *owner, int64_t permits,
+                                 int64_t *permits_left, fg_error *err);
+    fg_code (*lock_multi)(void *s, const char *const *keys, size_t count, const char *owner,
+                          const fg_lock_options *o, fg_lock_grant *out, fg_error *err);
+    fg_code (*unlock_multi)(void *s, const char *const *keys, size_t count, const char *owner,
+                            int64_t *released, fg_error *err);
+} fg_lock_ops;
+
 typedef struct fg_backend {
     /* What the families of a client share (a remote client's connections),
      * opened before their states and closed after them (NULL when err says
@@ -119,6 +140,7 @@ typedef struct fg_backend {
     void (*close)(void *shared);
     const fg_bloom_ops *bloom;
     const fg_distinct_ops *distinct;
+    const fg_lock_ops *locks;
     /* The message of FG_CODE_UNSUPPORTED for each family whose table is
      * NULL, saying what to use instead. */
     const char *without[FG_FAMILIES];

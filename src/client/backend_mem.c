@@ -14,8 +14,10 @@
  */
 #include "backend_mem.h"
 
+#include "client.h"
 #include "mem_bloom.h"
 #include "mem_distinct.h"
+#include "mem_lock.h"
 
 /* --------------------------------------------------------- Bloom filters */
 
@@ -100,6 +102,63 @@ static fg_code uv_union(void *s, const char *const *keys, size_t nkeys, const fg
 static const fg_distinct_ops counters = {
     {counters_open, counters_close}, uv_create, uv_add, uv_union};
 
+/* ------------------------------------------------------------------ locks */
+
+static void *locks_open(const fg_backend_args *a) {
+    return fg_mem_locks_new(a->opts->clock_us, a->opts->clock_arg);
+}
+
+static void locks_close(void *s) {
+    fg_mem_locks_free(s);
+}
+
+static fg_code lock(void *s, const char *key, const char *owner, const fg_lock_options *o,
+                    fg_lock_grant *out, fg_error *err) {
+    return fg_mem_lock(s, key, owner, o, out, err);
+}
+
+static fg_code unlock(void *s, const char *key, const char *owner, int64_t *holds_left,
+                      fg_error *err) {
+    return fg_mem_unlock(s, key, owner, holds_left, err);
+}
+
+static fg_code extend(void *s, const char *key, const char *owner, int64_t lease_ms, bool *extended,
+                      fg_error *err) {
+    return fg_mem_extend(s, key, owner, lease_ms, extended, err);
+}
+
+static fg_code semaphore_acquire(void *s, const char *key, int64_t capacity, const char *owner,
+                                 int64_t permits, const fg_lock_options *o, fg_lock_grant *out,
+                                 fg_error *err) {
+    return fg_mem_semaphore_acquire(s, key, capacity, owner, permits, o, out, err);
+}
+
+static fg_code semaphore_release(void *s, const char *key, const char *owner, int64_t permits,
+                                 int64_t *permits_left, fg_error *err) {
+    return fg_mem_semaphore_release(s, key, owner, permits, permits_left, err);
+}
+
+static fg_code lock_multi(void *s, const char *const *keys, size_t count, const char *owner,
+                          const fg_lock_options *o, fg_lock_grant *out, fg_error *err) {
+    return fg_mem_lock_multi(s, keys, count, owner, o, out, err);
+}
+
+static fg_code unlock_multi(void *s, const char *const *keys, size_t count, const char *owner,
+                            int64_t *released, fg_error *err) {
+    return fg_mem_unlock_multi(s, keys, count, owner, released, err);
+}
+
+static const fg_lock_ops locks = {
+    {locks_open, locks_close}, lock,       unlock,      extend, semaphore_acquire,
+    semaphore_release,         lock_multi, unlock_multi};
+
+/* mem_lock.h, for tests: the lock table of a client whose locks are
+ * this backend's. */
+fg_mem_locks *fg_client_mem_locks(fg_client *c) {
+    void *s;
+    return c != NULL && fg_client_family(c, FG_FAMILY_LOCKS, &s, NULL) == &locks ? s : NULL;
+}
+
 /* ------------------------------------------------------------ the backend */
 
-const fg_backend fg_backend_mem = {.bloom = &blooms, .distinct = &counters};
+const fg_backend fg_backend_mem = {.bloom = &blooms, .distinct = &counters, .locks = &locks};

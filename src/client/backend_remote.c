@@ -17,6 +17,7 @@
 #include "remote.h"
 #include "remote_bloom.h"
 #include "remote_distinct.h"
+#include "remote_lock.h"
 
 /* ------------------------------------------------------- the connection */
 
@@ -32,32 +33,19 @@ static void remote_close(void *shared) {
     fg_remote_free(shared);
 }
 
-/* The state of a family that has none but the connection. */
-static void *connection(const fg_backend_args *a) {
-    return a->shared;
-}
-
-static void keep_connection(void *s) {
-    (void)s;
-}
-
-/* ------------------------------------------------------------ the tables */
-
-static const fg_bloom_ops blooms = {
-    {connection, keep_connection}, fg_remote_bf_reserve, fg_remote_bf_add, fg_remote_bf_madd,
-    fg_remote_bf_exists,           fg_remote_bf_mexists, fg_remote_bf_card};
-
-static const fg_distinct_ops counters = {
-    {connection, keep_connection}, fg_remote_uv_create, fg_remote_uv_add, fg_remote_uv_union};
-
 const fg_backend fg_backend_redis = {.open = remote_open,
                                      .connect = remote_connect,
                                      .close = remote_close,
-                                     .bloom = &blooms,
-                                     .distinct = &counters};
+                                     .bloom = &fg_remote_blooms,
+                                     .distinct = &fg_remote_counters,
+                                     .locks = &fg_remote_locks};
 
 const fg_backend fg_backend_cluster = {.open = remote_open,
                                        .connect = remote_connect,
                                        .close = remote_close,
-                                       .bloom = &blooms,
-                                       .distinct = &counters};
+                                       .bloom = &fg_remote_blooms,
+                                       .distinct = &fg_remote_counters,
+                                       .without = {[FG_FAMILY_LOCKS] =
+                                                       "locks are not supported on "
+                                                       "redis+cluster: URLs (use a redis: URL "
+                                                       "of the master of the lock's slot)"}};

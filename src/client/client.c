@@ -46,6 +46,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend_mem.h"
+#include "backend_remote.h"
+#include "backends.h"
 #include "client.h"
 #include "cluster.h"
 #include "conn.h"
@@ -53,13 +56,9 @@
 #include "floodgate.h"
 #include "lease.h"
 #include "limit_args.h"
-#include "backend_mem.h"
-#include "backend_remote.h"
-#include "backends.h"
-#include "mem_lock.h"
 #include "mem_store.h"
-#include "remote.h"
 #include "messages.h"
+#include "remote.h"
 #include "url.h"
 
 #define SWEEP_EVERY      64 /* mem: decisions between two expiry sweeps */
@@ -96,16 +95,13 @@ struct fg_client {
      * before a reset must not be cached after it. */
     uint64_t cache_resets;
 
-    fg_lease_table *leases;  /* when opts.lease_units on a server */
-    fg_locks *locks;         /* BACKEND_SERVER: the lock calls' connections and renewal */
-    fg_mem_locks *mem_locks; /* BACKEND_MEM: the locks themselves (mem_lock.c) */
-    fg_policies *policies;   /* the named policies (policy.c) */
+    fg_lease_table *leases; /* when opts.lease_units on a server */
+    fg_policies *policies;  /* the named policies (policy.c) */
 
     const fg_backend *backend;
     void *shared;             /* what the backend's families share */
     void *state[FG_FAMILIES]; /* each family's, opened by the backend */
     fg_counters counters;
-
 };
 
 /* ------------------------------------------------------------ small parts */
@@ -144,8 +140,7 @@ static int64_t now_us(const fg_client *c) {
 
 static fg_code mem_error(fg_mem_status st, fg_error *err) {
     switch (st) {
-    case FG_MEM_WRONGTYPE:
-        return fg_set_error(err, FG_CODE_WRONGTYPE, FG_ERR_WRONGTYPE);
+    case FG_MEM_WRONGTYPE: return fg_set_error(err, FG_CODE_WRONGTYPE, FG_ERR_WRONGTYPE);
     case FG_MEM_OVERFLOW: return fg_set_error(err, FG_CODE_INVALID, FG_ERR_OVERFLOW);
     case FG_MEM_NOMEM: return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     case FG_MEM_OK:
@@ -885,8 +880,8 @@ static const fg_family_ops *family_ops(const fg_backend *b, fg_family f) {
     switch (f) {
     case FG_FAMILY_BLOOM: return b->bloom != NULL ? &b->bloom->family : NULL;
     case FG_FAMILY_DISTINCT: return b->distinct != NULL ? &b->distinct->family : NULL;
+    case FG_FAMILY_LOCKS: return b->locks != NULL ? &b->locks->family : NULL;
     case FG_FAMILY_LIMITS:
-    case FG_FAMILY_LOCKS:
     case FG_FAMILY_POLICIES:
     case FG_FAMILIES: break;
     }
@@ -925,20 +920,6 @@ static fg_client *client_for(const char *url, const fg_options *opts, fg_error *
         return NULL;
     }
     c->remote = c->shared;
-    if (kind == BACKEND_SERVER) {
-        if ((c->locks = fg_locks_new(fg_remote_addr(c->remote), fg_remote_config(c->remote))) ==
-            NULL) {
-            fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-            fg_close(c);
-            return NULL;
-        }
-    } else if (kind == BACKEND_MEM) {
-        if ((c->mem_locks = fg_mem_locks_new(c->opts.clock_us, c->opts.clock_arg)) == NULL) {
-            fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-            fg_close(c);
-            return NULL;
-        }
-    }
     fg_conn_config mem_config = {0};
     const fg_conn_config *cfg = c->remote != NULL ? fg_remote_config(c->remote) : &mem_config;
     if ((c->policies = fg_policies_new(url, &c->opts, cfg)) == NULL) {
@@ -964,8 +945,6 @@ fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
 
 void fg_close(fg_client *c) {
     if (c == NULL) return;
-    fg_locks_free(c->locks); /* first: its renewal thread uses the counters */
-    fg_mem_locks_free(c->mem_locks);
     fg_policies_free(c->policies);
     if (c->leases != NULL) give_back_leases(c);
     fg_lease_table_free(c->leases);
@@ -978,25 +957,6 @@ void fg_close(fg_client *c) {
     free(c->denials);
     pthread_mutex_destroy(&c->cache_lock);
     free(c);
-}
-
-/* ------------------------------------------------------------------ locks */
-
-/* lock.c asks for the mem: table first, so only a cluster gets here without
- * locks. */
-fg_code fg_client_locks(fg_client *c, fg_locks **out, fg_error *err) {
-    if (c == NULL) return fg_set_error(err, FG_CODE_INVALID, "a client is required");
-    if (c->kind == BACKEND_SERVER) {
-        *out = c->locks;
-        return FG_CODE_OK;
-    }
-    return fg_set_error(err, FG_CODE_UNSUPPORTED,
-                        "locks are not supported on redis+cluster: URLs (use a redis: URL of "
-                        "the master of the lock's slot)");
-}
-
-fg_mem_locks *fg_client_mem_locks(fg_client *c) {
-    return c != NULL ? c->mem_locks : NULL;
 }
 
 fg_conn *fg_client_take_conn(fg_client *c) {

@@ -24,30 +24,10 @@
  * when the backend has none. */
 const void *fg_client_family(fg_client *c, fg_family f, void **state, fg_error *err);
 
-typedef struct fg_locks fg_locks;
-
-/* client.c: the client's fg_locks, or FG_CODE_UNSUPPORTED (redis+cluster:)
- * with a message naming the backend; lock.c asks fg_client_mem_locks
- * first. */
-fg_code fg_client_locks(fg_client *c, fg_locks **out, fg_error *err);
-
 /* client.c: the shared connection, the caller's alone until
  * fg_client_give_conn. */
 fg_conn *fg_client_take_conn(fg_client *c);
 void fg_client_give_conn(fg_client *c);
-
-/* lock.c: the lock side of a client of `addr`, whose connections use cfg
- * (its counters are the client's); NULL when out of memory. fg_locks_free
- * stops and joins the renewal thread (NULL is ignored). */
-fg_locks *fg_locks_new(const fg_url *addr, const fg_conn_config *cfg);
-void fg_locks_free(fg_locks *locks);
-
-/* lock.c: a reply [acquired, token, ttl_ms, holds] of FG.LOCK, FG.ACQUIRE
- * or FG.MLOCK, or its error. */
-fg_code fg_parse_grant(const redisReply *r, fg_lock_grant *out, fg_error *err);
-
-/* lock.c: n random bytes from getrandom(), else /dev/urandom. */
-void fg_random_bytes(void *buf, size_t n);
 
 typedef struct fg_policies fg_policies;
 

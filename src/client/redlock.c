@@ -30,9 +30,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "client.h"
 #include "conn.h"
 #include "error.h"
+#include "random_bytes.h"
+#include "remote_lock.h"
 #include "url.h"
 
 #define DRIFT_FLOOR_MS 2

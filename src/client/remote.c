@@ -126,3 +126,11 @@ const fg_url *fg_remote_addr(const fg_remote *r) {
 const fg_conn_config *fg_remote_config(const fg_remote *r) {
     return &r->cfg;
 }
+
+void *fg_remote_family_open(const fg_backend_args *a) {
+    return a->shared;
+}
+
+void fg_remote_family_close(void *s) {
+    (void)s; /* the backend closes it, after the families */
+}

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "backend.h"
 #include "conn.h"
 #include "floodgate.h"
 #include "url.h"
@@ -51,5 +52,10 @@ const fg_url *fg_remote_addr(const fg_remote *r);
 
 /* What every connection of the client takes: the timeouts and counters. */
 const fg_conn_config *fg_remote_config(const fg_remote *r);
+
+/* The open and close of a family whose state is the fg_remote alone (the
+ * backend's shared part), as its table takes them. */
+void *fg_remote_family_open(const fg_backend_args *a);
+void fg_remote_family_close(void *s);
 
 #endif

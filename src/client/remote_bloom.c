@@ -125,7 +125,7 @@ static fg_code server_items(fg_remote *r, const char *name, const char *key,
 
 /* --------------------------------------------------------------- calls */
 
-fg_code fg_remote_bf_reserve(void *s, const char *key, const fg_bloom_options *o, fg_error *err) {
+static fg_code bf_reserve(void *s, const char *key, const fg_bloom_options *o, fg_error *err) {
     fg_command cmd;
     redisReply *r;
     fg_command_start(&cmd, "BF.RESERVE", key);
@@ -147,27 +147,27 @@ fg_code fg_remote_bf_reserve(void *s, const char *key, const fg_bloom_options *o
     return rc;
 }
 
-fg_code fg_remote_bf_add(void *s, const char *key, const void *item, size_t len, bool *added,
-                         fg_error *err) {
+static fg_code bf_add(void *s, const char *key, const void *item, size_t len, bool *added,
+                      fg_error *err) {
     return server_item(s, "BF.ADD", key, item, len, added, err);
 }
 
-fg_code fg_remote_bf_madd(void *s, const char *key, const void *const *items, const size_t *lens,
-                          size_t n, bool *added, fg_error *err) {
-    return server_items(s, "BF.MADD", key, items, lens, n, added, err);
-}
-
-fg_code fg_remote_bf_exists(void *s, const char *key, const void *item, size_t len, bool *exists,
-                            fg_error *err) {
+static fg_code bf_exists(void *s, const char *key, const void *item, size_t len, bool *exists,
+                         fg_error *err) {
     return server_item(s, "BF.EXISTS", key, item, len, exists, err);
 }
 
-fg_code fg_remote_bf_mexists(void *s, const char *key, const void *const *items, const size_t *lens,
-                             size_t n, bool *exists, fg_error *err) {
+static fg_code bf_madd(void *s, const char *key, const void *const *items, const size_t *lens,
+                       size_t n, bool *added, fg_error *err) {
+    return server_items(s, "BF.MADD", key, items, lens, n, added, err);
+}
+
+static fg_code bf_mexists(void *s, const char *key, const void *const *items, const size_t *lens,
+                          size_t n, bool *exists, fg_error *err) {
     return server_items(s, "BF.MEXISTS", key, items, lens, n, exists, err);
 }
 
-fg_code fg_remote_bf_card(void *s, const char *key, int64_t *card, fg_error *err) {
+static fg_code bf_card(void *s, const char *key, int64_t *card, fg_error *err) {
     fg_command cmd;
     redisReply *r;
     fg_command_start(&cmd, "BF.CARD", key);
@@ -182,3 +182,11 @@ fg_code fg_remote_bf_card(void *s, const char *key, int64_t *card, fg_error *err
     freeReplyObject(r);
     return rc;
 }
+
+const fg_bloom_ops fg_remote_blooms = {{fg_remote_family_open, fg_remote_family_close},
+                                       bf_reserve,
+                                       bf_add,
+                                       bf_madd,
+                                       bf_exists,
+                                       bf_mexists,
+                                       bf_card};

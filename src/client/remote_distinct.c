@@ -110,7 +110,7 @@ static fg_code parse_ok(const redisReply *r, size_t k, void *arg, fg_error *err)
     return FG_CODE_OK;
 }
 
-fg_code fg_remote_uv_create(void *s, const char *key, const fg_distinct_options *o, fg_error *err) {
+static fg_code uv_create(void *s, const char *key, const fg_distinct_options *o, fg_error *err) {
     create_call call = {key, o};
     return fg_pipeline(s, 1, build_create, reply_error, parse_ok, &call, err);
 }
@@ -144,8 +144,8 @@ static fg_code parse_add(const redisReply *r, size_t k, void *arg, fg_error *err
     return FG_CODE_OK;
 }
 
-fg_code fg_remote_uv_add(void *s, const char *key, const void *const *items, const size_t *lens,
-                         size_t n, int64_t at_us, bool *changed, fg_error *err) {
+static fg_code uv_add(void *s, const char *key, const void *const *items, const size_t *lens,
+                      size_t n, int64_t at_us, bool *changed, fg_error *err) {
     add_call call = {key, items, lens, n, at_us >= 0 ? ADDAT_ITEMS : ADD_ITEMS, at_us, false};
     size_t ncmds = (n + call.per_command - 1) / call.per_command;
     fg_code rc = fg_pipeline(s, ncmds, build_add, reply_error, parse_add, &call, err);
@@ -210,8 +210,8 @@ static fg_code parse_union(const redisReply *r, size_t k, void *arg, fg_error *e
     return FG_CODE_OK;
 }
 
-fg_code fg_remote_uv_union(void *s, const char *const *keys, size_t nkeys, const fg_window *w,
-                           const fg_uv_window *range, int64_t *count, uint8_t *hll, fg_error *err) {
+static fg_code uv_union(void *s, const char *const *keys, size_t nkeys, const fg_window *w,
+                        const fg_uv_window *range, int64_t *count, uint8_t *hll, fg_error *err) {
     union_call call = {keys, nkeys, w, count != NULL ? "FG.UVCOUNT" : "FG.UVEXPORT", 0, hll, NULL};
     (void)range;
     /* ceil((nkeys - 1) / MORE_KEYS) commands, at least one */
@@ -232,3 +232,6 @@ fg_code fg_remote_uv_union(void *s, const char *const *keys, size_t nkeys, const
         fg_uv_to_redis_hll(regs, hll);
     return FG_CODE_OK;
 }
+
+const fg_distinct_ops fg_remote_counters = {
+    {fg_remote_family_open, fg_remote_family_close}, uv_create, uv_add, uv_union};

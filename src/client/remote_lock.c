@@ -1,0 +1,422 @@
+/*
+ * remote_lock.c - the locks, semaphores and multi-key locks of a client of
+ * one server (redis:, unix:): the module's commands (docs/locks.md). lock.c
+ * has checked the arguments and options.
+ *
+ * The server holds everything: owners, leases, tokens and the queue of
+ * waiters. This side only chooses a connection, adds the durable and
+ * renewal options, and turns replies into results.
+ *
+ *   - A call that does not wait borrows the client's shared connection for
+ *     one round trip (remote.c), like a check.
+ *   - A call that waits in the server (wait_ms != 0), and a durable one (its
+ *     WAIT blocks too), runs on a connection of its own, so that the other
+ *     threads' calls on the client go on meanwhile. Up to SPARE_CONNS such
+ *     connections are kept for later waiting calls, the rest closed. The
+ *     read timeout is the wait plus command_timeout_ms (none for wait -1):
+ *     the server answers when the wait ends, and a client that gives up
+ *     first closes the connection, which takes its request out of the queue
+ *     (a grant made at that very moment is lost with the reply, and held
+ *     until its lease ends).
+ *   - Durable mode: "WAIT replicas timeout" follows a grant, pipelined with
+ *     the request when the request does not wait (one round trip; the WAIT
+ *     then also runs after a refusal, and costs nothing but its reply), sent
+ *     after the reply otherwise. A grant seen by fewer replicas is released
+ *     on the same connection, and the call answers FG_CODE_NOT_DURABLE.
+ *   - Renewal is renewal.c's. Its thread is started before the first
+ *     renewed request is sent, so that a failure to start it leaves nothing
+ *     held; grants are registered with it, and unlocks through this client
+ *     end their registration. Closing stops and joins it.
+ */
+#include "remote_lock.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "remote.h"
+#include "renewal.h"
+
+#define SPARE_CONNS 4 /* idle connections kept for waiting calls */
+
+typedef struct fg_locks {
+    fg_remote *remote; /* its shared connection */
+    fg_url addr;
+    fg_conn_config cfg;
+    pthread_mutex_t lock; /* guards the spares and the renewal pointer */
+    fg_conn spares[SPARE_CONNS];
+    size_t nspares;
+    fg_renewal *renewal; /* started with the first renewed request */
+} fg_locks;
+
+/* ------------------------------------------------------------- replies */
+
+static fg_code unexpected(fg_error *err, const char *what) {
+    return fg_set_error(err, FG_CODE_PROTOCOL, "unexpected reply to %s (module without locks?)",
+                        what);
+}
+
+fg_code fg_parse_grant(const redisReply *r, fg_lock_grant *out, fg_error *err) {
+    if (r->type == REDIS_REPLY_ERROR) return fg_reply_error(r, err);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return unexpected(err, "a lock request");
+    for (size_t i = 0; i < 4; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER) return unexpected(err, "a lock request");
+    long long acquired = r->element[0]->integer, token = r->element[1]->integer;
+    if ((acquired != 0 && acquired != 1) || token < 0) return unexpected(err, "a lock request");
+    out->acquired = acquired == 1;
+    out->token = (uint64_t)token;
+    out->ttl_ms = r->element[2]->integer;
+    out->holds = r->element[3]->integer;
+    return FG_CODE_OK;
+}
+
+static fg_code parse_integer(const redisReply *r, int64_t *out, fg_error *err, const char *what) {
+    if (r->type == REDIS_REPLY_ERROR) return fg_reply_error(r, err);
+    if (r->type != REDIS_REPLY_INTEGER) return unexpected(err, what);
+    *out = r->integer;
+    return FG_CODE_OK;
+}
+
+/* ------------------------------------------------------------ the locks */
+
+static void *locks_open(const fg_backend_args *a) {
+    fg_locks *l = calloc(1, sizeof(*l));
+    if (l == NULL) return NULL;
+    l->remote = a->shared;
+    l->addr = *fg_remote_addr(l->remote);
+    l->cfg = *fg_remote_config(l->remote);
+    pthread_mutex_init(&l->lock, NULL);
+    return l;
+}
+
+static void locks_close(void *s) {
+    fg_locks *l = s;
+    fg_renewal_stop(l->renewal);
+    for (size_t i = 0; i < l->nspares; i++)
+        fg_conn_close(&l->spares[i]);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+/* The renewal thread, started now if it is not yet. */
+static fg_code start_renewal(fg_locks *l, fg_renewal **out, fg_error *err) {
+    pthread_mutex_lock(&l->lock);
+    if (l->renewal == NULL) l->renewal = fg_renewal_start(&l->addr, &l->cfg, err);
+    *out = l->renewal;
+    pthread_mutex_unlock(&l->lock);
+    return *out != NULL ? FG_CODE_OK : err != NULL ? err->code : FG_CODE_NOMEM;
+}
+
+static fg_renewal *renewal_if_started(fg_locks *l) {
+    pthread_mutex_lock(&l->lock);
+    fg_renewal *r = l->renewal;
+    pthread_mutex_unlock(&l->lock);
+    return r;
+}
+
+/* ------------------------------------------------------------- channels */
+
+/* The connection of one call: the client's shared one, or its own. */
+typedef struct channel {
+    fg_locks *locks;
+    fg_conn *conn; /* &own when dedicated */
+    fg_conn own;
+    bool dedicated;
+} channel;
+
+static void channel_open(channel *ch, fg_locks *l, bool dedicated) {
+    memset(ch, 0, sizeof(*ch));
+    ch->locks = l;
+    ch->dedicated = dedicated;
+    if (!dedicated) {
+        ch->conn = fg_remote_take_conn(l->remote);
+        return;
+    }
+    pthread_mutex_lock(&l->lock);
+    if (l->nspares > 0) ch->own = l->spares[--l->nspares];
+    pthread_mutex_unlock(&l->lock);
+    ch->conn = &ch->own;
+}
+
+/* One round trip. On a dedicated channel the server may take wait_ms more
+ * than command_timeout_ms to answer (-1: any time). */
+static fg_code channel_exchange(channel *ch, const fg_argv *cmds, size_t n, redisReply **replies,
+                                int64_t wait_ms, fg_error *err) {
+    const fg_locks *l = ch->locks;
+    if (ch->dedicated) {
+        fg_code rc = fg_conn_ensure(ch->conn, &l->addr, &l->cfg, err);
+        if (rc == FG_CODE_OK)
+            rc = fg_conn_set_timeout(ch->conn,
+                                     wait_ms < 0 ? 0 : l->cfg.command_timeout_ms + wait_ms, err);
+        if (rc != FG_CODE_OK) {
+            if (rc == FG_CODE_IO) fg_count(&l->cfg.counters->failures, 1);
+            return rc;
+        }
+    }
+    return fg_conn_exchange(ch->conn, &l->addr, &l->cfg, cmds, n, replies, err);
+}
+
+static void channel_close(channel *ch) {
+    if (!ch->dedicated) {
+        fg_remote_give_conn(ch->locks->remote);
+        return;
+    }
+    fg_locks *l = ch->locks;
+    pthread_mutex_lock(&l->lock);
+    if (ch->own.ctx != NULL && l->nspares < SPARE_CONNS) {
+        l->spares[l->nspares++] = ch->own;
+        ch->own.ctx = NULL;
+    }
+    pthread_mutex_unlock(&l->lock);
+    fg_conn_close(&ch->own);
+}
+
+/* ------------------------------------------------------------- acquiring */
+
+/* A request that may grant (FG.LOCK, FG.ACQUIRE, FG.MLOCK), followed by the
+ * WAIT of durable mode, and the command that undoes its grant. */
+typedef struct request {
+    fg_argv cmds[2];
+    fg_argv undo;
+    const char *const *keys;
+    size_t nkeys;
+    const char *owner;
+} request;
+
+static void add_wait(fg_argv *cmd, const fg_lock_options *o) {
+    if (o->wait_ms == 0) return;
+    fg_argv_str(cmd, "WAIT");
+    fg_argv_num(cmd, o->wait_ms < 0 ? 0 : o->wait_ms); /* the server's 0: no timeout */
+}
+
+/* Releases the grant of q after a failure `rc` (already in err), and says
+ * in err when even that failed. */
+static fg_code undo_grant(channel *ch, const request *q, fg_code rc, fg_error *err) {
+    redisReply *reply;
+    fg_error undo_err;
+    fg_code undo = channel_exchange(ch, &q->undo, 1, &reply, 0, &undo_err);
+    if (undo == FG_CODE_OK) {
+        if (reply->type == REDIS_REPLY_ERROR) undo = fg_reply_error(reply, &undo_err);
+        freeReplyObject(reply);
+    }
+    if (undo != FG_CODE_OK && err != NULL) {
+        size_t len = strlen(err->message);
+        snprintf(err->message + len, sizeof(err->message) - len,
+                 "; releasing the grant failed (%s), it is held until its lease ends",
+                 fg_code_name(undo));
+    }
+    return rc;
+}
+
+/* The WAIT reply after a grant: FG_CODE_OK when enough replicas have it. */
+static fg_code judge_acks(const redisReply *r, const fg_lock_options *o, fg_error *err) {
+    int64_t acks = 0;
+    fg_code rc = parse_integer(r, &acks, err, "WAIT");
+    if (rc != FG_CODE_OK || acks >= o->durable_replicas) return rc;
+    return fg_set_error(err, FG_CODE_NOT_DURABLE,
+                        "granted, but only %lld of the %d replicas asked for acknowledged it "
+                        "within %d ms: released",
+                        (long long)acks, o->durable_replicas, o->durable_timeout_ms);
+}
+
+/* Durable mode after a grant: the WAIT's reply (pipelined, or asked now),
+ * and the release of a grant that did not reach enough replicas. */
+static fg_code make_durable(channel *ch, const request *q, const fg_lock_options *o,
+                            redisReply *pipelined, fg_error *err) {
+    redisReply *acks = pipelined;
+    fg_code rc = FG_CODE_OK;
+    if (acks == NULL) rc = channel_exchange(ch, &q->cmds[1], 1, &acks, o->durable_timeout_ms, err);
+    if (rc == FG_CODE_OK) {
+        rc = judge_acks(acks, o, err);
+        freeReplyObject(acks);
+    }
+    return rc == FG_CODE_OK ? rc : undo_grant(ch, q, rc, err);
+}
+
+/* Sends the request (and its WAIT) on ch and reads the grant; *granted_us
+ * is when its lease began at the earliest (monotonic): the request's
+ * sending, or for a request that waited, the arrival of its reply (later
+ * than the grant by up to one trip). */
+static fg_code request_grant(channel *ch, const request *q, const fg_lock_options *o,
+                             fg_lock_grant *out, int64_t *granted_us, fg_error *err) {
+    bool waits = o->wait_ms != 0, durable = o->durable_replicas > 0;
+    size_t n = durable && !waits ? 2 : 1;
+    int64_t wait_ms = waits ? o->wait_ms : durable ? o->durable_timeout_ms : 0;
+    redisReply *replies[2] = {NULL, NULL};
+    *granted_us = fg_monotonic_us();
+    fg_code rc = channel_exchange(ch, q->cmds, n, replies, wait_ms, err);
+    if (waits) *granted_us = fg_monotonic_us();
+    if (rc != FG_CODE_OK) return rc;
+    rc = fg_parse_grant(replies[0], out, err);
+    freeReplyObject(replies[0]);
+    if (rc != FG_CODE_OK || !out->acquired || !durable) {
+        if (replies[1] != NULL) freeReplyObject(replies[1]);
+        return rc;
+    }
+    rc = make_durable(ch, q, o, replies[1], err);
+    if (rc != FG_CODE_OK) *out = (fg_lock_grant){0};
+    return rc;
+}
+
+static fg_code acquire(fg_locks *l, request *q, const fg_lock_options *o, fg_lock_grant *out,
+                       fg_error *err) {
+    fg_renewal *renewal = NULL;
+    fg_code rc = o->renew ? start_renewal(l, &renewal, err) : FG_CODE_OK;
+    if (rc != FG_CODE_OK) return rc;
+    if (o->durable_replicas > 0) {
+        fg_argv_init(&q->cmds[1], "WAIT");
+        fg_argv_num(&q->cmds[1], o->durable_replicas);
+        fg_argv_num(&q->cmds[1], o->durable_timeout_ms);
+    }
+    channel ch;
+    channel_open(&ch, l, o->wait_ms != 0 || o->durable_replicas > 0);
+    int64_t granted_us;
+    rc = request_grant(&ch, q, o, out, &granted_us, err);
+    if (rc == FG_CODE_OK && out->acquired && renewal != NULL &&
+        (rc = fg_renewal_add(renewal, q->keys, q->nkeys, q->owner, granted_us, o, err)) !=
+            FG_CODE_OK) {
+        rc = undo_grant(&ch, q, rc, err);
+        *out = (fg_lock_grant){0};
+    }
+    channel_close(&ch);
+    return rc;
+}
+
+static void add_keys(fg_argv *cmd, const char *const *keys, size_t count) {
+    fg_argv_num(cmd, (int64_t)count);
+    for (size_t i = 0; i < count; i++)
+        fg_argv_str(cmd, keys[i]);
+}
+
+/* ------------------------------------------------------------ releasing */
+
+/* One command answered by an integer, on the shared connection. */
+static fg_code shared_integer(fg_locks *l, const fg_argv *cmd, int64_t *out, fg_error *err) {
+    channel ch;
+    redisReply *reply;
+    channel_open(&ch, l, false);
+    fg_code rc = channel_exchange(&ch, cmd, 1, &reply, 0, err);
+    channel_close(&ch);
+    if (rc != FG_CODE_OK) return rc;
+    rc = parse_integer(reply, out, err, cmd->argv[0]);
+    freeReplyObject(reply);
+    return rc;
+}
+
+/* An unlock, release or multi-unlock: *left (left may be NULL) is its
+ * reply; the keys are no longer renewed when it leaves the owner nothing
+ * (0 or less, or always for a multi-unlock). */
+static fg_code release(fg_locks *l, const fg_argv *cmd, const char *const *keys, size_t count,
+                       const char *owner, bool multi, int64_t *left, fg_error *err) {
+    fg_renewal *renewal = renewal_if_started(l);
+    fg_unlock_in_flight u;
+    int64_t n;
+    if (renewal != NULL) fg_renewal_unlock_begin(renewal, &u, keys, count, owner);
+    fg_code rc = shared_integer(l, cmd, &n, err);
+    if (renewal != NULL) fg_renewal_unlock_end(renewal, &u, rc == FG_CODE_OK && (multi || n <= 0));
+    if (rc == FG_CODE_OK && left != NULL) *left = n;
+    return rc;
+}
+
+/* --------------------------------------------------------------- the calls */
+
+static fg_code lock(void *s, const char *key, const char *owner, const fg_lock_options *o,
+                    fg_lock_grant *out, fg_error *err) {
+    *out = (fg_lock_grant){0};
+    request q = {.keys = &key, .nkeys = 1, .owner = owner};
+    fg_argv *cmd = &q.cmds[0];
+    fg_argv_init(cmd, "FG.LOCK");
+    fg_argv_str(cmd, key);
+    fg_argv_str(cmd, owner);
+    fg_argv_num(cmd, o->lease_ms);
+    if (o->shared) fg_argv_str(cmd, "SHARED");
+    if (o->reentrant) fg_argv_str(cmd, "REENTRANT");
+    add_wait(cmd, o);
+    fg_argv_init(&q.undo, "FG.UNLOCK");
+    fg_argv_str(&q.undo, key);
+    fg_argv_str(&q.undo, owner);
+    return acquire(s, &q, o, out, err);
+}
+
+static fg_code semaphore_acquire(void *s, const char *key, int64_t capacity, const char *owner,
+                                 int64_t permits, const fg_lock_options *o, fg_lock_grant *out,
+                                 fg_error *err) {
+    *out = (fg_lock_grant){0};
+    request q = {.keys = &key, .nkeys = 1, .owner = owner};
+    fg_argv *cmd = &q.cmds[0];
+    fg_argv_init(cmd, "FG.ACQUIRE");
+    fg_argv_str(cmd, key);
+    fg_argv_num(cmd, capacity);
+    fg_argv_str(cmd, owner);
+    fg_argv_num(cmd, permits);
+    fg_argv_num(cmd, o->lease_ms);
+    add_wait(cmd, o);
+    fg_argv_init(&q.undo, "FG.RELEASE");
+    fg_argv_str(&q.undo, key);
+    fg_argv_str(&q.undo, owner);
+    fg_argv_num(&q.undo, permits);
+    return acquire(s, &q, o, out, err);
+}
+
+static fg_code lock_multi(void *s, const char *const *keys, size_t count, const char *owner,
+                          const fg_lock_options *o, fg_lock_grant *out, fg_error *err) {
+    *out = (fg_lock_grant){0};
+    request q = {.keys = keys, .nkeys = count, .owner = owner};
+    fg_argv *cmd = &q.cmds[0];
+    fg_argv_init(cmd, "FG.MLOCK");
+    add_keys(cmd, keys, count);
+    fg_argv_str(cmd, owner);
+    fg_argv_num(cmd, o->lease_ms);
+    add_wait(cmd, o);
+    fg_argv_init(&q.undo, "FG.MUNLOCK");
+    add_keys(&q.undo, keys, count);
+    fg_argv_str(&q.undo, owner);
+    return acquire(s, &q, o, out, err);
+}
+
+static fg_code unlock(void *s, const char *key, const char *owner, int64_t *holds_left,
+                      fg_error *err) {
+    fg_argv cmd;
+    fg_argv_init(&cmd, "FG.UNLOCK");
+    fg_argv_str(&cmd, key);
+    fg_argv_str(&cmd, owner);
+    return release(s, &cmd, &key, 1, owner, false, holds_left, err);
+}
+
+static fg_code semaphore_release(void *s, const char *key, const char *owner, int64_t permits,
+                                 int64_t *permits_left, fg_error *err) {
+    fg_argv cmd;
+    fg_argv_init(&cmd, "FG.RELEASE");
+    fg_argv_str(&cmd, key);
+    fg_argv_str(&cmd, owner);
+    if (permits > 0) fg_argv_num(&cmd, permits);
+    return release(s, &cmd, &key, 1, owner, false, permits_left, err);
+}
+
+static fg_code unlock_multi(void *s, const char *const *keys, size_t count, const char *owner,
+                            int64_t *released, fg_error *err) {
+    fg_argv cmd;
+    fg_argv_init(&cmd, "FG.MUNLOCK");
+    add_keys(&cmd, keys, count);
+    fg_argv_str(&cmd, owner);
+    return release(s, &cmd, keys, count, owner, true, released, err);
+}
+
+static fg_code extend(void *s, const char *key, const char *owner, int64_t lease_ms, bool *extended,
+                      fg_error *err) {
+    fg_argv cmd;
+    fg_argv_init(&cmd, "FG.EXTEND");
+    fg_argv_str(&cmd, key);
+    fg_argv_str(&cmd, owner);
+    fg_argv_num(&cmd, lease_ms);
+    int64_t v;
+    fg_code rc = shared_integer(s, &cmd, &v, err);
+    if (rc == FG_CODE_OK && v != 0 && v != 1) rc = unexpected(err, "FG.EXTEND");
+    if (rc == FG_CODE_OK && extended != NULL) *extended = v == 1;
+    return rc;
+}
+
+const fg_lock_ops fg_remote_locks = {
+    {locks_open, locks_close}, lock,       unlock,      extend, semaphore_acquire,
+    semaphore_release,         lock_multi, unlock_multi};
