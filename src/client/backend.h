@@ -15,10 +15,8 @@
  * At fg_open the backend opens what its families share (its `open`; a
  * remote client's connections), then one state per family, in the order
  * of fg_family; fg_close closes them in the reverse order, the shared part
- * last. A family whose table is NULL is one the backend does not have:
- * its calls answer FG_CODE_UNSUPPORTED with the backend's `without`
- * message. Every operation may be called from any number of threads at
- * once, except close.
+ * last. Every operation may be called from any number of threads at once,
+ * except close.
  *
  * This header declares types only; no file defines it.
  */
@@ -73,17 +71,18 @@ static inline int64_t fg_backend_now(const fg_options *opts) {
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* The start of every family's table: its state of one client, made at
- * fg_open (NULL when out of memory) and freed at fg_close. */
-typedef struct fg_family_ops {
-    void *(*open)(const fg_backend_args *a);
-    void (*close)(void *s);
-} fg_family_ops;
+/* Every family's table starts with the open and close of its state of one
+ * client, made at fg_open (NULL when out of memory) and freed at fg_close:
+ *
+ *     void *(*open)(const fg_backend_args *a);
+ *     void (*close)(void *s);
+ */
 
 /* Bloom filters: BF.RESERVE, BF.ADD, BF.MADD, BF.EXISTS, BF.MEXISTS and
  * BF.CARD of checked arguments (n >= 1 items, options checked). */
 typedef struct fg_bloom_ops {
-    fg_family_ops family;
+    void *(*open)(const fg_backend_args *a);
+    void (*close)(void *s);
     fg_code (*reserve)(void *s, const char *key, const fg_bloom_options *o, fg_error *err);
     fg_code (*add)(void *s, const char *key, const void *item, size_t len, bool *added,
                    fg_error *err);
@@ -101,7 +100,8 @@ typedef struct fg_bloom_ops {
  * (w) and as FG.UVCOUNT converts it (range): its estimated count (count
  * not NULL) or its HLL string (FG.UVEXPORT). */
 typedef struct fg_distinct_ops {
-    fg_family_ops family;
+    void *(*open)(const fg_backend_args *a);
+    void (*close)(void *s);
     fg_code (*create)(void *s, const char *key, const fg_distinct_options *o, fg_error *err);
     fg_code (*add)(void *s, const char *key, const void *const *items, const size_t *lens, size_t n,
                    int64_t at_us, bool *changed, fg_error *err);
@@ -112,7 +112,8 @@ typedef struct fg_distinct_ops {
 /* Locks, semaphores and multi-key locks of checked arguments: a key (or 1
  * to 64 keys), an owner, a result where there is one, options checked. */
 typedef struct fg_lock_ops {
-    fg_family_ops family;
+    void *(*open)(const fg_backend_args *a);
+    void (*close)(void *s);
     fg_code (*lock)(void *s, const char *key, const char *owner, const fg_lock_options *o,
                     fg_lock_grant *out, fg_error *err);
     fg_code (*unlock)(void *s, const char *key, const char *owner, int64_t *holds_left,
@@ -130,20 +131,65 @@ typedef struct fg_lock_ops {
                             int64_t *released, fg_error *err);
 } fg_lock_ops;
 
-typedef struct fg_backend {
-    /* What the families of a client share (a remote client's connections),
-     * opened before their states and closed after them (NULL when err says
-     * why not); connect is fg_open's first contact, which fails on a
-     * configuration error only. All three NULL when nothing is shared. */
+/* The policy loader of a client (fg_set_policy_loader) and its lock: every
+ * backend's policy state keeps one, which policy.c sets and asks. */
+typedef struct fg_loader {
+    pthread_mutex_t lock;
+    fg_policy_loader fn;
+    void *arg;
+} fg_loader;
+
+/* One FG.CHECK: fg_policy_check, or fg_policy_acquire, which waits up to
+ * timeout_ms. */
+typedef struct fg_policy_request {
+    const char *name, *key, *identity;
+    int64_t cost;
+    bool waits;
+    int64_t timeout_ms; /* WAIT's, when waits */
+} fg_policy_request;
+
+/* Named policies, of a checked name: FG.POLICY SET (a checked definition,
+ * and the core's rules of it), DEL (*had: whether there was one), ALLOW or
+ * DENY of n >= 1 items, FG.CHECK of a checked request, GET and LIST (the
+ * names from malloc, for fg_policy_names_free). forget: fg_reset of a key
+ * that holds a policy's state, whether it had a live one (a server's
+ * FG.RESET forgets it itself). loader: the state's fg_loader. */
+typedef struct fg_policy_ops {
+    void *(*open)(const fg_backend_args *a);
+    void (*close)(void *s);
+    fg_code (*set)(void *s, const char *name, const fg_policy_def *def,
+                   const fg_policy_rules *rules, fg_error *err);
+    fg_code (*del)(void *s, const char *name, bool *had, fg_error *err);
+    fg_code (*list_add)(void *s, const char *name, bool deny, const void *const *items,
+                        const size_t *lens, size_t n, int64_t *added, fg_error *err);
+    fg_code (*check)(void *s, const fg_policy_request *q, fg_policy_result *out, fg_error *err);
+    fg_code (*get)(void *s, const char *name, fg_policy_info *out, fg_error *err);
+    fg_code (*names)(void *s, char ***names, size_t *count, fg_error *err);
+    bool (*forget)(void *s, const char *key);
+    fg_loader *(*loader)(void *s);
+} fg_policy_ops;
+
+/* What the families of a client share (a remote client's connections):
+ * opened before their states (NULL when err says why not), closed after
+ * them; connect is fg_open's first contact, which fails on a configuration
+ * error only. */
+typedef struct fg_shared_ops {
     void *(*open)(const fg_backend_args *a, fg_error *err);
     fg_code (*connect)(void *shared, fg_error *err);
     void (*close)(void *shared);
+} fg_shared_ops;
+
+/* A backend: what its families share (NULL: nothing), and a table per
+ * family, in the order of fg_family. A family whose table is NULL is one
+ * the backend does not have: its calls answer FG_CODE_UNSUPPORTED with
+ * the backend's message in `without`, which says what to use instead. */
+typedef struct fg_backend {
+    const fg_shared_ops *shared;
+    const char *without[FG_FAMILIES];
     const fg_bloom_ops *bloom;
     const fg_distinct_ops *distinct;
     const fg_lock_ops *locks;
-    /* The message of FG_CODE_UNSUPPORTED for each family whose table is
-     * NULL, saying what to use instead. */
-    const char *without[FG_FAMILIES];
+    const fg_policy_ops *policies;
 } fg_backend;
 
 #endif

@@ -14,10 +14,14 @@
  */
 #include "backend_mem.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "client.h"
 #include "mem_bloom.h"
 #include "mem_distinct.h"
 #include "mem_lock.h"
+#include "mem_policy.h"
 
 /* --------------------------------------------------------- Bloom filters */
 
@@ -64,8 +68,8 @@ static fg_code bf_card(void *s, const char *key, int64_t *card, fg_error *err) {
     return FG_CODE_OK;
 }
 
-static const fg_bloom_ops blooms = {
-    {blooms_open, blooms_close}, bf_reserve, bf_add, bf_madd, bf_exists, bf_mexists, bf_card};
+static const fg_bloom_ops blooms = {blooms_open, blooms_close, bf_reserve, bf_add,
+                                    bf_madd,     bf_exists,    bf_mexists, bf_card};
 
 /* ------------------------------------------------------- unique counters */
 
@@ -99,8 +103,8 @@ static fg_code uv_union(void *s, const char *const *keys, size_t nkeys, const fg
     return FG_CODE_OK;
 }
 
-static const fg_distinct_ops counters = {
-    {counters_open, counters_close}, uv_create, uv_add, uv_union};
+static const fg_distinct_ops counters = {counters_open, counters_close, uv_create, uv_add,
+                                         uv_union};
 
 /* ------------------------------------------------------------------ locks */
 
@@ -149,8 +153,8 @@ static fg_code unlock_multi(void *s, const char *const *keys, size_t count, cons
 }
 
 static const fg_lock_ops locks = {
-    {locks_open, locks_close}, lock,       unlock,      extend, semaphore_acquire,
-    semaphore_release,         lock_multi, unlock_multi};
+    locks_open,        locks_close,       lock,       unlock,      extend,
+    semaphore_acquire, semaphore_release, lock_multi, unlock_multi};
 
 /* mem_lock.h, for tests: the lock table of a client whose locks are
  * this backend's. */
@@ -159,6 +163,82 @@ fg_mem_locks *fg_client_mem_locks(fg_client *c) {
     return c != NULL && fg_client_family(c, FG_FAMILY_LOCKS, &s, NULL) == &locks ? s : NULL;
 }
 
+/* --------------------------------------------------------------- policies */
+
+/* The policies of a client: the table, and the client's loader. */
+typedef struct policies {
+    fg_mem_policies *table;
+    fg_loader loader;
+} policies;
+
+static void *policies_open(const fg_backend_args *a) {
+    policies *p = calloc(1, sizeof(*p));
+    if (p == NULL) return NULL;
+    if ((p->table = fg_mem_policies_new(a->opts->clock_us, a->opts->clock_arg)) == NULL) {
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->loader.lock, NULL);
+    return p;
+}
+
+static void policies_close(void *s) {
+    policies *p = s;
+    fg_mem_policies_free(p->table);
+    pthread_mutex_destroy(&p->loader.lock);
+    free(p);
+}
+
+static fg_code set_policy(void *s, const char *name, const fg_policy_def *def,
+                          const fg_policy_rules *rules, fg_error *err) {
+    policies *p = s;
+    return fg_mem_policy_set(p->table, name, def, rules, err);
+}
+
+static fg_code delete_policy(void *s, const char *name, bool *had, fg_error *err) {
+    policies *p = s;
+    (void)err;
+    *had = fg_mem_policy_delete(p->table, name);
+    return FG_CODE_OK;
+}
+
+static fg_code list_add(void *s, const char *name, bool deny, const void *const *items,
+                        const size_t *lens, size_t n, int64_t *added, fg_error *err) {
+    policies *p = s;
+    return fg_mem_policy_list_add(p->table, name, deny, items, lens, n, added, err);
+}
+
+static fg_code check(void *s, const fg_policy_request *q, fg_policy_result *out, fg_error *err) {
+    policies *p = s;
+    return fg_mem_policy_check(p->table, q->name, q->key, q->identity, q->cost,
+                               q->waits ? q->timeout_ms : 0, out, err);
+}
+
+static fg_code get_policy(void *s, const char *name, fg_policy_info *out, fg_error *err) {
+    policies *p = s;
+    return fg_mem_policy_get(p->table, name, out, err);
+}
+
+static fg_code list_names(void *s, char ***names, size_t *count, fg_error *err) {
+    policies *p = s;
+    return fg_mem_policy_names(p->table, names, count, err);
+}
+
+static bool forget(void *s, const char *key) {
+    policies *p = s;
+    return fg_mem_policy_forget(p->table, key);
+}
+
+static fg_loader *loader_of(void *s) {
+    policies *p = s;
+    return &p->loader;
+}
+
+static const fg_policy_ops policy_ops = {policies_open, policies_close, set_policy, delete_policy,
+                                         list_add,      check,          get_policy, list_names,
+                                         forget,        loader_of};
+
 /* ------------------------------------------------------------ the backend */
 
-const fg_backend fg_backend_mem = {.bloom = &blooms, .distinct = &counters, .locks = &locks};
+const fg_backend fg_backend_mem = {
+    .bloom = &blooms, .distinct = &counters, .locks = &locks, .policies = &policy_ops};

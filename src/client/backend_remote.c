@@ -18,6 +18,7 @@
 #include "remote_bloom.h"
 #include "remote_distinct.h"
 #include "remote_lock.h"
+#include "remote_policy.h"
 
 /* ------------------------------------------------------- the connection */
 
@@ -33,19 +34,21 @@ static void remote_close(void *shared) {
     fg_remote_free(shared);
 }
 
-const fg_backend fg_backend_redis = {.open = remote_open,
-                                     .connect = remote_connect,
-                                     .close = remote_close,
+static const fg_shared_ops connection = {remote_open, remote_connect, remote_close};
+
+/* ----------------------------------------------------------- the backends */
+
+static const char no_locks[] = "locks are not supported on redis+cluster: URLs (use a redis: URL "
+                               "of the master of the lock's slot)";
+
+const fg_backend fg_backend_redis = {.shared = &connection,
                                      .bloom = &fg_remote_blooms,
                                      .distinct = &fg_remote_counters,
-                                     .locks = &fg_remote_locks};
+                                     .locks = &fg_remote_locks,
+                                     .policies = &fg_remote_policies};
 
-const fg_backend fg_backend_cluster = {.open = remote_open,
-                                       .connect = remote_connect,
-                                       .close = remote_close,
+const fg_backend fg_backend_cluster = {.without = {[FG_FAMILY_LOCKS] = no_locks},
+                                       .shared = &connection,
                                        .bloom = &fg_remote_blooms,
                                        .distinct = &fg_remote_counters,
-                                       .without = {[FG_FAMILY_LOCKS] =
-                                                       "locks are not supported on "
-                                                       "redis+cluster: URLs (use a redis: URL "
-                                                       "of the master of the lock's slot)"}};
+                                       .policies = &fg_remote_policies};

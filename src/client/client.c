@@ -96,7 +96,6 @@ struct fg_client {
     uint64_t cache_resets;
 
     fg_lease_table *leases; /* when opts.lease_units on a server */
-    fg_policies *policies;  /* the named policies (policy.c) */
 
     const fg_backend *backend;
     void *shared;             /* what the backend's families share */
@@ -682,7 +681,9 @@ fg_code fg_reset(fg_client *c, const char *key, bool *existed, fg_error *err) {
     /* The fallback table forgets the key too: its state is stale once the
      * server has been told to reset. */
     if (c->store != NULL) deleted = fg_mem_reset(c->store, key, strlen(key), now_us(c));
-    if (c->kind == BACKEND_MEM && fg_policies_forget(c->policies, key)) deleted = true;
+    void *ps;
+    const fg_policy_ops *pol = fg_client_family(c, FG_FAMILY_POLICIES, &ps, NULL);
+    if (pol != NULL && pol->forget(ps, key)) deleted = true;
     if (c->kind != BACKEND_MEM) {
         redisReply *r;
         rc = key_command(c, "FG.RESET", key, &r, err);
@@ -873,36 +874,44 @@ static fg_client *client_new(backend kind, const fg_options *opts) {
     return c;
 }
 
-/* The client of a URL, not connected yet. */
-/* The table of family f in backend b, NULL when b has none; every table
- * starts with its open and close. */
-static const fg_family_ops *family_ops(const fg_backend *b, fg_family f) {
+/* Family f of a backend: its table, and the open and close every table
+ * starts with; all NULL when the backend has none. */
+typedef struct family {
+    const void *table;
+    void *(*open)(const fg_backend_args *a);
+    void (*close)(void *s);
+} family;
+
+#define FAMILY(t) ((t) != NULL ? (family){(t), (t)->open, (t)->close} : (family){NULL, NULL, NULL})
+
+static family family_of(const fg_backend *b, fg_family f) {
     switch (f) {
-    case FG_FAMILY_BLOOM: return b->bloom != NULL ? &b->bloom->family : NULL;
-    case FG_FAMILY_DISTINCT: return b->distinct != NULL ? &b->distinct->family : NULL;
-    case FG_FAMILY_LOCKS: return b->locks != NULL ? &b->locks->family : NULL;
+    case FG_FAMILY_BLOOM: return FAMILY(b->bloom);
+    case FG_FAMILY_DISTINCT: return FAMILY(b->distinct);
+    case FG_FAMILY_LOCKS: return FAMILY(b->locks);
+    case FG_FAMILY_POLICIES: return FAMILY(b->policies);
     case FG_FAMILY_LIMITS:
-    case FG_FAMILY_POLICIES:
     case FG_FAMILIES: break;
     }
-    return NULL;
+    return (family){NULL, NULL, NULL};
 }
 
 /* The backend's shared part, then each family's state, in order. */
 static fg_code open_states(fg_client *c, const char *url, fg_error *err) {
-    const fg_backend *b = c->backend;
+    const fg_shared_ops *shared = c->backend->shared;
     fg_backend_args a = {url, &c->opts, &c->counters, NULL};
-    if (b->open != NULL && (c->shared = b->open(&a, err)) == NULL)
+    if (shared != NULL && (c->shared = shared->open(&a, err)) == NULL)
         return err != NULL ? err->code : FG_CODE_NOMEM;
     a.shared = c->shared;
     for (int f = 0; f < FG_FAMILIES; f++) {
-        const fg_family_ops *ops = family_ops(b, (fg_family)f);
-        if (ops != NULL && (c->state[f] = ops->open(&a)) == NULL)
+        family fam = family_of(c->backend, (fg_family)f);
+        if (fam.table != NULL && (c->state[f] = fam.open(&a)) == NULL)
             return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     }
     return FG_CODE_OK;
 }
 
+/* The client of a URL, not connected yet. */
 static fg_client *client_for(const char *url, const fg_options *opts, fg_error *err) {
     const fg_backend *b = fg_backend_for(url, err);
     if (b == NULL) return NULL;
@@ -920,13 +929,6 @@ static fg_client *client_for(const char *url, const fg_options *opts, fg_error *
         return NULL;
     }
     c->remote = c->shared;
-    fg_conn_config mem_config = {0};
-    const fg_conn_config *cfg = c->remote != NULL ? fg_remote_config(c->remote) : &mem_config;
-    if ((c->policies = fg_policies_new(url, &c->opts, cfg)) == NULL) {
-        fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-        fg_close(c);
-        return NULL;
-    }
     return c;
 }
 
@@ -945,26 +947,17 @@ fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
 
 void fg_close(fg_client *c) {
     if (c == NULL) return;
-    fg_policies_free(c->policies);
     if (c->leases != NULL) give_back_leases(c);
     fg_lease_table_free(c->leases);
     for (int f = FG_FAMILIES - 1; f >= 0; f--) {
-        const fg_family_ops *ops = family_ops(c->backend, (fg_family)f);
-        if (ops != NULL && c->state[f] != NULL) ops->close(c->state[f]);
+        family fam = family_of(c->backend, (fg_family)f);
+        if (c->state[f] != NULL) fam.close(c->state[f]);
     }
-    if (c->shared != NULL) c->backend->close(c->shared);
+    if (c->shared != NULL) c->backend->shared->close(c->shared);
     fg_mem_store_free(c->store);
     free(c->denials);
     pthread_mutex_destroy(&c->cache_lock);
     free(c);
-}
-
-fg_conn *fg_client_take_conn(fg_client *c) {
-    return fg_remote_take_conn(c->remote);
-}
-
-void fg_client_give_conn(fg_client *c) {
-    fg_remote_give_conn(c->remote);
 }
 
 void fg_get_stats(fg_client *c, fg_stats *out) {
@@ -978,24 +971,12 @@ void fg_get_stats(fg_client *c, fg_stats *out) {
 
 /* --------------------------------------------------------------- families */
 
-/* The table itself is returned: its fg_family_ops is its first member. */
 const void *fg_client_family(fg_client *c, fg_family f, void **state, fg_error *err) {
-    const fg_family_ops *ops = family_ops(c->backend, f);
-    if (ops == NULL) {
+    const void *table = family_of(c->backend, f).table;
+    if (table == NULL) {
         fg_set_error(err, FG_CODE_UNSUPPORTED, "%s", c->backend->without[f]);
         return NULL;
     }
     *state = c->state[f];
-    return ops;
-}
-
-void fg_client_exchange(fg_client *c, const fg_command *cmds, size_t n, redisReply **replies,
-                        fg_code *codes, fg_error *err) {
-    exchange(c, cmds, n, replies, codes, err);
-}
-
-/* ---------------------------------------------------------------- policies */
-
-fg_policies *fg_client_policies(fg_client *c) {
-    return c->policies;
+    return table;
 }

@@ -127,10 +127,10 @@ const fg_conn_config *fg_remote_config(const fg_remote *r) {
     return &r->cfg;
 }
 
-void *fg_remote_family_open(const fg_backend_args *a) {
+void *fg_remote_state(const fg_backend_args *a) {
     return a->shared;
 }
 
-void fg_remote_family_close(void *s) {
+void fg_remote_keep(void *s) {
     (void)s; /* the backend closes it, after the families */
 }

@@ -53,9 +53,10 @@ const fg_url *fg_remote_addr(const fg_remote *r);
 /* What every connection of the client takes: the timeouts and counters. */
 const fg_conn_config *fg_remote_config(const fg_remote *r);
 
-/* The open and close of a family whose state is the fg_remote alone (the
- * backend's shared part), as its table takes them. */
-void *fg_remote_family_open(const fg_backend_args *a);
-void fg_remote_family_close(void *s);
+/* The open and close of a family whose state is the fg_remote itself (the
+ * backend's shared part), as its table takes them: the state is the
+ * client's fg_remote, and closing it is left to the backend. */
+void *fg_remote_state(const fg_backend_args *a);
+void fg_remote_keep(void *s);
 
 #endif

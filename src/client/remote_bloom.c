@@ -183,10 +183,5 @@ static fg_code bf_card(void *s, const char *key, int64_t *card, fg_error *err) {
     return rc;
 }
 
-const fg_bloom_ops fg_remote_blooms = {{fg_remote_family_open, fg_remote_family_close},
-                                       bf_reserve,
-                                       bf_add,
-                                       bf_madd,
-                                       bf_exists,
-                                       bf_mexists,
-                                       bf_card};
+const fg_bloom_ops fg_remote_blooms = {fg_remote_state, fg_remote_keep, bf_reserve, bf_add,
+                                       bf_madd,         bf_exists,      bf_mexists, bf_card};

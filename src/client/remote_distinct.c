@@ -233,5 +233,5 @@ static fg_code uv_union(void *s, const char *const *keys, size_t nkeys, const fg
     return FG_CODE_OK;
 }
 
-const fg_distinct_ops fg_remote_counters = {
-    {fg_remote_family_open, fg_remote_family_close}, uv_create, uv_add, uv_union};
+const fg_distinct_ops fg_remote_counters = {fg_remote_state, fg_remote_keep, uv_create, uv_add,
+                                            uv_union};

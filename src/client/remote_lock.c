@@ -418,5 +418,5 @@ static fg_code extend(void *s, const char *key, const char *owner, int64_t lease
 }
 
 const fg_lock_ops fg_remote_locks = {
-    {locks_open, locks_close}, lock,       unlock,      extend, semaphore_acquire,
-    semaphore_release,         lock_multi, unlock_multi};
+    locks_open,        locks_close,       lock,       unlock,      extend,
+    semaphore_acquire, semaphore_release, lock_multi, unlock_multi};
