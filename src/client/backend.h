@@ -34,6 +34,7 @@
 #include "floodgate.h"
 #include "limit_args.h"
 #include "policy.h"
+#include "text.h"
 #include "uv.h"
 
 /* The families of calls, in the order a client opens their states. */
@@ -71,18 +72,34 @@ static inline int64_t fg_backend_now(const fg_options *opts) {
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Every family's table starts with the open and close of its state of one
- * client, made at fg_open (NULL when out of memory) and freed at fg_close:
- *
- *     void *(*open)(const fg_backend_args *a);
- *     void (*close)(void *s);
- */
+/* The start of every family's table: the open and close of its state of
+ * one client, made at fg_open (NULL when out of memory) and freed at
+ * fg_close. */
+#define FG_FAMILY_STATE                                                                            \
+    void *(*open)(const fg_backend_args *a);                                                       \
+    void (*close)(void *s)
+
+/* Rate limits, of a limit checked and converted (ml; limit_args.c), at
+ * the client's time `now`: a check or peek (fg_check, fg_peek); the
+ * requests of a batch whose code is FG_CODE_OK (valid >= 1 of them, mls[i]
+ * converted), each answered in its code and result, the call failing only
+ * when none could be; FG.RESET of a key (*existed: whether it had a
+ * state); FG.INSPECT's text of a key's state ("" when none; fg_inspect
+ * refuses a truncated one). */
+typedef struct fg_limit_ops {
+    FG_FAMILY_STATE;
+    fg_code (*check)(void *s, const char *key, const fg_limit *l, const fg_mem_limit *ml,
+                     int64_t cost, bool peek, int64_t now, fg_result *out, fg_error *err);
+    fg_code (*batch)(void *s, fg_request *reqs, size_t n, const fg_mem_limit *mls, size_t valid,
+                     int64_t now, fg_error *err);
+    fg_code (*reset)(void *s, const char *key, bool *existed, fg_error *err);
+    fg_code (*inspect)(void *s, const char *key, fg_text *t, fg_error *err);
+} fg_limit_ops;
 
 /* Bloom filters: BF.RESERVE, BF.ADD, BF.MADD, BF.EXISTS, BF.MEXISTS and
  * BF.CARD of checked arguments (n >= 1 items, options checked). */
 typedef struct fg_bloom_ops {
-    void *(*open)(const fg_backend_args *a);
-    void (*close)(void *s);
+    FG_FAMILY_STATE;
     fg_code (*reserve)(void *s, const char *key, const fg_bloom_options *o, fg_error *err);
     fg_code (*add)(void *s, const char *key, const void *item, size_t len, bool *added,
                    fg_error *err);
@@ -100,8 +117,7 @@ typedef struct fg_bloom_ops {
  * (w) and as FG.UVCOUNT converts it (range): its estimated count (count
  * not NULL) or its HLL string (FG.UVEXPORT). */
 typedef struct fg_distinct_ops {
-    void *(*open)(const fg_backend_args *a);
-    void (*close)(void *s);
+    FG_FAMILY_STATE;
     fg_code (*create)(void *s, const char *key, const fg_distinct_options *o, fg_error *err);
     fg_code (*add)(void *s, const char *key, const void *const *items, const size_t *lens, size_t n,
                    int64_t at_us, bool *changed, fg_error *err);
@@ -112,8 +128,7 @@ typedef struct fg_distinct_ops {
 /* Locks, semaphores and multi-key locks of checked arguments: a key (or 1
  * to 64 keys), an owner, a result where there is one, options checked. */
 typedef struct fg_lock_ops {
-    void *(*open)(const fg_backend_args *a);
-    void (*close)(void *s);
+    FG_FAMILY_STATE;
     fg_code (*lock)(void *s, const char *key, const char *owner, const fg_lock_options *o,
                     fg_lock_grant *out, fg_error *err);
     fg_code (*unlock)(void *s, const char *key, const char *owner, int64_t *holds_left,
@@ -155,8 +170,7 @@ typedef struct fg_policy_request {
  * that holds a policy's state, whether it had a live one (a server's
  * FG.RESET forgets it itself). loader: the state's fg_loader. */
 typedef struct fg_policy_ops {
-    void *(*open)(const fg_backend_args *a);
-    void (*close)(void *s);
+    FG_FAMILY_STATE;
     fg_code (*set)(void *s, const char *name, const fg_policy_def *def,
                    const fg_policy_rules *rules, fg_error *err);
     fg_code (*del)(void *s, const char *name, bool *had, fg_error *err);
@@ -186,6 +200,7 @@ typedef struct fg_shared_ops {
 typedef struct fg_backend {
     const fg_shared_ops *shared;
     const char *without[FG_FAMILIES];
+    const fg_limit_ops *limits;
     const fg_bloom_ops *bloom;
     const fg_distinct_ops *distinct;
     const fg_lock_ops *locks;

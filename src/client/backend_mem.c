@@ -15,13 +15,177 @@
 #include "backend_mem.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "client.h"
+#include "error.h"
 #include "mem_bloom.h"
 #include "mem_distinct.h"
 #include "mem_lock.h"
 #include "mem_policy.h"
+#include "mem_store.h"
+#include "messages.h"
+
+#define SWEEP_EVERY   64 /* decisions between two expiry sweeps */
+#define SWEEP_ENTRIES 64 /* entries examined per sweep */
+
+/* ------------------------------------------------------------ rate limits */
+
+/* The rate limits of a client: the store, and the count of decisions that
+ * paces its expiry sweeps. */
+typedef struct limits {
+    fg_mem_store *store;
+    const fg_options *opts;
+    atomic_uint_fast64_t sweep_tick;
+} limits;
+
+static void *limits_open(const fg_backend_args *a) {
+    limits *lim = calloc(1, sizeof(*lim));
+    if (lim == NULL) return NULL;
+    lim->opts = a->opts;
+    if ((lim->store = fg_mem_store_new(0)) == NULL) {
+        free(lim);
+        return NULL;
+    }
+    return lim;
+}
+
+static void limits_close(void *s) {
+    limits *lim = s;
+    fg_mem_store_free(lim->store);
+    free(lim);
+}
+
+static fg_code mem_error(fg_mem_status st, fg_error *err) {
+    switch (st) {
+    case FG_MEM_WRONGTYPE: return fg_set_error(err, FG_CODE_WRONGTYPE, FG_ERR_WRONGTYPE);
+    case FG_MEM_OVERFLOW: return fg_set_error(err, FG_CODE_INVALID, FG_ERR_OVERFLOW);
+    case FG_MEM_NOMEM: return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    case FG_MEM_OK:
+    case FG_MEM_INVALID: break;
+    }
+    return fg_set_error(err, FG_CODE_INVALID, FG_ERR_INVALID_LIMIT);
+}
+
+static void result_from_decision(const fg_decision *d, fg_result *out) {
+    out->allowed = d->allowed;
+    out->limit = d->limit;
+    out->remaining = d->remaining;
+    out->retry_after_ms = fg_ns_to_ms_ceil(d->retry_after_ns);
+    out->reset_after_ms = fg_ns_to_ms_ceil(d->reset_after_ns);
+    out->source = FG_SOURCE_MEMORY;
+}
+
+/* Idle keys are dropped a few at a time, so that no call pays for a full
+ * sweep and a table of one-off keys does not grow without bound. */
+static void maybe_sweep(limits *lim, int64_t now) {
+    uint64_t tick = atomic_fetch_add_explicit(&lim->sweep_tick, 1, memory_order_relaxed);
+    if (tick % SWEEP_EVERY == 0) fg_mem_expire(lim->store, now, SWEEP_ENTRIES);
+}
+
+static fg_code check(void *s, const char *key, const fg_limit *l, const fg_mem_limit *ml,
+                     int64_t cost, bool peek, int64_t now, fg_result *out, fg_error *err) {
+    limits *lim = s;
+    fg_decision d;
+    (void)l;
+    fg_mem_status st = fg_mem_check(lim->store, key, strlen(key), ml, now, cost, peek, &d);
+    maybe_sweep(lim, now);
+    if (st != FG_MEM_OK) return mem_error(st, err);
+    result_from_decision(&d, out);
+    return FG_CODE_OK;
+}
+
+static fg_code batch(void *s, fg_request *reqs, size_t n, const fg_mem_limit *mls, size_t valid,
+                     int64_t now, fg_error *err) {
+    (void)valid;
+    (void)err;
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i].code == FG_CODE_OK)
+            reqs[i].code = check(s, reqs[i].key, reqs[i].limit, &mls[i], reqs[i].cost, reqs[i].peek,
+                                 now, &reqs[i].result, NULL);
+    return FG_CODE_OK;
+}
+
+static fg_code reset(void *s, const char *key, bool *existed, fg_error *err) {
+    limits *lim = s;
+    (void)err;
+    *existed = fg_mem_reset(lim->store, key, strlen(key), fg_backend_now(lim->opts));
+    return FG_CODE_OK;
+}
+
+/* A sliding log's entries as runs "ts,count,...", as the server shows them;
+ * only a log calls back, so the first entry also writes the log's type. */
+typedef struct run_text {
+    fg_text *t;
+    int64_t ts, count;
+} run_text;
+
+static void flush_run(run_text *r) {
+    if (r->count == 0) return;
+    fg_text_number(r->t, r->ts);
+    fg_text_append(r->t, ",", 1);
+    fg_text_number(r->t, r->count);
+}
+
+static void add_log_entry(int64_t ts, void *arg) {
+    run_text *r = arg;
+    if (r->count > 0 && ts == r->ts) {
+        r->count++;
+        return;
+    }
+    if (r->count == 0)
+        fg_text_append(r->t, "slidelog entries=", 17);
+    else {
+        flush_run(r);
+        fg_text_append(r->t, ",", 1);
+    }
+    r->ts = ts;
+    r->count = 1;
+}
+
+static void append_field(fg_text *t, const char *name, int64_t value) {
+    fg_text_append(t, " ", 1);
+    fg_text_append(t, name, strlen(name));
+    fg_text_append(t, "=", 1);
+    fg_text_number(t, value);
+}
+
+/* The in-process state, in the text FG.INSPECT gives on a server. */
+static fg_code inspect(void *s, const char *key, fg_text *t, fg_error *err) {
+    limits *lim = s;
+    int64_t now = fg_backend_now(lim->opts);
+    fg_mem_view v;
+    run_text runs = {t, 0, 0};
+    (void)err;
+    fg_text_append(t, "type=", 5);
+    if (!fg_mem_inspect(lim->store, key, strlen(key), now, &v, add_log_entry, &runs)) {
+        t->len = 0;
+        t->buf[0] = '\0';
+        t->truncated = false; /* no state is "", whatever the buffer's size */
+        return FG_CODE_OK;
+    }
+    if (v.family == FG_MEM_BUCKET) {
+        fg_text_append(t, "bucket", 6);
+        append_field(t, "tat_ns", v.state.tat_ns);
+    } else if (v.family == FG_MEM_FIXED) {
+        fg_text_append(t, "fixed", 5);
+        append_field(t, "window_start_us", v.state.fixed.window_start_us);
+        append_field(t, "count", v.state.fixed.count);
+    } else if (v.family == FG_MEM_SLIDING) {
+        fg_text_append(t, "sliding", 7);
+        append_field(t, "window_start_us", v.state.sliding.window_start_us);
+        append_field(t, "count", v.state.sliding.count);
+        append_field(t, "prev_count", v.state.sliding.prev_count);
+    } else {
+        flush_run(&runs);
+    }
+    append_field(t, "pttl", (v.expires_us - now + 999) / 1000);
+    return FG_CODE_OK;
+}
+
+static const fg_limit_ops limit_ops = {limits_open, limits_close, check, batch, reset, inspect};
 
 /* --------------------------------------------------------- Bloom filters */
 
@@ -159,8 +323,9 @@ static const fg_lock_ops locks = {
 /* mem_lock.h, for tests: the lock table of a client whose locks are
  * this backend's. */
 fg_mem_locks *fg_client_mem_locks(fg_client *c) {
-    void *s;
-    return c != NULL && fg_client_family(c, FG_FAMILY_LOCKS, &s, NULL) == &locks ? s : NULL;
+    fg_family_ref l;
+    if (c == NULL || fg_client_family(c, FG_FAMILY_LOCKS, &l, NULL) != FG_CODE_OK) return NULL;
+    return l.ops.locks == &locks ? l.s : NULL;
 }
 
 /* --------------------------------------------------------------- policies */
@@ -208,7 +373,8 @@ static fg_code list_add(void *s, const char *name, bool deny, const void *const 
     return fg_mem_policy_list_add(p->table, name, deny, items, lens, n, added, err);
 }
 
-static fg_code check(void *s, const fg_policy_request *q, fg_policy_result *out, fg_error *err) {
+static fg_code check_policy(void *s, const fg_policy_request *q, fg_policy_result *out,
+                            fg_error *err) {
     policies *p = s;
     return fg_mem_policy_check(p->table, q->name, q->key, q->identity, q->cost,
                                q->waits ? q->timeout_ms : 0, out, err);
@@ -235,10 +401,13 @@ static fg_loader *loader_of(void *s) {
 }
 
 static const fg_policy_ops policy_ops = {policies_open, policies_close, set_policy, delete_policy,
-                                         list_add,      check,          get_policy, list_names,
+                                         list_add,      check_policy,   get_policy, list_names,
                                          forget,        loader_of};
 
 /* ------------------------------------------------------------ the backend */
 
-const fg_backend fg_backend_mem = {
-    .bloom = &blooms, .distinct = &counters, .locks = &locks, .policies = &policy_ops};
+const fg_backend fg_backend_mem = {.limits = &limit_ops,
+                                   .bloom = &blooms,
+                                   .distinct = &counters,
+                                   .locks = &locks,
+                                   .policies = &policy_ops};

@@ -17,6 +17,7 @@
 #include "remote.h"
 #include "remote_bloom.h"
 #include "remote_distinct.h"
+#include "remote_limit.h"
 #include "remote_lock.h"
 #include "remote_policy.h"
 
@@ -42,6 +43,7 @@ static const char no_locks[] = "locks are not supported on redis+cluster: URLs (
                                "of the master of the lock's slot)";
 
 const fg_backend fg_backend_redis = {.shared = &connection,
+                                     .limits = &fg_remote_limits,
                                      .bloom = &fg_remote_blooms,
                                      .distinct = &fg_remote_counters,
                                      .locks = &fg_remote_locks,
@@ -49,6 +51,7 @@ const fg_backend fg_backend_redis = {.shared = &connection,
 
 const fg_backend fg_backend_cluster = {.without = {[FG_FAMILY_LOCKS] = no_locks},
                                        .shared = &connection,
+                                       .limits = &fg_remote_limits,
                                        .bloom = &fg_remote_blooms,
                                        .distinct = &fg_remote_counters,
                                        .policies = &fg_remote_policies};

@@ -42,68 +42,60 @@ static fg_code take_options(const fg_bloom_options *opts, fg_bloom_options *o, f
 
 /* --------------------------------------------------------------- calls */
 
-/* The Bloom filters of a client: its backend's table, and their state. */
-typedef struct blooms {
-    const fg_bloom_ops *ops;
-    void *s;
-} blooms;
-
 /* The check every call starts with, a client and a key, and the client's
  * Bloom filters; FG_CODE_UNSUPPORTED when its backend has none. */
-static fg_code begin(fg_client *c, const char *key, blooms *bf, fg_error *err) {
+static fg_code begin(fg_client *c, const char *key, fg_family_ref *bf, fg_error *err) {
     fg_code rc = fg_require_key(c, key, err);
-    if (rc != FG_CODE_OK) return rc;
-    bf->ops = fg_client_family(c, FG_FAMILY_BLOOM, &bf->s, err);
-    return bf->ops != NULL ? FG_CODE_OK : FG_CODE_UNSUPPORTED;
+    return rc != FG_CODE_OK ? rc : fg_client_family(c, FG_FAMILY_BLOOM, bf, err);
 }
 
 fg_code fg_bf_reserve(fg_client *c, const char *key, const fg_bloom_options *opts, fg_error *err) {
     fg_bloom_options o;
-    blooms bf;
+    fg_family_ref bf;
     fg_code rc = begin(c, key, &bf, err);
     if (rc == FG_CODE_OK) rc = take_options(opts, &o, err);
-    return rc != FG_CODE_OK ? rc : bf.ops->reserve(bf.s, key, &o, err);
+    return rc != FG_CODE_OK ? rc : bf.ops.bloom->reserve(bf.s, key, &o, err);
 }
 
 fg_code fg_bf_add(fg_client *c, const char *key, const void *item, size_t len, bool *added,
                   fg_error *err) {
-    blooms bf;
+    fg_family_ref bf;
     fg_code rc = begin(c, key, &bf, err);
     if (rc == FG_CODE_OK) rc = fg_require_items(&item, &len, 1, "bf.add", err);
-    return rc != FG_CODE_OK ? rc : bf.ops->add(bf.s, key, item, len, added, err);
+    return rc != FG_CODE_OK ? rc : bf.ops.bloom->add(bf.s, key, item, len, added, err);
 }
 
 fg_code fg_bf_exists(fg_client *c, const char *key, const void *item, size_t len, bool *exists,
                      fg_error *err) {
-    blooms bf;
+    fg_family_ref bf;
     fg_code rc = begin(c, key, &bf, err);
     if (rc == FG_CODE_OK) rc = fg_require_items(&item, &len, 1, "bf.exists", err);
     if (rc == FG_CODE_OK) rc = fg_require_result(exists, err);
-    return rc != FG_CODE_OK ? rc : bf.ops->exists(bf.s, key, item, len, exists, err);
+    return rc != FG_CODE_OK ? rc : bf.ops.bloom->exists(bf.s, key, item, len, exists, err);
 }
 
 fg_code fg_bf_madd(fg_client *c, const char *key, const void *const *items, const size_t *lens,
                    size_t n, bool *added, fg_error *err) {
-    blooms bf;
+    fg_family_ref bf;
     fg_code rc = begin(c, key, &bf, err);
     if (rc == FG_CODE_OK) rc = fg_require_items(items, lens, n, "bf.madd", err);
-    return rc != FG_CODE_OK ? rc : bf.ops->madd(bf.s, key, items, lens, n, added, err);
+    return rc != FG_CODE_OK ? rc : bf.ops.bloom->madd(bf.s, key, items, lens, n, added, err);
 }
 
 fg_code fg_bf_mexists(fg_client *c, const char *key, const void *const *items, const size_t *lens,
                       size_t n, bool *exists, fg_error *err) {
-    blooms bf;
+    fg_family_ref bf;
     fg_code rc = begin(c, key, &bf, err);
     if (rc == FG_CODE_OK) rc = fg_require_items(items, lens, n, "bf.mexists", err);
     if (rc == FG_CODE_OK) rc = fg_require_result(exists, err);
-    return rc != FG_CODE_OK ? rc : bf.ops->mexists(bf.s, key, items, lens, n, exists, err);
+    return rc != FG_CODE_OK ? rc : bf.ops.bloom->mexists(bf.s, key, items, lens, n, exists, err);
 }
 
 fg_code fg_bf_card(fg_client *c, const char *key, int64_t *card, fg_error *err) {
-    blooms bf;
+    fg_family_ref bf;
     fg_code rc = begin(c, key, &bf, err);
     if (rc == FG_CODE_OK) rc = fg_require_result(card, err);
-    return rc != FG_CODE_OK ? rc : bf.ops->card(bf.s, key, card, err);
+    return rc != FG_CODE_OK ? rc : bf.ops.bloom->card(bf.s, key, card, err);
 }
 
 /* ---------------------------------------------------------- fg_filter */

@@ -40,63 +40,53 @@ static fg_code check_count(const fg_client *c, const char *const *keys, size_t n
     return fg_window_convert(w, range, err);
 }
 
-/* The unique counters of a client: its backend's table, and their state. */
-typedef struct counters {
-    const fg_distinct_ops *ops;
-    void *s;
-} counters;
-
-/* The client's unique counters; FG_CODE_UNSUPPORTED when its backend has
- * none. */
-static fg_code counters_of(fg_client *c, counters *uv, fg_error *err) {
-    uv->ops = fg_client_family(c, FG_FAMILY_DISTINCT, &uv->s, err);
-    return uv->ops != NULL ? FG_CODE_OK : FG_CODE_UNSUPPORTED;
-}
-
 /* ---------------------------------------------------------------- calls */
 
 fg_code fg_distinct_create(fg_client *c, const char *key, const fg_distinct_options *opts,
                            fg_error *err) {
     fg_distinct_options o;
-    counters uv;
+    fg_family_ref uv;
     if (opts != NULL)
         o = *opts;
     else
         fg_distinct_options_init(&o);
     fg_code rc = fg_require_key(c, key, err);
     if (rc == FG_CODE_OK) rc = fg_distinct_options_check(&o, err);
-    if (rc == FG_CODE_OK) rc = counters_of(c, &uv, err);
-    return rc != FG_CODE_OK ? rc : uv.ops->create(uv.s, key, &o, err);
+    if (rc == FG_CODE_OK) rc = fg_client_family(c, FG_FAMILY_DISTINCT, &uv, err);
+    return rc != FG_CODE_OK ? rc : uv.ops.distinct->create(uv.s, key, &o, err);
 }
 
 fg_code fg_distinct_add(fg_client *c, const char *key, const void *const *items, const size_t *lens,
                         size_t n, int64_t at_us, bool *changed, fg_error *err) {
-    counters uv;
+    fg_family_ref uv;
     fg_code rc = fg_require_key(c, key, err);
     if (rc == FG_CODE_OK)
         rc = fg_require_items(items, lens, n, at_us >= 0 ? "fg.uvaddat" : "fg.uvadd", err);
     if (rc == FG_CODE_OK && at_us >= 0) rc = fg_distinct_at_check(at_us, err);
-    if (rc == FG_CODE_OK) rc = counters_of(c, &uv, err);
-    return rc != FG_CODE_OK ? rc : uv.ops->add(uv.s, key, items, lens, n, at_us, changed, err);
+    if (rc == FG_CODE_OK) rc = fg_client_family(c, FG_FAMILY_DISTINCT, &uv, err);
+    return rc != FG_CODE_OK ? rc
+                            : uv.ops.distinct->add(uv.s, key, items, lens, n, at_us, changed, err);
+}
+
+/* The union of keys over a window: its count (count not NULL) or its HLL
+ * string; `command` names the call in the server's arity message. */
+static fg_code count_union(fg_client *c, const char *const *keys, size_t nkeys, fg_window window,
+                           int64_t *count, uint8_t *hll, const char *command, fg_error *err) {
+    fg_uv_window range;
+    fg_family_ref uv;
+    const void *result = count != NULL ? (const void *)count : hll;
+    fg_code rc = check_count(c, keys, nkeys, result, &window, &range, command, err);
+    if (rc == FG_CODE_OK) rc = fg_client_family(c, FG_FAMILY_DISTINCT, &uv, err);
+    if (rc != FG_CODE_OK) return rc;
+    return uv.ops.distinct->union_of(uv.s, keys, nkeys, &window, &range, count, hll, err);
 }
 
 fg_code fg_distinct_count(fg_client *c, const char *const *keys, size_t nkeys, fg_window window,
                           int64_t *count, fg_error *err) {
-    fg_uv_window range;
-    counters uv;
-    fg_code rc = check_count(c, keys, nkeys, count, &window, &range, "fg.uvcount", err);
-    if (rc == FG_CODE_OK) rc = counters_of(c, &uv, err);
-    return rc != FG_CODE_OK
-               ? rc
-               : uv.ops->union_of(uv.s, keys, nkeys, &window, &range, count, NULL, err);
+    return count_union(c, keys, nkeys, window, count, NULL, "fg.uvcount", err);
 }
 
 fg_code fg_distinct_export(fg_client *c, const char *const *keys, size_t nkeys, fg_window window,
                            uint8_t hll[FG_HLL_BYTES], fg_error *err) {
-    fg_uv_window range;
-    counters uv;
-    fg_code rc = check_count(c, keys, nkeys, hll, &window, &range, "fg.uvexport", err);
-    if (rc == FG_CODE_OK) rc = counters_of(c, &uv, err);
-    return rc != FG_CODE_OK ? rc
-                            : uv.ops->union_of(uv.s, keys, nkeys, &window, &range, NULL, hll, err);
+    return count_union(c, keys, nkeys, window, NULL, hll, "fg.uvexport", err);
 }

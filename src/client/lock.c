@@ -19,12 +19,6 @@
 
 #define MULTI_MAX 64 /* keys of FG.MLOCK */
 
-/* The locks of a client: its backend's table, and their state. */
-typedef struct locks {
-    const fg_lock_ops *ops;
-    void *s;
-} locks;
-
 void fg_lock_options_init(fg_lock_options *opts) {
     memset(opts, 0, sizeof(*opts));
     opts->lease_ms = 30000;
@@ -46,13 +40,12 @@ void fg_owner_id(char *buf) {
 
 /* The checks every lock call starts with: a client with locks, and the
  * arguments it needs. */
-static fg_code begin(fg_client *c, bool args_given, locks *l, fg_error *err) {
+static fg_code begin(fg_client *c, bool args_given, fg_family_ref *l, fg_error *err) {
     if (c == NULL) return fg_set_error(err, FG_CODE_INVALID, "a client is required");
-    if ((l->ops = fg_client_family(c, FG_FAMILY_LOCKS, &l->s, err)) == NULL)
-        return FG_CODE_UNSUPPORTED;
-    if (!args_given)
-        return fg_set_error(err, FG_CODE_INVALID, "a key, an owner or a result is missing (NULL)");
-    return FG_CODE_OK;
+    fg_code rc = fg_client_family(c, FG_FAMILY_LOCKS, l, err);
+    if (rc == FG_CODE_OK && !args_given)
+        rc = fg_set_error(err, FG_CODE_INVALID, "a key, an owner or a result is missing (NULL)");
+    return rc;
 }
 
 static fg_code check_options(const fg_lock_options *o, fg_error *err) {
@@ -91,64 +84,65 @@ static fg_code check_count(size_t count, fg_error *err) {
 
 fg_code fg_lock(fg_client *c, const char *key, const char *owner, const fg_lock_options *opts,
                 fg_lock_grant *out, fg_error *err) {
-    locks l;
+    fg_family_ref l;
     fg_lock_options o;
     fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
-    return rc != FG_CODE_OK ? rc : l.ops->lock(l.s, key, owner, &o, out, err);
+    return rc != FG_CODE_OK ? rc : l.ops.locks->lock(l.s, key, owner, &o, out, err);
 }
 
 fg_code fg_semaphore_acquire(fg_client *c, const char *key, int64_t capacity, const char *owner,
                              int64_t permits, const fg_lock_options *opts, fg_lock_grant *out,
                              fg_error *err) {
-    locks l;
+    fg_family_ref l;
     fg_lock_options o;
     fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
     if (rc != FG_CODE_OK) return rc;
-    return l.ops->semaphore_acquire(l.s, key, capacity, owner, permits, &o, out, err);
+    return l.ops.locks->semaphore_acquire(l.s, key, capacity, owner, permits, &o, out, err);
 }
 
 fg_code fg_lock_multi(fg_client *c, const char *const *keys, size_t count, const char *owner,
                       const fg_lock_options *opts, fg_lock_grant *out, fg_error *err) {
-    locks l;
+    fg_family_ref l;
     fg_lock_options o;
     fg_code rc = begin(c, keys_given(keys, count) && owner != NULL && out != NULL, &l, err);
     if (rc == FG_CODE_OK) rc = check_count(count, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
-    return rc != FG_CODE_OK ? rc : l.ops->lock_multi(l.s, keys, count, owner, &o, out, err);
+    return rc != FG_CODE_OK ? rc : l.ops.locks->lock_multi(l.s, keys, count, owner, &o, out, err);
 }
 
 /* ------------------------------------------------------------ releasing */
 
 fg_code fg_unlock(fg_client *c, const char *key, const char *owner, int64_t *holds_left,
                   fg_error *err) {
-    locks l;
+    fg_family_ref l;
     fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
-    return rc != FG_CODE_OK ? rc : l.ops->unlock(l.s, key, owner, holds_left, err);
+    return rc != FG_CODE_OK ? rc : l.ops.locks->unlock(l.s, key, owner, holds_left, err);
 }
 
 fg_code fg_semaphore_release(fg_client *c, const char *key, const char *owner, int64_t permits,
                              int64_t *permits_left, fg_error *err) {
-    locks l;
+    fg_family_ref l;
     fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
     if (rc == FG_CODE_OK && permits < 0)
         rc = fg_set_error(err, FG_CODE_INVALID, "permits must be 0 (all) or more");
     if (rc != FG_CODE_OK) return rc;
-    return l.ops->semaphore_release(l.s, key, owner, permits, permits_left, err);
+    return l.ops.locks->semaphore_release(l.s, key, owner, permits, permits_left, err);
 }
 
 fg_code fg_unlock_multi(fg_client *c, const char *const *keys, size_t count, const char *owner,
                         int64_t *released, fg_error *err) {
-    locks l;
+    fg_family_ref l;
     fg_code rc = begin(c, keys_given(keys, count) && owner != NULL, &l, err);
     if (rc == FG_CODE_OK) rc = check_count(count, err);
-    return rc != FG_CODE_OK ? rc : l.ops->unlock_multi(l.s, keys, count, owner, released, err);
+    return rc != FG_CODE_OK ? rc
+                            : l.ops.locks->unlock_multi(l.s, keys, count, owner, released, err);
 }
 
 fg_code fg_extend(fg_client *c, const char *key, const char *owner, int64_t lease_ms,
                   bool *extended, fg_error *err) {
-    locks l;
+    fg_family_ref l;
     fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
-    return rc != FG_CODE_OK ? rc : l.ops->extend(l.s, key, owner, lease_ms, extended, err);
+    return rc != FG_CODE_OK ? rc : l.ops.locks->extend(l.s, key, owner, lease_ms, extended, err);
 }

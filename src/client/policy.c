@@ -28,12 +28,6 @@
 
 #define MISSING "ERR no such policy"
 
-/* The policies of a client: its backend's table, and their state. */
-typedef struct policies {
-    const fg_policy_ops *ops;
-    void *s;
-} policies;
-
 void fg_policy_def_init(fg_policy_def *def) {
     memset(def, 0, sizeof(*def));
     def->ban_after = 1;
@@ -46,58 +40,53 @@ void fg_policy_names_free(char **names, size_t count) {
     free(names);
 }
 
-/* The client's policies; FG_CODE_UNSUPPORTED when its backend has none. */
-static fg_code policies_of(fg_client *c, policies *p, fg_error *err) {
-    p->ops = fg_client_family(c, FG_FAMILY_POLICIES, &p->s, err);
-    return p->ops != NULL ? FG_CODE_OK : FG_CODE_UNSUPPORTED;
-}
-
 /* The check most calls start with: a client and a policy's name, and the
- * client's policies. */
-static fg_code begin(fg_client *c, const char *name, policies *p, fg_error *err) {
+ * client's policies (FG_CODE_UNSUPPORTED when its backend has none). */
+static fg_code begin(fg_client *c, const char *name, fg_family_ref *p, fg_error *err) {
     if (c == NULL || name == NULL)
         return fg_set_error(err, FG_CODE_INVALID, "a client and a policy name are required");
     fg_code rc = fg_policy_name_check(name, err);
-    return rc != FG_CODE_OK ? rc : policies_of(c, p, err);
+    return rc != FG_CODE_OK ? rc : fg_client_family(c, FG_FAMILY_POLICIES, p, err);
 }
 
 /* ------------------------------------------------------------- changing */
 
 fg_code fg_policy_set(fg_client *c, const char *name, const fg_policy_def *def, fg_error *err) {
     fg_policy_rules rules;
-    policies p;
+    fg_family_ref p;
     fg_code rc = begin(c, name, &p, err);
     if (rc == FG_CODE_OK && def == NULL)
         rc = fg_set_error(err, FG_CODE_INVALID, "a definition is required");
     if (rc == FG_CODE_OK) rc = fg_policy_def_convert(def, &rules, err);
-    return rc != FG_CODE_OK ? rc : p.ops->set(p.s, name, def, &rules, err);
+    return rc != FG_CODE_OK ? rc : p.ops.policies->set(p.s, name, def, &rules, err);
 }
 
 fg_code fg_policy_delete(fg_client *c, const char *name, bool *deleted, fg_error *err) {
-    policies p;
+    fg_family_ref p;
     bool had;
     fg_code rc = begin(c, name, &p, err);
-    if (rc == FG_CODE_OK) rc = p.ops->del(p.s, name, &had, err);
+    if (rc == FG_CODE_OK) rc = p.ops.policies->del(p.s, name, &had, err);
     if (rc == FG_CODE_OK && deleted != NULL) *deleted = had;
     return rc;
 }
 
 fg_code fg_policy_list_add(fg_client *c, const char *name, bool deny, const void *const *items,
                            const size_t *lens, size_t n, int64_t *added, fg_error *err) {
-    policies p;
+    fg_family_ref p;
     int64_t count = 0;
     fg_code rc = begin(c, name, &p, err);
     if (rc == FG_CODE_OK)
         rc = fg_require_items(items, lens, n, deny ? "FG.POLICY|DENY" : "FG.POLICY|ALLOW", err);
-    if (rc == FG_CODE_OK) rc = p.ops->list_add(p.s, name, deny, items, lens, n, &count, err);
+    if (rc == FG_CODE_OK)
+        rc = p.ops.policies->list_add(p.s, name, deny, items, lens, n, &count, err);
     if (rc == FG_CODE_OK && added != NULL) *added = count;
     return rc;
 }
 
 void fg_set_policy_loader(fg_client *c, fg_policy_loader loader, void *arg) {
-    policies p;
-    if (c == NULL || policies_of(c, &p, NULL) != FG_CODE_OK) return;
-    fg_loader *l = p.ops->loader(p.s);
+    fg_family_ref p;
+    if (c == NULL || fg_client_family(c, FG_FAMILY_POLICIES, &p, NULL) != FG_CODE_OK) return;
+    fg_loader *l = p.ops.policies->loader(p.s);
     pthread_mutex_lock(&l->lock);
     l->fn = loader;
     l->arg = arg;
@@ -108,8 +97,9 @@ void fg_set_policy_loader(fg_client *c, fg_policy_loader loader, void *arg) {
 
 /* Asks the loader for a missing policy and sets what it gives: FG_CODE_OK
  * when set, else the set's error, or *none when the loader has none. */
-static fg_code load(fg_client *c, const policies *p, const char *name, bool *none, fg_error *err) {
-    fg_loader *l = p->ops->loader(p->s);
+static fg_code load(fg_client *c, const fg_family_ref *p, const char *name, bool *none,
+                    fg_error *err) {
+    fg_loader *l = p->ops.policies->loader(p->s);
     pthread_mutex_lock(&l->lock);
     fg_policy_loader loader = l->fn;
     void *arg = l->arg;
@@ -122,18 +112,18 @@ static fg_code load(fg_client *c, const policies *p, const char *name, bool *non
 
 static fg_code check_policy(fg_client *c, const fg_policy_request *q, fg_policy_result *out,
                             fg_error *err) {
-    policies p;
+    fg_family_ref p;
     fg_code rc = begin(c, q->name, &p, err);
     if (rc == FG_CODE_OK && (q->key == NULL || out == NULL))
         rc = fg_set_error(err, FG_CODE_INVALID, "a key and a result are required");
     if (rc == FG_CODE_OK) rc = fg_policy_request_check(q->cost, q->waits, q->timeout_ms, err);
     if (rc != FG_CODE_OK) return rc;
     fg_error first;
-    rc = p.ops->check(p.s, q, out, &first);
+    rc = p.ops.policies->check(p.s, q, out, &first);
     if (rc == FG_CODE_INVALID && strncmp(first.message, MISSING, strlen(MISSING)) == 0) {
         bool none;
         fg_code loaded = load(c, &p, q->name, &none, err);
-        if (!none) return loaded == FG_CODE_OK ? p.ops->check(p.s, q, out, err) : loaded;
+        if (!none) return loaded == FG_CODE_OK ? p.ops.policies->check(p.s, q, out, err) : loaded;
     }
     if (rc != FG_CODE_OK && err != NULL) *err = first;
     return rc;
@@ -154,15 +144,15 @@ fg_code fg_policy_acquire(fg_client *c, const char *name, const char *key, const
 /* ---------------------------------------------------------- reading back */
 
 fg_code fg_policy_names(fg_client *c, char ***names, size_t *count, fg_error *err) {
-    policies p;
+    fg_family_ref p;
     if (c == NULL) return fg_set_error(err, FG_CODE_INVALID, "a client is required");
-    fg_code rc = policies_of(c, &p, err);
-    return rc != FG_CODE_OK ? rc : p.ops->names(p.s, names, count, err);
+    fg_code rc = fg_client_family(c, FG_FAMILY_POLICIES, &p, err);
+    return rc != FG_CODE_OK ? rc : p.ops.policies->names(p.s, names, count, err);
 }
 
 fg_code fg_policy_get(fg_client *c, const char *name, fg_policy_info *out, fg_error *err) {
-    policies p;
+    fg_family_ref p;
     fg_code rc = begin(c, name, &p, err);
     if (rc == FG_CODE_OK) rc = fg_require_result(out, err);
-    return rc != FG_CODE_OK ? rc : p.ops->get(p.s, name, out, err);
+    return rc != FG_CODE_OK ? rc : p.ops.policies->get(p.s, name, out, err);
 }
