@@ -77,19 +77,13 @@ static fg_code check_integer(int64_t v, const char *name, int64_t min, int64_t m
 }
 
 fg_code fg_distinct_options_check(const fg_distinct_options *o, fg_error *err) {
-    const struct {
-        const char *name;
-        int64_t value, min, max;
-    } options[] = {{"SPAN", o->span_s, 1, FG_UV_MAX_SPAN},
-                   {"MINUTES", o->minutes, 0, FG_UV_MAX_MINUTES},
-                   {"HOURS", o->hours, 0, FG_UV_MAX_HOURS},
-                   {"DAYS", o->days, 0, FG_UV_MAX_DAYS},
-                   {"TZOFFSET", o->tzoffset_s, -FG_UV_MAX_TZOFFSET, FG_UV_MAX_TZOFFSET}};
-    for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++)
-        if (check_integer(options[i].value, options[i].name, options[i].min, options[i].max, err) !=
-            FG_CODE_OK)
+    const int64_t value[FG_UV_OPTIONS] = {o->span_s, o->minutes, o->hours, o->days, o->tzoffset_s};
+    for (int i = 0; i < FG_UV_OPTIONS; i++) {
+        const fg_uv_option *opt = &fg_uv_options[i];
+        if (check_integer(value[i], opt->name, opt->min, opt->max, err) != FG_CODE_OK)
             return FG_CODE_INVALID;
-    if (o->tzoffset_s % 60 != 0) return refused(FG_ERR_UV_TZOFFSET, err);
+    }
+    if (!fg_uv_tzoffset_valid(o->tzoffset_s)) return refused(FG_ERR_UV_TZOFFSET, err);
     return FG_CODE_OK;
 }
 

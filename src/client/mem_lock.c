@@ -20,23 +20,17 @@
  * queue.
  *
  * Waiting. A call that may wait (wait_ms != 0) and is refused joins the
- * queue of each of its keys and blocks on a condition variable of its own.
- * Whatever frees a key serves its queue at once, in the thread that freed
- * it, as the module's serve() does: head waiters are granted in FIFO order
- * while they fit and told through their condition variable; a newcomer is
- * refused while anyone waits ahead; readers at the head are granted
- * together; a multi-key waiter is granted (all keys, one token) when it
- * heads every one of its queues, and fails then if a key can never be
- * granted (a semaphore, an upgrade). There is no server timer to notice a
- * lease running out, so a waiting thread sleeps at most until the soonest
- * lease end among its keys (the client's clock converted to the monotonic
- * one when it goes to sleep), then prunes and serves its keys itself. Every
- * waiter of a key wakes then: a queue of n waiters costs n wake-ups per
- * lease end, which is nothing for the queues of one process. With an
- * injected clock the conversion only holds while that clock keeps pace
- * with real time; a clock moved by hand is seen at the next call on the
- * key or the next wake-up. wait_ms itself is counted on the monotonic
- * clock, like the module's timer.
+ * queue of each of its keys (core/wait_queue.h: the order and the rules of
+ * serving are the core's, as in the module) and blocks on a condition
+ * variable of its own. Whatever frees a key serves its queue at once, in
+ * the thread that freed it; a granted waiter is told through its
+ * condition variable. There is no server timer to notice a lease running
+ * out, so a waiting thread sleeps at most until the soonest lease end
+ * among its keys (the client's clock converted to the monotonic one when
+ * it goes to sleep), then prunes and serves its keys itself: a queue of n
+ * waiters costs n wake-ups per lease end, nothing for one process. A clock
+ * moved by hand is seen at the next call on the key or the next wake-up.
+ * wait_ms is counted on the monotonic clock, like the module's timer.
  *
  * Renewal is renewal.c's thread, as on a server, started with the first
  * renewed grant; it extends through the table (extend_here), under the

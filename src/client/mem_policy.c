@@ -1,9 +1,7 @@
 /*
  * mem_policy.c - policies in process (mem:), with the module's semantics
- * (docs/policies.md): the same checks refuse a definition with the same
- * messages, the same core decides (src/core/policy.h), and FG.CHECK's
- * order is kept: deny list, allow list, then the key's state, carried over
- * to the policy's current rules before every decision.
+ * (docs/policies.md): definitions are checked by policy_def.c, and a check
+ * runs the core's steps (core/policy_check.h) as FG.CHECK does.
  *
  * One mutex guards the whole table of a client: the policies, their lists
  * and counters, and the keys' states. That is the simple choice rather
@@ -13,34 +11,24 @@
  * its lists and the key's state at one instant, as on a server, and a
  * waiting request needs no lock order.
  *
- * Keys. A chained hash table of entries: the key's state, the name of the
- * policy that wrote it, when it is neutral again (as the module expires
- * the key: fg_policy_expires_at_us, by the rules it was stored under), and
- * the FIFO
- * queue of the requests waiting on it. A state past that instant counts as
- * absent, as a server's expired key does; an entry goes when it holds
- * neither a live state nor waiters, at a store that leaves the state
+ * Keys. A table of entries: the key's state, the name of the policy that
+ * wrote it, when it is neutral again (as the module expires the key), and
+ * the queue of the requests waiting on it. A state past that instant
+ * counts as absent, as a server's expired key does; an entry goes when it
+ * holds neither a live state nor waiters, at a store that leaves the state
  * neutral or at an incremental sweep.
  *
  * Lists. An exact list is a hash set of the items' bytes; a Bloom list is
  * a core filter (src/core/bloom.h), scaling as BF.ADD's filters do.
  *
- * Waiting (fg_policy_acquire) follows the module's t_policy.c rule for
- * rule. A request that limits or the penalty box deny, and that could be
- * allowed within its timeout, joins the key's queue and blocks on a
- * condition variable of its own; so does one that would be allowed while
- * others wait ahead (no overtaking). Its decisions while it waits are
- * discarded: it charges nothing and counts towards no penalty until its
- * final answer. Only the head of a queue is decided: it sleeps until its
+ * Waiting (fg_policy_acquire): whether a request waits, and how a waiter
+ * is answered, are the core's rules (core/policy_check.h), as in the
+ * module; a waiter blocks on a condition variable of its own in the key's
+ * queue (core/wait_queue.h). Only the head decides: it sleeps until its
  * retry time (the client's clock taken to keep pace with the monotonic
- * one) or its deadline, then decides again; allowed, it is charged and the
- * next one goes; denied for good (beyond its deadline, a list, a policy
- * deleted), it is answered as a check would be. The others sleep until
- * their deadline or their turn; one whose deadline comes while it would
- * fit behind others is denied with retry_after_ms 0 and nothing stored. A
- * check that does not wait is decided at once, ahead of the queue.
- * Whatever may change an answer wakes the heads: a policy set, deleted or
- * listed to, a reset, a check on the key (with an injected clock, a clock
+ * one) or its deadline, then checks again. The others sleep until their
+ * deadline or their turn. Whatever may change an answer wakes the heads: a
+ * policy set, deleted or listed to, a reset, a check on the key (a clock
  * moved by hand is seen then, or at the head's next wake-up). Timeouts run
  * on the monotonic clock, like the module's timers.
  *
