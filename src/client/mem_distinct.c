@@ -35,10 +35,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "error.h"
 #include "key_table.h"
+#include "monotonic.h"
 #include "messages.h"
 #include "params.h"
 
@@ -134,10 +134,7 @@ void fg_mem_distincts_free(fg_mem_distincts *m) {
 }
 
 static int64_t clock_now_us(const fg_mem_distincts *m) {
-    if (m->clock_us) return m->clock_us(m->clock_arg);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * FG_DISTINCT_US_PER_SEC + ts.tv_nsec / 1000;
+    return fg_clock_us(m->clock_us, m->clock_arg);
 }
 
 static uint64_t key_hash(const char *key, size_t len) {

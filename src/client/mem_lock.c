@@ -108,10 +108,7 @@ struct fg_mem_locks {
 /* ------------------------------------------------------------ small parts */
 
 static int64_t clock_now(const fg_mem_locks *m) {
-    if (m->clock_us) return m->clock_us(m->clock_arg);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return fg_clock_us(m->clock_us, m->clock_arg);
 }
 
 /* Milliseconds left until at_us, rounded up, as the module replies them. */

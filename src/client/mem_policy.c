@@ -41,7 +41,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bloom.h"
 #include "monotonic.h"
@@ -180,10 +179,7 @@ struct fg_mem_policies {
 };
 
 static int64_t clock_now(const fg_mem_policies *m) {
-    if (m->clock_us) return m->clock_us(m->clock_arg);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return fg_clock_us(m->clock_us, m->clock_arg);
 }
 
 fg_mem_policies *fg_mem_policies_new(int64_t (*clock_us)(void *arg), void *clock_arg) {
