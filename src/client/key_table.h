@@ -6,7 +6,7 @@
  * starts with its fg_key_node and keeps its key's bytes itself, so a lookup
  * touches one allocation per entry and the table owns nothing but its
  * buckets. A shard is a table and the mutex that guards it: the backends
- * pick a shard by their key hash and hold its mutex around every call.
+ * pick a shard by fg_key_hash and hold its mutex around every call.
  */
 #ifndef FG_KEY_TABLE_H
 #define FG_KEY_TABLE_H
@@ -33,6 +33,18 @@ typedef struct fg_key_shard {
     pthread_mutex_t mu;
     fg_key_table table;
 } fg_key_shard;
+
+/* The hash of a key (binary-safe; an empty key may be NULL) in every table
+ * of keys of the client: the key tables, whose shards take its top bits and
+ * buckets its low bits, the rate limits' store, the leases' slots and the
+ * denial cache. A table whose keys come from outside may seed it per
+ * instance, so that keys that collide in one process do not in the next
+ * (mem_store.c does); the others use seed 0. */
+uint64_t fg_key_hash_seeded(const void *key, size_t len, uint64_t seed);
+
+static inline uint64_t fg_key_hash(const void *key, size_t len) {
+    return fg_key_hash_seeded(key, len, 0);
+}
 
 /* The node of the key, or NULL. */
 fg_key_node *fg_key_table_find(const fg_key_table *t, uint64_t hash, const void *key, size_t len);

@@ -66,7 +66,6 @@
 #include "conn.h"       /* fg_monotonic_us */
 #include "error.h"
 #include "key_table.h"
-#include "lease.h"      /* fg_key_hash */
 #include "lock.h"
 #include "params.h"
 

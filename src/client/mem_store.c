@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "key_table.h" /* the key hash */
+
 #ifdef FG_MEM_STORE_MUTEX
 #include <pthread.h>
 #else
@@ -136,54 +138,12 @@ static void entry_free(entry *e) {
 
 /* ------------------------------------------------------------------- hash */
 
-/* A wyhash-style hash: 64x64->128 multiplications folded by xor, reading the
- * key 16 bytes at a time; the length and a per-store seed are mixed in first
- * so that overlapping tail reads of different lengths differ. */
-#define H_P0 0xa0761d6478bd642fULL
-#define H_P1 0xe7037ed1a0b428dbULL
-#define H_P2 0x8ebc6af09c88c6e3ULL
-#define H_P3 0x589965cc75374cc3ULL
-
-static inline uint64_t h_mix(uint64_t a, uint64_t b) {
-    __uint128_t r = (__uint128_t)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static inline uint64_t h_read64(const unsigned char *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-static inline uint64_t h_read32(const unsigned char *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-static inline uint64_t key_hash(const void *key, size_t len, uint64_t seed) {
-    const unsigned char *p = key;
-    uint64_t h = seed ^ h_mix((uint64_t)len ^ H_P0, H_P1);
-    uint64_t a = 0, b = 0;
-    while (len > 16) {
-        h = h_mix(h_read64(p) ^ H_P2, h_read64(p + 8) ^ h);
-        p += 16;
-        len -= 16;
-    }
-    if (len > 8) {
-        a = h_read64(p);
-        b = h_read64(p + len - 8);
-    } else if (len >= 4) {
-        a = h_read32(p) << 32 | h_read32(p + len - 4);
-    } else if (len > 0) {
-        a = (uint64_t)p[0] << 16 | (uint64_t)p[len >> 1] << 8 | p[len - 1];
-    }
-    h = h_mix(a ^ H_P2, b ^ h ^ H_P3);
-    h = h_mix(h ^ H_P0, h ^ H_P1);
+static inline uint64_t key_hash(const fg_mem_store *s, const void *key, size_t len) {
+    uint64_t h = fg_key_hash_seeded(key, len, s->seed);
 #ifdef FG_MEM_STORE_TEST_COLLISIONS
     /* Tests only: 1024 distinct hashes, so that different keys share one and
      * the key comparison and long probe sequences are exercised. */
-    h = h_mix((h & 0x3ff) ^ H_P0, H_P1);
+    h = fg_key_hash(&(uint64_t){h & 0x3ff}, sizeof(uint64_t));
 #endif
     return h;
 }
@@ -323,7 +283,8 @@ fg_mem_store *fg_mem_store_new(unsigned shards) {
     s->shift = bits == 0 ? 0 : 64 - bits;
     /* No clock and no global state: the seed comes from where the store
      * lives, which address-space randomization varies between runs. */
-    s->seed = h_mix((uint64_t)(uintptr_t)s ^ H_P3, (uint64_t)(uintptr_t)s->shards ^ H_P2);
+    const uintptr_t where[2] = {(uintptr_t)s, (uintptr_t)s->shards};
+    s->seed = fg_key_hash(where, sizeof(where));
     atomic_init(&s->sweep_next, 0u);
     return s;
 }
@@ -485,7 +446,7 @@ fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
         keylen > UINT32_MAX || (unsigned)lim->family > FG_MEM_SLIDELOG)
         return FG_MEM_INVALID;
 
-    check c = {.hash = key_hash(key, keylen, s->seed),
+    check c = {.hash = key_hash(s, key, keylen),
                .key = key,
                .keylen = keylen,
                .lim = lim,
@@ -525,7 +486,7 @@ fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
 
 bool fg_mem_reset(fg_mem_store *s, const void *key, size_t keylen, int64_t now_us) {
     if (s == NULL || (key == NULL && keylen > 0) || keylen > UINT32_MAX) return false;
-    uint64_t h = key_hash(key, keylen, s->seed);
+    uint64_t h = key_hash(s, key, keylen);
     shard *sh = shard_of(s, h);
     bool live = false;
     lock_acquire(&sh->lock);
@@ -543,7 +504,7 @@ bool fg_mem_inspect(fg_mem_store *s, const void *key, size_t keylen, int64_t now
                     fg_mem_view *view, void (*each_entry)(int64_t ts_us, void *arg), void *arg) {
     if (s == NULL || view == NULL || (key == NULL && keylen > 0) || keylen > UINT32_MAX)
         return false;
-    uint64_t h = key_hash(key, keylen, s->seed);
+    uint64_t h = key_hash(s, key, keylen);
     shard *sh = shard_of(s, h);
     lock_acquire(&sh->lock);
     size_t i = table_find(sh, h, key, keylen);
