@@ -8,54 +8,6 @@
 
 #define MIN_BUCKETS 8
 
-/* ------------------------------------------------------------------ hash */
-
-/* Wyhash-style: 64x64->128 multiplications folded by xor, reading the key
- * 16 bytes at a time; the length is mixed in first, so that the overlapping
- * reads of tails of different lengths differ. */
-#define P0 0xa0761d6478bd642fULL
-#define P1 0xe7037ed1a0b428dbULL
-#define P2 0x8ebc6af09c88c6e3ULL
-#define P3 0x589965cc75374cc3ULL
-
-static inline uint64_t mix(uint64_t a, uint64_t b) {
-    __uint128_t r = (__uint128_t)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static inline uint64_t read64(const unsigned char *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-static inline uint64_t read32(const unsigned char *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-uint64_t fg_key_hash_seeded(const void *key, size_t len, uint64_t seed) {
-    const unsigned char *p = key;
-    uint64_t h = seed ^ mix((uint64_t)len ^ P0, P1);
-    uint64_t a = 0, b = 0;
-    while (len > 16) {
-        h = mix(read64(p) ^ P2, read64(p + 8) ^ h);
-        p += 16;
-        len -= 16;
-    }
-    if (len > 8) {
-        a = read64(p);
-        b = read64(p + len - 8);
-    } else if (len >= 4) {
-        a = read32(p) << 32 | read32(p + len - 4);
-    } else if (len > 0) {
-        a = (uint64_t)p[0] << 16 | (uint64_t)p[len >> 1] << 8 | p[len - 1];
-    }
-    h = mix(a ^ P2, b ^ h ^ P3);
-    return mix(h ^ P0, h ^ P1);
-}
-
 /* ----------------------------------------------------------------- table */
 
 fg_key_node *fg_key_table_find(const fg_key_table *t, uint64_t hash, const void *key, size_t len) {

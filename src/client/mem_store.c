@@ -162,8 +162,8 @@ static bool valid_key(const void *key, size_t keylen) {
 }
 
 /* The key's shard, locked, and the key's hash. */
-static shard *lock_shard(const fg_mem_store *s, const void *key, size_t keylen, uint64_t *h) {
-    *h = key_hash(s, key, keylen);
+static inline shard *lock_shard(const fg_mem_store *s, const void *key, size_t len, uint64_t *h) {
+    *h = key_hash(s, key, len);
     shard *sh = &s->shards[(*h >> s->shift) & (s->nshards - 1)];
     lock_acquire(&sh->lock);
     return sh;
@@ -402,25 +402,36 @@ static fg_mem_status check_slidelog(check *c, fg_decision *d) {
     return FG_MEM_OK;
 }
 
-static fg_mem_status check_family(check *c, fg_decision *d) {
-    switch (c->lim->family) {
-    case FG_MEM_BUCKET: return check_bucket(c, d);
-    case FG_MEM_FIXED: return check_fixed(c, d);
-    case FG_MEM_SLIDING: return check_sliding(c, d);
-    case FG_MEM_SLIDELOG: return check_slidelog(c, d);
-    }
-    return FG_MEM_INVALID;
-}
-
 /* A key of another family: the module parses its arguments before it opens
  * the key, so parameters out of range answer an error rather than WRONGTYPE.
  * The core judges them on the empty state (nothing is written). */
 static fg_mem_status check_wrongtype(const check *c) {
-    check empty = *c;
-    empty.e = NULL;
-    empty.commit = false;
     fg_decision d;
-    return check_family(&empty, &d) == FG_MEM_INVALID ? FG_MEM_INVALID : FG_MEM_WRONGTYPE;
+    fg_status st = FG_EINVAL; /* every family is a case below */
+    switch (c->lim->family) {
+    case FG_MEM_BUCKET: {
+        int64_t next;
+        st = fg_gcra_decide(0, &c->lim->p.bucket, c->now_us, c->cost, &d, &next);
+        break;
+    }
+    case FG_MEM_FIXED: {
+        fg_fixed_state empty = {0, 0}, next;
+        st = fg_fixed_decide(&empty, &c->lim->p.fixed, c->now_us, c->cost, &d, &next);
+        break;
+    }
+    case FG_MEM_SLIDING: {
+        fg_sliding_state empty = {0, 0, 0}, next;
+        st = fg_sliding_decide(&empty, &c->lim->p.sliding, c->now_us, c->cost, &d, &next);
+        break;
+    }
+    case FG_MEM_SLIDELOG: {
+        fg_slog empty = {NULL, 0, 0, 0};
+        fg_slog_effect effect;
+        st = fg_slog_decide(&empty, &c->lim->p.slidelog, c->now_us, c->cost, &d, &effect);
+        break;
+    }
+    }
+    return st == FG_EINVAL ? FG_MEM_INVALID : FG_MEM_WRONGTYPE;
 }
 
 fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
@@ -446,9 +457,17 @@ fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
         }
     }
     fg_decision d;
-    fg_mem_status st = c.e != NULL && c.e->family != (uint8_t)lim->family
-                           ? check_wrongtype(&c)
-                           : check_family(&c, &d);
+    fg_mem_status st = FG_MEM_INVALID; /* every family is a case below */
+    if (c.e != NULL && c.e->family != (uint8_t)lim->family) {
+        st = check_wrongtype(&c);
+    } else {
+        switch (lim->family) {
+        case FG_MEM_BUCKET: st = check_bucket(&c, &d); break;
+        case FG_MEM_FIXED: st = check_fixed(&c, &d); break;
+        case FG_MEM_SLIDING: st = check_sliding(&c, &d); break;
+        case FG_MEM_SLIDELOG: st = check_slidelog(&c, &d); break;
+        }
+    }
     lock_release(&c.sh->lock);
 
     if (st == FG_MEM_OK) *out = d;
