@@ -105,7 +105,7 @@ void fg_mem_blooms_free(fg_mem_blooms *m) {
 
 /* A key's shard, locked, and its hash. */
 static fg_key_shard *lock_shard(fg_mem_blooms *m, const char *key, size_t len, uint64_t *hash) {
-    *hash = fg_bf_item_hash(key, len);
+    *hash = fg_key_hash(key, len);
     fg_key_shard *sh = &m->shards[*hash >> SHARD_SHIFT];
     pthread_mutex_lock(&sh->mu);
     return sh;

@@ -137,10 +137,6 @@ static int64_t clock_now_us(const fg_mem_distincts *m) {
     return fg_clock_us(m->clock_us, m->clock_arg);
 }
 
-static uint64_t key_hash(const char *key, size_t len) {
-    return fg_uv_hash(key, len);
-}
-
 static unsigned shard_of(uint64_t hash) {
     return (unsigned)(hash >> SHARD_SHIFT);
 }
@@ -171,7 +167,7 @@ static entry *insert(fg_key_shard *sh, const char *key, size_t len, uint64_t has
 fg_code fg_mem_uv_create(fg_mem_distincts *m, const char *key, const fg_distinct_options *o,
                          fg_error *err) {
     size_t len = strlen(key);
-    uint64_t hash = key_hash(key, len);
+    uint64_t hash = fg_key_hash(key, len);
     fg_key_shard *sh = &m->shards[shard_of(hash)];
     fg_code rc = FG_CODE_OK;
     pthread_mutex_lock(&sh->mu);
@@ -206,7 +202,7 @@ fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *i
     int64_t sec = us / FG_DISTINCT_US_PER_SEC;
     fg_code rc = FG_CODE_OK;
     size_t len = strlen(key);
-    uint64_t hash = key_hash(key, len);
+    uint64_t hash = fg_key_hash(key, len);
     fg_key_shard *sh = &m->shards[shard_of(hash)];
     bool any = false;
     pthread_mutex_lock(&sh->mu);
@@ -237,7 +233,7 @@ static fg_code window_registers(const entry *e, const fg_uv_window *w, int64_t n
 static uint32_t shards_of(const char *const *keys, size_t nkeys) {
     uint32_t mask = 0;
     for (size_t i = 0; i < nkeys; i++)
-        mask |= 1u << shard_of(key_hash(keys[i], strlen(keys[i])));
+        mask |= 1u << shard_of(fg_key_hash(keys[i], strlen(keys[i])));
     return mask;
 }
 
@@ -264,7 +260,7 @@ fg_code fg_mem_uv_registers(fg_mem_distincts *m, const char *const *keys, size_t
     lock_shards(m, mask);
     for (size_t i = 0; i < nkeys && rc == FG_CODE_OK; i++) {
         size_t len = strlen(keys[i]);
-        uint64_t hash = key_hash(keys[i], len);
+        uint64_t hash = fg_key_hash(keys[i], len);
         const entry *e = find(&m->shards[shard_of(hash)], hash, keys[i], len);
         if (e == NULL) continue; /* missing keys are empty, as in PFCOUNT */
         rc = window_registers(e, w, now, part, err);

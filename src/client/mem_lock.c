@@ -59,7 +59,6 @@
 #include "monotonic.h"
 #include "error.h"
 #include "key_table.h"
-#include "lease.h"      /* fg_key_hash */
 #include "lock.h"
 #include "messages.h"
 #include "wait_queue.h"

@@ -592,7 +592,7 @@ fg_code fg_mem_policy_check(fg_mem_policies *m, const char *name, const char *ke
                             fg_policy_result *out, fg_error *err) {
     if (identity == NULL) identity = key;
     request r = {name, key, strlen(key), 0, identity, strlen(identity), cost};
-    r.hash = fg_bf_item_hash(key, r.keylen);
+    r.hash = fg_key_hash(key, r.keylen);
     pthread_mutex_lock(&m->mu);
     int64_t now = clock_now(m);
     fg_code rc = timeout_ms > 0 ? check_waiting(m, &r, timeout_ms, now, out, err)
@@ -606,7 +606,7 @@ bool fg_mem_policy_forget(fg_mem_policies *m, const char *key) {
     size_t len = strlen(key);
     pthread_mutex_lock(&m->mu);
     int64_t now = clock_now(m);
-    entry *e = find_entry(m, key, len, fg_bf_item_hash(key, len));
+    entry *e = find_entry(m, key, len, fg_key_hash(key, len));
     bool had = live(e, now);
     if (e != NULL) {
         e->has_state = false;
