@@ -52,7 +52,6 @@
 #include "policy_check.h"
 #include "wait_queue.h"
 
-#define MIN_BUCKETS     16u /* the key table never shrinks below this */
 #define SWEEP_EVERY     64 /* checks between two sweeps */
 #define SWEEP_BUCKETS   16 /* buckets examined per sweep */
 #define BLOOM_EXPANSION 2
@@ -154,14 +153,13 @@ typedef struct policy {
 } policy;
 
 typedef struct entry {
-    struct entry *next; /* in its bucket */
-    uint64_t hash;
+    fg_key_node node; /* first: a node is its entry */
+    struct entry *busy_prev, *busy_next; /* among the entries with waiters */
     bool has_state;
     int64_t expires_us;                  /* has_state: when the state is neutral again */
     char policy[FG_POLICY_NAME_MAX + 1]; /* has_state: whose state it is */
     fg_policy_state state;
     fg_wait_queue queue;
-    size_t keylen;
     char key[];
 } entry;
 
@@ -170,11 +168,9 @@ struct fg_mem_policies {
     int64_t (*clock_us)(void *arg);
     void *clock_arg;
     policy *policies;
-    entry **buckets;
-    size_t nbuckets; /* a power of two */
-    size_t count;
-    size_t queues; /* entries with waiters */
-    size_t sweep_at;
+    fg_key_table keys;   /* entry by key */
+    fg_key_cursor sweep; /* where the next sweep starts */
+    entry *busy;         /* the entries with waiters */
     uint64_t checks;
 };
 
@@ -184,11 +180,7 @@ static int64_t clock_now(const fg_mem_policies *m) {
 
 fg_mem_policies *fg_mem_policies_new(int64_t (*clock_us)(void *arg), void *clock_arg) {
     fg_mem_policies *m = calloc(1, sizeof(*m));
-    if (m == NULL || (m->buckets = calloc(MIN_BUCKETS, sizeof(entry *))) == NULL) {
-        free(m);
-        return NULL;
-    }
-    m->nbuckets = MIN_BUCKETS;
+    if (m == NULL) return NULL;
     m->clock_us = clock_us;
     m->clock_arg = clock_arg;
     pthread_mutex_init(&m->mu, NULL);
@@ -201,6 +193,10 @@ static void policy_free(policy *p) {
     free(p);
 }
 
+static void entry_free(fg_key_node *n) {
+    free(n);
+}
+
 /* No thread may wait any more: fg_close is the last call on a client. */
 void fg_mem_policies_free(fg_mem_policies *m) {
     if (m == NULL) return;
@@ -208,12 +204,7 @@ void fg_mem_policies_free(fg_mem_policies *m) {
         next = p->next;
         policy_free(p);
     }
-    for (size_t b = 0; b < m->nbuckets; b++)
-        for (entry *e = m->buckets[b], *next; e != NULL; e = next) {
-            next = e->next;
-            free(e);
-        }
-    free(m->buckets);
+    fg_key_table_clear(&m->keys, entry_free);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -232,50 +223,21 @@ static fg_code no_such_policy(const char *name, fg_error *err) {
 }
 
 static entry *find_entry(const fg_mem_policies *m, const char *key, size_t len, uint64_t hash) {
-    for (entry *e = m->buckets[hash & (m->nbuckets - 1)]; e != NULL; e = e->next)
-        if (e->hash == hash && e->keylen == len && memcmp(e->key, key, len) == 0) return e;
-    return NULL;
-}
-
-/* Doubles the buckets when the table holds as many entries; a failure to
- * grow only makes chains longer. */
-static void grow(fg_mem_policies *m) {
-    if (m->count < m->nbuckets) return;
-    size_t n = m->nbuckets * 2;
-    entry **fresh = calloc(n, sizeof(*fresh));
-    if (fresh == NULL) return;
-    for (size_t b = 0; b < m->nbuckets; b++)
-        for (entry *e = m->buckets[b], *next; e != NULL; e = next) {
-            next = e->next;
-            e->next = fresh[e->hash & (n - 1)];
-            fresh[e->hash & (n - 1)] = e;
-        }
-    free(m->buckets);
-    m->buckets = fresh;
-    m->nbuckets = n;
-    m->sweep_at = 0;
+    return (entry *)fg_key_table_find(&m->keys, hash, key, len);
 }
 
 static entry *add_entry(fg_mem_policies *m, const char *key, size_t len, uint64_t hash) {
     entry *e = calloc(1, sizeof(*e) + len);
     if (e == NULL) return NULL;
-    grow(m);
-    e->hash = hash;
-    e->keylen = len;
     memcpy(e->key, key, len);
-    entry **head = &m->buckets[hash & (m->nbuckets - 1)];
-    e->next = *head;
-    *head = e;
-    m->count++;
-    return e;
+    e->node = (fg_key_node){NULL, hash, len, e->key};
+    if (fg_key_table_insert(&m->keys, &e->node)) return e;
+    free(e);
+    return NULL;
 }
 
 static void remove_entry(fg_mem_policies *m, entry *e) {
-    entry **at = &m->buckets[e->hash & (m->nbuckets - 1)];
-    while (*at != e)
-        at = &(*at)->next;
-    *at = e->next;
-    m->count--;
+    fg_key_table_remove(&m->keys, &e->node);
     free(e);
 }
 
@@ -292,12 +254,17 @@ static void drop_if_idle(fg_mem_policies *m, entry *e, int64_t now) {
 static void sweep(fg_mem_policies *m, int64_t now) {
     if (++m->checks % SWEEP_EVERY != 0) return;
     for (size_t i = 0; i < SWEEP_BUCKETS; i++) {
-        m->sweep_at = (m->sweep_at + 1) & (m->nbuckets - 1);
-        for (entry *e = m->buckets[m->sweep_at], *next; e != NULL; e = next) {
-            next = e->next;
-            drop_if_idle(m, e, now);
+        fg_key_node *n;
+        while ((n = fg_key_cursor_node(&m->keys, &m->sweep)) != NULL) {
+            entry *e = (entry *)n;
+            if (fg_wait_busy(&e->queue) || live(e, now))
+                fg_key_cursor_pass(&m->sweep);
+            else
+                entry_free(fg_key_cursor_remove(&m->keys, &m->sweep));
         }
+        fg_key_cursor_next_bucket(&m->keys, &m->sweep);
     }
+    fg_key_table_shrink(&m->keys);
 }
 
 typedef struct request request;
@@ -322,9 +289,8 @@ static void wake_head(entry *e) {
 
 /* Wakes the head of every queue: something they depend on changed. */
 static void wake_heads(fg_mem_policies *m) {
-    for (size_t b = 0; m->queues > 0 && b < m->nbuckets; b++)
-        for (entry *e = m->buckets[b]; e != NULL; e = e->next)
-            wake_head(e);
+    for (entry *e = m->busy; e != NULL; e = e->busy_next)
+        wake_head(e);
 }
 
 /* --------------------------------------------------------- the policies */
@@ -500,7 +466,13 @@ static fg_code check_now(fg_mem_policies *m, const request *r, int64_t now, fg_p
 
 static void enqueue(fg_mem_policies *m, waiting *q) {
     fg_wait_queue *wq = &q->e->queue;
-    if (!fg_wait_busy(wq)) m->queues++;
+    if (!fg_wait_busy(wq)) {
+        entry *e = q->e;
+        e->busy_prev = NULL;
+        e->busy_next = m->busy;
+        if (m->busy != NULL) m->busy->busy_prev = e;
+        m->busy = e;
+    }
     fg_waiter_join(&q->base, &q->link, &wq, 1);
 }
 
@@ -516,8 +488,13 @@ static void leave(fg_mem_policies *m, waiting *q, int64_t now) {
         wake_head(q->e);
         return;
     }
-    m->queues--;
-    drop_if_idle(m, q->e, now);
+    entry *e = q->e;
+    if (e->busy_prev != NULL)
+        e->busy_prev->busy_next = e->busy_next;
+    else
+        m->busy = e->busy_next;
+    if (e->busy_next != NULL) e->busy_next->busy_prev = e->busy_prev;
+    drop_if_idle(m, e, now);
 }
 
 /* The final answer at the deadline: the head is decided as it stands; a
