@@ -19,7 +19,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
+
+#ifndef XXH_INLINE_ALL
+#define XXH_INLINE_ALL /* compiled in: no libxxhash at run time */
+#endif
+#include <xxhash.h>
 
 typedef struct fg_key_node {
     struct fg_key_node *next; /* in its bucket */
@@ -46,52 +50,11 @@ typedef struct fg_key_shard {
  * instance, so that keys that collide in one process do not in the next
  * (mem_store.c does); the others use seed 0.
  *
- * Wyhash-style: 64x64->128 multiplications folded by xor, reading the key
- * 16 bytes at a time; the length is mixed in first, so that the overlapping
- * reads of tails of different lengths differ. Inline, as it was in the
- * store: a check on a hot key takes about 300 instructions, and a call here
- * added 7 to 30 to them (the call, and registers saved around it). */
-#define FG_KEY_HASH_P0 0xa0761d6478bd642fULL
-#define FG_KEY_HASH_P1 0xe7037ed1a0b428dbULL
-#define FG_KEY_HASH_P2 0x8ebc6af09c88c6e3ULL
-#define FG_KEY_HASH_P3 0x589965cc75374cc3ULL
-
-static inline uint64_t fg_key_hash_mix(uint64_t a, uint64_t b) {
-    __uint128_t r = (__uint128_t)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static inline uint64_t fg_key_hash_read64(const unsigned char *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-static inline uint64_t fg_key_hash_read32(const unsigned char *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
+ * XXH3 (libxxhash-dev), compiled in and inlined: a check of the store on a
+ * hot key costs about 300 instructions, of which the hash of a short key
+ * takes about 30, and a call would add to it. */
 static inline uint64_t fg_key_hash_seeded(const void *key, size_t len, uint64_t seed) {
-    const unsigned char *p = key;
-    uint64_t h = seed ^ fg_key_hash_mix((uint64_t)len ^ FG_KEY_HASH_P0, FG_KEY_HASH_P1);
-    uint64_t a = 0, b = 0;
-    while (len > 16) {
-        h = fg_key_hash_mix(fg_key_hash_read64(p) ^ FG_KEY_HASH_P2, fg_key_hash_read64(p + 8) ^ h);
-        p += 16;
-        len -= 16;
-    }
-    if (len > 8) {
-        a = fg_key_hash_read64(p);
-        b = fg_key_hash_read64(p + len - 8);
-    } else if (len >= 4) {
-        a = fg_key_hash_read32(p) << 32 | fg_key_hash_read32(p + len - 4);
-    } else if (len > 0) {
-        a = (uint64_t)p[0] << 16 | (uint64_t)p[len >> 1] << 8 | p[len - 1];
-    }
-    h = fg_key_hash_mix(a ^ FG_KEY_HASH_P2, b ^ h ^ FG_KEY_HASH_P3);
-    return fg_key_hash_mix(h ^ FG_KEY_HASH_P0, h ^ FG_KEY_HASH_P1);
+    return XXH3_64bits_withSeed(len > 0 ? key : "", len, seed);
 }
 
 static inline uint64_t fg_key_hash(const void *key, size_t len) {
