@@ -48,7 +48,8 @@ static int cmd_apply(fg_client *c, int npos, char **argv, const cli_opts *o) {
     return CLI_EXIT_OK;
 }
 
-static int cmd_list(fg_client *c, int npos, const cli_opts *o) {
+static int cmd_list(fg_client *c, int npos, char **argv, const cli_opts *o) {
+    (void)argv;
     fg_error err;
     char **names;
     size_t n;
@@ -210,29 +211,31 @@ static int cmd_delete(fg_client *c, int npos, char **argv, const cli_opts *o) {
 }
 
 int cli_policy(int argc, char **argv) {
-    static const char *const subcommands[] = {"apply", "list", "show", "check", "delete"};
+    static const struct {
+        const char *name;
+        int (*run)(fg_client *c, int npos, char **argv, const cli_opts *o);
+        unsigned takes; /* CLI_TAKES_* */
+    } subcommands[] = {{"apply", cmd_apply, 0},
+                       {"list", cmd_list, 0},
+                       {"show", cmd_show, 0},
+                       {"check", cmd_check, CLI_TAKES_COST | CLI_TAKES_ID | CLI_TAKES_WAIT},
+                       {"delete", cmd_delete, 0}};
+    const size_t count = sizeof(subcommands) / sizeof(subcommands[0]);
     const char *sub = argc > 0 ? argv[0] : "";
     size_t which = 0;
-    while (which < 5 && strcmp(sub, subcommands[which]) != 0)
+    while (which < count && strcmp(sub, subcommands[which].name) != 0)
         which++;
-    if (which == 5)
+    if (which == count)
         return cli_error("policy needs apply, list, show, check or delete (see floodgate --help)");
     cli_opts o;
-    unsigned takes = which == 3 ? CLI_TAKES_COST | CLI_TAKES_ID | CLI_TAKES_WAIT : 0;
+    unsigned takes = subcommands[which].takes;
     int npos = cli_parse_options(argc - 1, argv + 1, takes, &o);
     if (npos < 0) return CLI_EXIT_ERROR;
     fg_error err;
     fg_client *c = cli_open(o.url, &err);
     if (c == NULL) return cli_library_error(&err);
     char **args = argv + 1;
-    int rc;
-    switch (which) {
-    case 0: rc = cmd_apply(c, npos, args, &o); break;
-    case 1: rc = cmd_list(c, npos, &o); break;
-    case 2: rc = cmd_show(c, npos, args, &o); break;
-    case 3: rc = cmd_check(c, npos, args, &o); break;
-    default: rc = cmd_delete(c, npos, args, &o); break;
-    }
+    int rc = subcommands[which].run(c, npos, args, &o);
     fg_close(c);
     return rc;
 }

@@ -8,6 +8,8 @@
 
 #define MIN_BUCKETS 8
 
+/* ----------------------------------------------------------------- table */
+
 fg_key_node *fg_key_table_find(const fg_key_table *t, uint64_t hash, const void *key, size_t len) {
     if (t->nbuckets == 0) return NULL;
     for (fg_key_node *n = t->buckets[hash & (t->nbuckets - 1)]; n != NULL; n = n->next)
@@ -48,13 +50,26 @@ bool fg_key_table_insert(fg_key_table *t, fg_key_node *n) {
     return true;
 }
 
-void fg_key_table_remove(fg_key_table *t, fg_key_node *n) {
+/* Where the link to n is: its bucket's head or its predecessor's next. */
+static fg_key_node **link_to(const fg_key_table *t, const fg_key_node *n) {
     fg_key_node **at = &t->buckets[n->hash & (t->nbuckets - 1)];
     while (*at != n)
         at = &(*at)->next;
-    *at = n->next;
-    /* A failed shrink only leaves the table larger than it needs. */
-    if (--t->count * 8 < t->nbuckets && t->nbuckets > MIN_BUCKETS) rehash(t, t->nbuckets / 2);
+    return at;
+}
+
+void fg_key_table_remove(fg_key_table *t, fg_key_node *n) {
+    *link_to(t, n) = n->next;
+    t->count--;
+    fg_key_table_shrink(t);
+}
+
+void fg_key_table_shrink(fg_key_table *t) {
+    size_t n = t->nbuckets;
+    while (t->count * 8 < n && n > MIN_BUCKETS)
+        n /= 2;
+    /* A failed rehash only leaves the table larger than it needs. */
+    if (n != t->nbuckets) rehash(t, n);
 }
 
 void fg_key_table_clear(fg_key_table *t, void (*free_node)(fg_key_node *n)) {
@@ -75,4 +90,38 @@ void fg_key_shard_init(fg_key_shard *sh) {
 void fg_key_shard_destroy(fg_key_shard *sh, void (*free_node)(fg_key_node *n)) {
     fg_key_table_clear(&sh->table, free_node);
     pthread_mutex_destroy(&sh->mu);
+}
+
+/* ---------------------------------------------------------------- cursor */
+
+/* The link to the node at c: NULL-valued at the end of its bucket. */
+static fg_key_node **cursor_link(const fg_key_table *t, fg_key_cursor *c) {
+    if (c->nbuckets != t->nbuckets) *c = (fg_key_cursor){t->nbuckets, 0, 0};
+    if (t->nbuckets == 0) return NULL;
+    fg_key_node **at = &t->buckets[c->bucket];
+    for (size_t i = 0; i < c->passed && *at != NULL; i++)
+        at = &(*at)->next;
+    return at;
+}
+
+fg_key_node *fg_key_cursor_node(const fg_key_table *t, fg_key_cursor *c) {
+    fg_key_node **at = cursor_link(t, c);
+    return at == NULL ? NULL : *at;
+}
+
+fg_key_node *fg_key_cursor_remove(fg_key_table *t, fg_key_cursor *c) {
+    fg_key_node **at = cursor_link(t, c), *n = *at;
+    *at = n->next;
+    t->count--;
+    return n;
+}
+
+bool fg_key_cursor_next_bucket(const fg_key_table *t, fg_key_cursor *c) {
+    if (c->nbuckets != t->nbuckets || t->nbuckets == 0) {
+        *c = (fg_key_cursor){t->nbuckets, 0, 0};
+        return true;
+    }
+    c->bucket = (c->bucket + 1) & (t->nbuckets - 1);
+    c->passed = 0;
+    return c->bucket == 0;
 }

@@ -42,13 +42,6 @@ struct fg_lease_table {
     slot slots[FG_LEASE_SLOTS];
 };
 
-uint64_t fg_key_hash(const char *key, size_t len) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
-    return h;
-}
-
 fg_lease_table *fg_lease_table_new(void) {
     fg_lease_table *t = calloc(1, sizeof(*t));
     if (t == NULL) return NULL;

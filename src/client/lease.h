@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "floodgate.h"
+#include "key_table.h" /* fg_key_hash, which picks a key's slot */
 
 #define FG_LEASE_SLOTS 512
 #define FG_LEASE_KEY_MAX 120
@@ -42,9 +43,6 @@ typedef enum fg_lease_outcome {
     FG_LEASE_PLAIN,   /* a lease was denied lately: check plainly */
     FG_LEASE_NONE,    /* the key is too long for the table */
 } fg_lease_outcome;
-
-/* FNV-1a: spreads keys over the slots of the client's small tables. */
-uint64_t fg_key_hash(const char *key, size_t len);
 
 fg_lease_table *fg_lease_table_new(void);
 void fg_lease_table_free(fg_lease_table *t);

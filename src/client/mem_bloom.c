@@ -67,13 +67,9 @@ fg_code fg_bloom_create(fg_bloom *f, const fg_bloom_options *o, const fg_bloom_a
     uint32_t expansion = (uint32_t)o->expansion;
     if (fg_bloom_init(f, o->error_rate, (uint64_t)o->capacity, expansion, a) == FG_OK)
         return FG_CODE_OK;
-    uint64_t capacity, nblocks;
-    double error;
-    uint8_t k, blocks;
-    bool sized = fg_bloom_level_plan(o->error_rate, (uint64_t)o->capacity, expansion, 0, &capacity,
-                                     &error) == FG_OK &&
-                 fg_bloom_level_geometry(capacity, error, &nblocks, &k, &blocks) == FG_OK;
-    if (!sized) return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_TOO_BIG);
+    uint64_t bytes;
+    if (fg_bloom_first_level_bytes(o->error_rate, (uint64_t)o->capacity, expansion, &bytes) != FG_OK)
+        return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_TOO_BIG);
     return fg_set_error(err, FG_CODE_NOMEM, FG_ERR_BF_NO_FILTER);
 }
 
@@ -109,7 +105,7 @@ void fg_mem_blooms_free(fg_mem_blooms *m) {
 
 /* A key's shard, locked, and its hash. */
 static fg_key_shard *lock_shard(fg_mem_blooms *m, const char *key, size_t len, uint64_t *hash) {
-    *hash = fg_bf_item_hash(key, len);
+    *hash = fg_key_hash(key, len);
     fg_key_shard *sh = &m->shards[*hash >> SHARD_SHIFT];
     pthread_mutex_lock(&sh->mu);
     return sh;

@@ -30,7 +30,7 @@ typedef struct fg_mem_blooms fg_mem_blooms;
 
 /* The hash of an item in an in-process filter (an empty item may be given
  * as NULL). Those filters are made by fg_bloom_init and never loaded from
- * storage, so they all hash with XXH3; the tables of keys use it too. */
+ * storage, so they all hash with XXH3. */
 static inline uint64_t fg_bf_item_hash(const void *item, size_t len) {
     return fg_bloom_hash(FG_BLOOM_HASH_XXH3, item, len);
 }

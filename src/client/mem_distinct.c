@@ -35,10 +35,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "error.h"
 #include "key_table.h"
+#include "monotonic.h"
 #include "messages.h"
 #include "params.h"
 
@@ -77,19 +77,13 @@ static fg_code check_integer(int64_t v, const char *name, int64_t min, int64_t m
 }
 
 fg_code fg_distinct_options_check(const fg_distinct_options *o, fg_error *err) {
-    const struct {
-        const char *name;
-        int64_t value, min, max;
-    } options[] = {{"SPAN", o->span_s, 1, FG_UV_MAX_SPAN},
-                   {"MINUTES", o->minutes, 0, FG_UV_MAX_MINUTES},
-                   {"HOURS", o->hours, 0, FG_UV_MAX_HOURS},
-                   {"DAYS", o->days, 0, FG_UV_MAX_DAYS},
-                   {"TZOFFSET", o->tzoffset_s, -FG_UV_MAX_TZOFFSET, FG_UV_MAX_TZOFFSET}};
-    for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++)
-        if (check_integer(options[i].value, options[i].name, options[i].min, options[i].max, err) !=
-            FG_CODE_OK)
+    const int64_t value[FG_UV_OPTIONS] = {o->span_s, o->minutes, o->hours, o->days, o->tzoffset_s};
+    for (int i = 0; i < FG_UV_OPTIONS; i++) {
+        const fg_uv_option *opt = &fg_uv_options[i];
+        if (check_integer(value[i], opt->name, opt->min, opt->max, err) != FG_CODE_OK)
             return FG_CODE_INVALID;
-    if (o->tzoffset_s % 60 != 0) return refused(FG_ERR_UV_TZOFFSET, err);
+    }
+    if (!fg_uv_tzoffset_valid(o->tzoffset_s)) return refused(FG_ERR_UV_TZOFFSET, err);
     return FG_CODE_OK;
 }
 
@@ -140,14 +134,7 @@ void fg_mem_distincts_free(fg_mem_distincts *m) {
 }
 
 static int64_t clock_now_us(const fg_mem_distincts *m) {
-    if (m->clock_us) return m->clock_us(m->clock_arg);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * FG_DISTINCT_US_PER_SEC + ts.tv_nsec / 1000;
-}
-
-static uint64_t key_hash(const char *key, size_t len) {
-    return fg_uv_hash(key, len);
+    return fg_clock_us(m->clock_us, m->clock_arg);
 }
 
 static unsigned shard_of(uint64_t hash) {
@@ -180,7 +167,7 @@ static entry *insert(fg_key_shard *sh, const char *key, size_t len, uint64_t has
 fg_code fg_mem_uv_create(fg_mem_distincts *m, const char *key, const fg_distinct_options *o,
                          fg_error *err) {
     size_t len = strlen(key);
-    uint64_t hash = key_hash(key, len);
+    uint64_t hash = fg_key_hash(key, len);
     fg_key_shard *sh = &m->shards[shard_of(hash)];
     fg_code rc = FG_CODE_OK;
     pthread_mutex_lock(&sh->mu);
@@ -215,7 +202,7 @@ fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *i
     int64_t sec = us / FG_DISTINCT_US_PER_SEC;
     fg_code rc = FG_CODE_OK;
     size_t len = strlen(key);
-    uint64_t hash = key_hash(key, len);
+    uint64_t hash = fg_key_hash(key, len);
     fg_key_shard *sh = &m->shards[shard_of(hash)];
     bool any = false;
     pthread_mutex_lock(&sh->mu);
@@ -246,7 +233,7 @@ static fg_code window_registers(const entry *e, const fg_uv_window *w, int64_t n
 static uint32_t shards_of(const char *const *keys, size_t nkeys) {
     uint32_t mask = 0;
     for (size_t i = 0; i < nkeys; i++)
-        mask |= 1u << shard_of(key_hash(keys[i], strlen(keys[i])));
+        mask |= 1u << shard_of(fg_key_hash(keys[i], strlen(keys[i])));
     return mask;
 }
 
@@ -273,7 +260,7 @@ fg_code fg_mem_uv_registers(fg_mem_distincts *m, const char *const *keys, size_t
     lock_shards(m, mask);
     for (size_t i = 0; i < nkeys && rc == FG_CODE_OK; i++) {
         size_t len = strlen(keys[i]);
-        uint64_t hash = key_hash(keys[i], len);
+        uint64_t hash = fg_key_hash(keys[i], len);
         const entry *e = find(&m->shards[shard_of(hash)], hash, keys[i], len);
         if (e == NULL) continue; /* missing keys are empty, as in PFCOUNT */
         rc = window_registers(e, w, now, part, err);

@@ -20,32 +20,26 @@
  * queue.
  *
  * Waiting. A call that may wait (wait_ms != 0) and is refused joins the
- * queue of each of its keys and blocks on a condition variable of its own.
- * Whatever frees a key serves its queue at once, in the thread that freed
- * it, as the module's serve() does: head waiters are granted in FIFO order
- * while they fit and told through their condition variable; a newcomer is
- * refused while anyone waits ahead; readers at the head are granted
- * together; a multi-key waiter is granted (all keys, one token) when it
- * heads every one of its queues, and fails then if a key can never be
- * granted (a semaphore, an upgrade). There is no server timer to notice a
- * lease running out, so a waiting thread sleeps at most until the soonest
- * lease end among its keys (the client's clock converted to the monotonic
- * one when it goes to sleep), then prunes and serves its keys itself. Every
- * waiter of a key wakes then: a queue of n waiters costs n wake-ups per
- * lease end, which is nothing for the queues of one process. With an
- * injected clock the conversion only holds while that clock keeps pace
- * with real time; a clock moved by hand is seen at the next call on the
- * key or the next wake-up. wait_ms itself is counted on the monotonic
- * clock, like the module's timer.
+ * queue of each of its keys (core/wait_queue.h: the order and the rules of
+ * serving are the core's, as in the module) and blocks on a condition
+ * variable of its own. Whatever frees a key serves its queue at once, in
+ * the thread that freed it; a granted waiter is told through its
+ * condition variable. There is no server timer to notice a lease running
+ * out, so a waiting thread sleeps at most until the soonest lease end
+ * among its keys (the client's clock converted to the monotonic one when
+ * it goes to sleep), then prunes and serves its keys itself: a queue of n
+ * waiters costs n wake-ups per lease end, nothing for one process. A clock
+ * moved by hand is seen at the next call on the key or the next wake-up.
+ * wait_ms is counted on the monotonic clock, like the module's timer.
  *
- * Renewal. renewal.c's thread sends FG.EXTEND on a connection of its own,
- * so mem: has a thread of its own, started with the first renewed grant:
- * it extends each renewed lock lease_ms / 3 (monotonic) after its previous
- * renewal, under the table's mutex. Releases take the same mutex, so a
- * renewal never crosses an unlock (the race renewal.c has to tolerate), and
- * there is no I/O to fail: on_lost is called with FG_LOST_NOT_HELD (the
- * lease ran out anyway: the thread was starved past it, or an injected clock
- * jumped) or FG_LOST_RENEW_LIMIT, never FG_LOST_UNREACHABLE.
+ * Renewal is renewal.c's thread, as on a server, started with the first
+ * renewed grant; it extends through the table (extend_here), under the
+ * table's mutex, instead of sending FG.EXTEND. A release marks its keys
+ * released in the renewal thread while it holds the mutex, so a renewal
+ * that finds a key gone always knows whether the client released it. There
+ * is no I/O to fail: on_lost is called with FG_LOST_NOT_HELD (the lease ran
+ * out anyway: the thread was starved past it, or an injected clock jumped)
+ * or FG_LOST_RENEW_LIMIT, never FG_LOST_UNREACHABLE.
  *
  * Tokens come from one counter per table through fg_lock_next_token, so
  * they are floored by the clock and refused at the ceiling (a grant then
@@ -60,20 +54,18 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "checked.h"
 #include "monotonic.h"
 #include "error.h"
 #include "key_table.h"
-#include "lease.h"      /* fg_key_hash */
 #include "lock.h"
 #include "messages.h"
 #include "wait_queue.h"
 #include "params.h"
+#include "renewal.h"
 
 #define MULTI_MAX   FG_WAIT_MAX_QUEUES /* keys of one multi-key lock */
-#define MIN_STEP_US 1000
 #define MSG_MAX     160
 #define NEVER       FG_MONOTONIC_NEVER
 
@@ -103,42 +95,19 @@ typedef struct waiter {
     fg_wait_link links[MULTI_MAX];
 } waiter;
 
-typedef void (*lost_fn)(const char *key, const char *owner, fg_lost_reason why, void *arg);
-
-/* A renewed grant: the keys of one owner (one key, or those of a multi-key
- * lock), renewed together until all are released or one is lost. */
-typedef struct renewal {
-    struct renewal *next;
-    char *owner;
-    char **keys;
-    bool *released; /* per key, by releases through the client */
-    size_t nkeys, live;
-    int64_t lease_us;
-    int64_t due_us;         /* monotonic: the next renewal */
-    int64_t renew_until_us; /* monotonic; NEVER without renew_max_ms */
-    lost_fn on_lost;
-    void *on_lost_arg;
-} renewal;
-
 struct fg_mem_locks {
     pthread_mutex_t mu; /* guards everything below but the clock */
     int64_t (*clock_us)(void *arg);
     void *clock_arg;
     fg_key_table table;
     uint64_t last_token;
-    renewal *renewals;
-    pthread_cond_t renew_wake; /* a registration came, or stop */
-    pthread_t renewer;
-    bool renewer_started, stopping;
+    fg_renewal *renewal; /* started with the first renewed grant */
 };
 
 /* ------------------------------------------------------------ small parts */
 
 static int64_t clock_now(const fg_mem_locks *m) {
-    if (m->clock_us) return m->clock_us(m->clock_arg);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return fg_clock_us(m->clock_us, m->clock_arg);
 }
 
 /* Milliseconds left until at_us, rounded up, as the module replies them. */
@@ -476,174 +445,49 @@ static fg_code wait_for_grant(fg_mem_locks *m, entry *const *es, size_t n, const
 
 /* --------------------------------------------------------------- renewal */
 
-static int64_t step_us(int64_t lease_us) {
-    return fg_max(lease_us / 3, MIN_STEP_US);
-}
+static bool extend_held(fg_mem_locks *m, const char *key, const char *owner, int64_t lease_us);
 
-static void renewal_free(renewal *g) {
-    for (size_t i = 0; g->keys != NULL && i < g->nkeys; i++)
-        free(g->keys[i]);
-    free(g->keys);
-    free(g->released);
-    free(g->owner);
-    free(g);
-}
-
-static renewal *renewal_new(const char *const *keys, size_t n, const char *owner) {
-    renewal *g = calloc(1, sizeof(*g));
-    if (g == NULL) return NULL;
-    g->nkeys = g->live = n;
-    g->owner = strdup(owner);
-    g->keys = calloc(n, sizeof(char *));
-    g->released = calloc(n, sizeof(bool));
-    bool ok = g->owner != NULL && g->keys != NULL && g->released != NULL;
-    for (size_t i = 0; ok && i < n; i++)
-        ok = (g->keys[i] = strdup(keys[i])) != NULL;
-    if (ok) return g;
-    renewal_free(g);
-    return NULL;
-}
-
-static bool same_grant(const renewal *g, const char *const *keys, size_t n, const char *owner) {
-    if (g->live != n || g->nkeys != n || strcmp(g->owner, owner) != 0) return false;
+/* renewal.c's thread extends through the table, under its mutex. */
+static fg_code extend_here(void *arg, const fg_renewal_extension *ext, size_t n, fg_extended *out,
+                           int timeout_ms) {
+    (void)timeout_ms;
+    fg_mem_locks *m = arg;
+    pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n; i++)
-        if (strcmp(g->keys[i], keys[i]) != 0) return false;
-    return true;
+        out[i] = extend_held(m, ext[i].key, ext[i].owner, ext[i].lease_us) ? FG_EXTENDED
+                                                                           : FG_NOT_EXTENDED;
+    pthread_mutex_unlock(&m->mu);
+    return FG_CODE_OK;
 }
-
-static void *renew_run(void *arg);
 
 /* Before a renewed request: the thread, started now if it is not yet, and
  * the registration to keep if the request is granted, so that nothing can
  * fail after the grant. With the mutex. */
 static fg_code renewal_prepare(fg_mem_locks *m, const fg_lock_options *o, const char *const *keys,
-                               size_t n, const char *owner, renewal **out, fg_error *err) {
+                               size_t n, const char *owner, fg_renewal_entry **out, fg_error *err) {
     *out = NULL;
     if (!o->renew) return FG_CODE_OK;
-    if (!m->renewer_started) {
-        if (pthread_create(&m->renewer, NULL, renew_run, m) != 0)
-            return fg_set_error(err, FG_CODE_NOMEM, "cannot start the renewal thread");
-        m->renewer_started = true;
-    }
-    *out = renewal_new(keys, n, owner);
+    fg_renewal_transport here = {extend_here, m, 0, true};
+    if (m->renewal == NULL && (m->renewal = fg_renewal_start_with(&here, err)) == NULL)
+        return FG_CODE_NOMEM;
+    *out = fg_renewal_prepare(keys, n, owner);
     return *out != NULL ? FG_CODE_OK : nomem(err);
 }
 
-/* After the request: g is kept when it was granted (a re-entry updates the
- * registration of the same keys instead), freed otherwise. With the mutex. */
-static void renewal_settle(fg_mem_locks *m, renewal *g, bool granted, const fg_lock_options *o) {
-    if (g == NULL) return;
-    if (!granted) {
-        renewal_free(g);
-        return;
-    }
-    int64_t mono = fg_monotonic_us();
-    renewal *same = m->renewals;
-    while (same != NULL && !same_grant(same, (const char *const *)g->keys, g->nkeys, g->owner))
-        same = same->next;
-    if (same != NULL) {
-        renewal_free(g);
-        g = same;
-    } else {
-        g->renew_until_us = o->renew_max_ms > 0 ? mono + o->renew_max_ms * 1000 : NEVER;
-        g->due_us = NEVER;
-        g->next = m->renewals;
-        m->renewals = g;
-    }
-    g->lease_us = o->lease_ms * 1000;
-    g->on_lost = o->on_lost;
-    g->on_lost_arg = o->on_lost_arg;
-    g->due_us = fg_min(g->due_us, fg_min(mono + step_us(g->lease_us), g->renew_until_us));
-    pthread_cond_signal(&m->renew_wake);
+/* After the request: g is kept when it was granted, discarded otherwise. */
+static void renewal_settle(fg_mem_locks *m, fg_renewal_entry *g, bool granted,
+                           const fg_lock_options *o) {
+    if (g != NULL && granted)
+        fg_renewal_commit(m->renewal, g, fg_monotonic_us(), o);
+    else
+        fg_renewal_discard(g);
 }
 
 /* A release through the client: the keys the owner holds no more are no
- * longer renewed, and a registration ends with its last key. With the
- * mutex. */
+ * longer renewed. With the mutex. */
 static void renewal_released(fg_mem_locks *m, const char *const *keys, size_t n,
                              const char *owner) {
-    renewal **p = &m->renewals;
-    while (*p != NULL) {
-        renewal *g = *p;
-        for (size_t i = 0; strcmp(g->owner, owner) == 0 && i < g->nkeys; i++)
-            for (size_t k = 0; k < n; k++)
-                if (!g->released[i] && strcmp(g->keys[i], keys[k]) == 0) {
-                    g->released[i] = true;
-                    g->live--;
-                }
-        if (g->live == 0) {
-            *p = g->next;
-            renewal_free(g);
-        } else {
-            p = &g->next;
-        }
-    }
-}
-
-static size_t first_live_key(const renewal *g) {
-    size_t i = 0;
-    while (i + 1 < g->nkeys && g->released[i])
-        i++;
-    return i;
-}
-
-static bool extend_held(fg_mem_locks *m, const char *key, const char *owner, int64_t lease_us);
-
-/* Renews g's keys, or finds it lost (*why, *key). With the mutex. */
-static bool renew_one(fg_mem_locks *m, renewal *g, int64_t mono, fg_lost_reason *why, size_t *key) {
-    if (mono >= g->renew_until_us) {
-        *why = FG_LOST_RENEW_LIMIT;
-        *key = first_live_key(g);
-        return false;
-    }
-    for (size_t i = 0; i < g->nkeys; i++)
-        if (!g->released[i] && !extend_held(m, g->keys[i], g->owner, g->lease_us)) {
-            *why = FG_LOST_NOT_HELD;
-            *key = i;
-            return false;
-        }
-    g->due_us = fg_min(mono + step_us(g->lease_us), g->renew_until_us);
-    return true;
-}
-
-/* Renews what is due. A lost registration is taken out of the list and
- * returned (one at a time); otherwise *next is when the next one is due.
- * With the mutex. */
-static renewal *renew_due(fg_mem_locks *m, int64_t *next, fg_lost_reason *why, size_t *key) {
-    int64_t mono = fg_monotonic_us();
-    *next = NEVER;
-    for (renewal **p = &m->renewals; *p != NULL; p = &(*p)->next) {
-        renewal *g = *p;
-        if (g->due_us <= mono && !renew_one(m, g, mono, why, key)) {
-            *p = g->next;
-            return g;
-        }
-        *next = fg_min(*next, g->due_us);
-    }
-    return NULL;
-}
-
-static void *renew_run(void *arg) {
-    fg_mem_locks *m = arg;
-    pthread_mutex_lock(&m->mu);
-    while (!m->stopping) {
-        int64_t next;
-        fg_lost_reason why;
-        size_t key;
-        renewal *lost = renew_due(m, &next, &why, &key);
-        if (lost == NULL) {
-            fg_sleep_until(&m->renew_wake, &m->mu, next);
-            continue;
-        }
-        /* Out of the list: nobody else sees it while the callback runs. */
-        pthread_mutex_unlock(&m->mu);
-        if (lost->on_lost != NULL)
-            lost->on_lost(lost->keys[key], lost->owner, why, lost->on_lost_arg);
-        renewal_free(lost);
-        pthread_mutex_lock(&m->mu);
-    }
-    pthread_mutex_unlock(&m->mu);
-    return NULL;
+    if (m->renewal != NULL) fg_renewal_released(m->renewal, keys, n, owner);
 }
 
 /* ------------------------------------------------------------- acquiring */
@@ -693,7 +537,7 @@ static fg_code acquire(fg_mem_locks *m, const char *const *keys, size_t n, bool 
                        fg_error *err) {
     entry *es[MULTI_MAX];
     size_t pinned = 0;
-    renewal *g;
+    fg_renewal_entry *g;
     *out = (fg_lock_grant){0};
     pthread_mutex_lock(&m->mu);
     fg_code rc = renewal_prepare(m, o, keys, n, r->owner, &g, err);
@@ -879,24 +723,13 @@ fg_mem_locks *fg_mem_locks_new(int64_t (*clock_us)(void *arg), void *clock_arg) 
     m->clock_us = clock_us;
     m->clock_arg = clock_arg;
     pthread_mutex_init(&m->mu, NULL);
-    fg_cond_init_monotonic(&m->renew_wake);
     return m;
 }
 
 void fg_mem_locks_free(fg_mem_locks *m) {
     if (m == NULL) return;
-    pthread_mutex_lock(&m->mu);
-    m->stopping = true;
-    pthread_cond_signal(&m->renew_wake);
-    pthread_mutex_unlock(&m->mu);
-    if (m->renewer_started) pthread_join(m->renewer, NULL);
-    while (m->renewals != NULL) {
-        renewal *g = m->renewals;
-        m->renewals = g->next;
-        renewal_free(g);
-    }
+    fg_renewal_stop(m->renewal); /* without the mutex: the thread may wait for it */
     fg_key_table_clear(&m->table, entry_free);
-    pthread_cond_destroy(&m->renew_wake);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }

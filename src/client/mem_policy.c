@@ -1,9 +1,7 @@
 /*
  * mem_policy.c - policies in process (mem:), with the module's semantics
- * (docs/policies.md): the same checks refuse a definition with the same
- * messages, the same core decides (src/core/policy.h), and FG.CHECK's
- * order is kept: deny list, allow list, then the key's state, carried over
- * to the policy's current rules before every decision.
+ * (docs/policies.md): definitions are checked by policy_def.c, and a check
+ * runs the core's steps (core/policy_check.h) as FG.CHECK does.
  *
  * One mutex guards the whole table of a client: the policies, their lists
  * and counters, and the keys' states. That is the simple choice rather
@@ -13,34 +11,24 @@
  * its lists and the key's state at one instant, as on a server, and a
  * waiting request needs no lock order.
  *
- * Keys. A chained hash table of entries: the key's state, the name of the
- * policy that wrote it, when it is neutral again (as the module expires
- * the key: fg_policy_expires_at_us, by the rules it was stored under), and
- * the FIFO
- * queue of the requests waiting on it. A state past that instant counts as
- * absent, as a server's expired key does; an entry goes when it holds
- * neither a live state nor waiters, at a store that leaves the state
+ * Keys. A table of entries: the key's state, the name of the policy that
+ * wrote it, when it is neutral again (as the module expires the key), and
+ * the queue of the requests waiting on it. A state past that instant
+ * counts as absent, as a server's expired key does; an entry goes when it
+ * holds neither a live state nor waiters, at a store that leaves the state
  * neutral or at an incremental sweep.
  *
  * Lists. An exact list is a hash set of the items' bytes; a Bloom list is
  * a core filter (src/core/bloom.h), scaling as BF.ADD's filters do.
  *
- * Waiting (fg_policy_acquire) follows the module's t_policy.c rule for
- * rule. A request that limits or the penalty box deny, and that could be
- * allowed within its timeout, joins the key's queue and blocks on a
- * condition variable of its own; so does one that would be allowed while
- * others wait ahead (no overtaking). Its decisions while it waits are
- * discarded: it charges nothing and counts towards no penalty until its
- * final answer. Only the head of a queue is decided: it sleeps until its
+ * Waiting (fg_policy_acquire): whether a request waits, and how a waiter
+ * is answered, are the core's rules (core/policy_check.h), as in the
+ * module; a waiter blocks on a condition variable of its own in the key's
+ * queue (core/wait_queue.h). Only the head decides: it sleeps until its
  * retry time (the client's clock taken to keep pace with the monotonic
- * one) or its deadline, then decides again; allowed, it is charged and the
- * next one goes; denied for good (beyond its deadline, a list, a policy
- * deleted), it is answered as a check would be. The others sleep until
- * their deadline or their turn; one whose deadline comes while it would
- * fit behind others is denied with retry_after_ms 0 and nothing stored. A
- * check that does not wait is decided at once, ahead of the queue.
- * Whatever may change an answer wakes the heads: a policy set, deleted or
- * listed to, a reset, a check on the key (with an injected clock, a clock
+ * one) or its deadline, then checks again. The others sleep until their
+ * deadline or their turn. Whatever may change an answer wakes the heads: a
+ * policy set, deleted or listed to, a reset, a check on the key (a clock
  * moved by hand is seen then, or at the head's next wake-up). Timeouts run
  * on the monotonic clock, like the module's timers.
  *
@@ -53,7 +41,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bloom.h"
 #include "monotonic.h"
@@ -65,7 +52,6 @@
 #include "policy_check.h"
 #include "wait_queue.h"
 
-#define MIN_BUCKETS     16u /* the key table never shrinks below this */
 #define SWEEP_EVERY     64 /* checks between two sweeps */
 #define SWEEP_BUCKETS   16 /* buckets examined per sweep */
 #define BLOOM_EXPANSION 2
@@ -167,14 +153,13 @@ typedef struct policy {
 } policy;
 
 typedef struct entry {
-    struct entry *next; /* in its bucket */
-    uint64_t hash;
+    fg_key_node node; /* first: a node is its entry */
+    struct entry *busy_prev, *busy_next; /* among the entries with waiters */
     bool has_state;
     int64_t expires_us;                  /* has_state: when the state is neutral again */
     char policy[FG_POLICY_NAME_MAX + 1]; /* has_state: whose state it is */
     fg_policy_state state;
     fg_wait_queue queue;
-    size_t keylen;
     char key[];
 } entry;
 
@@ -183,28 +168,19 @@ struct fg_mem_policies {
     int64_t (*clock_us)(void *arg);
     void *clock_arg;
     policy *policies;
-    entry **buckets;
-    size_t nbuckets; /* a power of two */
-    size_t count;
-    size_t queues; /* entries with waiters */
-    size_t sweep_at;
+    fg_key_table keys;   /* entry by key */
+    fg_key_cursor sweep; /* where the next sweep starts */
+    entry *busy;         /* the entries with waiters */
     uint64_t checks;
 };
 
 static int64_t clock_now(const fg_mem_policies *m) {
-    if (m->clock_us) return m->clock_us(m->clock_arg);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return fg_clock_us(m->clock_us, m->clock_arg);
 }
 
 fg_mem_policies *fg_mem_policies_new(int64_t (*clock_us)(void *arg), void *clock_arg) {
     fg_mem_policies *m = calloc(1, sizeof(*m));
-    if (m == NULL || (m->buckets = calloc(MIN_BUCKETS, sizeof(entry *))) == NULL) {
-        free(m);
-        return NULL;
-    }
-    m->nbuckets = MIN_BUCKETS;
+    if (m == NULL) return NULL;
     m->clock_us = clock_us;
     m->clock_arg = clock_arg;
     pthread_mutex_init(&m->mu, NULL);
@@ -217,6 +193,10 @@ static void policy_free(policy *p) {
     free(p);
 }
 
+static void entry_free(fg_key_node *n) {
+    free(n);
+}
+
 /* No thread may wait any more: fg_close is the last call on a client. */
 void fg_mem_policies_free(fg_mem_policies *m) {
     if (m == NULL) return;
@@ -224,12 +204,7 @@ void fg_mem_policies_free(fg_mem_policies *m) {
         next = p->next;
         policy_free(p);
     }
-    for (size_t b = 0; b < m->nbuckets; b++)
-        for (entry *e = m->buckets[b], *next; e != NULL; e = next) {
-            next = e->next;
-            free(e);
-        }
-    free(m->buckets);
+    fg_key_table_clear(&m->keys, entry_free);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -248,50 +223,21 @@ static fg_code no_such_policy(const char *name, fg_error *err) {
 }
 
 static entry *find_entry(const fg_mem_policies *m, const char *key, size_t len, uint64_t hash) {
-    for (entry *e = m->buckets[hash & (m->nbuckets - 1)]; e != NULL; e = e->next)
-        if (e->hash == hash && e->keylen == len && memcmp(e->key, key, len) == 0) return e;
-    return NULL;
-}
-
-/* Doubles the buckets when the table holds as many entries; a failure to
- * grow only makes chains longer. */
-static void grow(fg_mem_policies *m) {
-    if (m->count < m->nbuckets) return;
-    size_t n = m->nbuckets * 2;
-    entry **fresh = calloc(n, sizeof(*fresh));
-    if (fresh == NULL) return;
-    for (size_t b = 0; b < m->nbuckets; b++)
-        for (entry *e = m->buckets[b], *next; e != NULL; e = next) {
-            next = e->next;
-            e->next = fresh[e->hash & (n - 1)];
-            fresh[e->hash & (n - 1)] = e;
-        }
-    free(m->buckets);
-    m->buckets = fresh;
-    m->nbuckets = n;
-    m->sweep_at = 0;
+    return (entry *)fg_key_table_find(&m->keys, hash, key, len);
 }
 
 static entry *add_entry(fg_mem_policies *m, const char *key, size_t len, uint64_t hash) {
     entry *e = calloc(1, sizeof(*e) + len);
     if (e == NULL) return NULL;
-    grow(m);
-    e->hash = hash;
-    e->keylen = len;
     memcpy(e->key, key, len);
-    entry **head = &m->buckets[hash & (m->nbuckets - 1)];
-    e->next = *head;
-    *head = e;
-    m->count++;
-    return e;
+    e->node = (fg_key_node){NULL, hash, len, e->key};
+    if (fg_key_table_insert(&m->keys, &e->node)) return e;
+    free(e);
+    return NULL;
 }
 
 static void remove_entry(fg_mem_policies *m, entry *e) {
-    entry **at = &m->buckets[e->hash & (m->nbuckets - 1)];
-    while (*at != e)
-        at = &(*at)->next;
-    *at = e->next;
-    m->count--;
+    fg_key_table_remove(&m->keys, &e->node);
     free(e);
 }
 
@@ -308,12 +254,17 @@ static void drop_if_idle(fg_mem_policies *m, entry *e, int64_t now) {
 static void sweep(fg_mem_policies *m, int64_t now) {
     if (++m->checks % SWEEP_EVERY != 0) return;
     for (size_t i = 0; i < SWEEP_BUCKETS; i++) {
-        m->sweep_at = (m->sweep_at + 1) & (m->nbuckets - 1);
-        for (entry *e = m->buckets[m->sweep_at], *next; e != NULL; e = next) {
-            next = e->next;
-            drop_if_idle(m, e, now);
+        fg_key_node *n;
+        while ((n = fg_key_cursor_node(&m->keys, &m->sweep)) != NULL) {
+            entry *e = (entry *)n;
+            if (fg_wait_busy(&e->queue) || live(e, now))
+                fg_key_cursor_pass(&m->sweep);
+            else
+                entry_free(fg_key_cursor_remove(&m->keys, &m->sweep));
         }
+        fg_key_cursor_next_bucket(&m->keys, &m->sweep);
     }
+    fg_key_table_shrink(&m->keys);
 }
 
 typedef struct request request;
@@ -338,9 +289,8 @@ static void wake_head(entry *e) {
 
 /* Wakes the head of every queue: something they depend on changed. */
 static void wake_heads(fg_mem_policies *m) {
-    for (size_t b = 0; m->queues > 0 && b < m->nbuckets; b++)
-        for (entry *e = m->buckets[b]; e != NULL; e = e->next)
-            wake_head(e);
+    for (entry *e = m->busy; e != NULL; e = e->busy_next)
+        wake_head(e);
 }
 
 /* --------------------------------------------------------- the policies */
@@ -516,7 +466,13 @@ static fg_code check_now(fg_mem_policies *m, const request *r, int64_t now, fg_p
 
 static void enqueue(fg_mem_policies *m, waiting *q) {
     fg_wait_queue *wq = &q->e->queue;
-    if (!fg_wait_busy(wq)) m->queues++;
+    if (!fg_wait_busy(wq)) {
+        entry *e = q->e;
+        e->busy_prev = NULL;
+        e->busy_next = m->busy;
+        if (m->busy != NULL) m->busy->busy_prev = e;
+        m->busy = e;
+    }
     fg_waiter_join(&q->base, &q->link, &wq, 1);
 }
 
@@ -532,8 +488,13 @@ static void leave(fg_mem_policies *m, waiting *q, int64_t now) {
         wake_head(q->e);
         return;
     }
-    m->queues--;
-    drop_if_idle(m, q->e, now);
+    entry *e = q->e;
+    if (e->busy_prev != NULL)
+        e->busy_prev->busy_next = e->busy_next;
+    else
+        m->busy = e->busy_next;
+    if (e->busy_next != NULL) e->busy_next->busy_prev = e->busy_prev;
+    drop_if_idle(m, e, now);
 }
 
 /* The final answer at the deadline: the head is decided as it stands; a
@@ -608,7 +569,7 @@ fg_code fg_mem_policy_check(fg_mem_policies *m, const char *name, const char *ke
                             fg_policy_result *out, fg_error *err) {
     if (identity == NULL) identity = key;
     request r = {name, key, strlen(key), 0, identity, strlen(identity), cost};
-    r.hash = fg_bf_item_hash(key, r.keylen);
+    r.hash = fg_key_hash(key, r.keylen);
     pthread_mutex_lock(&m->mu);
     int64_t now = clock_now(m);
     fg_code rc = timeout_ms > 0 ? check_waiting(m, &r, timeout_ms, now, out, err)
@@ -622,7 +583,7 @@ bool fg_mem_policy_forget(fg_mem_policies *m, const char *key) {
     size_t len = strlen(key);
     pthread_mutex_lock(&m->mu);
     int64_t now = clock_now(m);
-    entry *e = find_entry(m, key, len, fg_bf_item_hash(key, len));
+    entry *e = find_entry(m, key, len, fg_key_hash(key, len));
     bool had = live(e, now);
     if (e != NULL) {
         e->has_state = false;

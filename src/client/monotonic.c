@@ -12,6 +12,13 @@ int64_t fg_monotonic_us(void) {
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+int64_t fg_clock_us(int64_t (*clock_us)(void *arg), void *arg) {
+    if (clock_us != NULL) return clock_us(arg);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 void fg_cond_init_monotonic(pthread_cond_t *c) {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);

@@ -1,5 +1,6 @@
 /*
- * monotonic.h - the client's own clock (internal): microseconds on
+ * monotonic.h - the client's clocks (internal): the decisions' clock (the
+ * caller's opts.clock_us, else CLOCK_REALTIME), and microseconds on
  * CLOCK_MONOTONIC, for timeouts, deadlines and renewal schedules, which
  * must not move when the wall clock is set; and sleeping on a condition
  * variable until such an instant.
@@ -13,6 +14,10 @@
 #define FG_MONOTONIC_NEVER INT64_MAX /* no deadline */
 
 int64_t fg_monotonic_us(void);
+
+/* The decisions' time in µs since the epoch: clock_us(arg), or
+ * CLOCK_REALTIME when clock_us is NULL. */
+int64_t fg_clock_us(int64_t (*clock_us)(void *arg), void *arg);
 
 /* A condition variable whose timed waits run on the monotonic clock. */
 void fg_cond_init_monotonic(pthread_cond_t *c);

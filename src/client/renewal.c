@@ -50,8 +50,8 @@
 
 typedef void (*lost_fn)(const char *key, const char *owner, fg_lost_reason why, void *arg);
 
-typedef struct entry {
-    struct entry *next;
+typedef struct fg_renewal_entry {
+    struct fg_renewal_entry *next;
     char *owner;
     char **keys; /* read without the mutex by the thread: never change */
     size_t nkeys;
@@ -67,7 +67,7 @@ typedef struct entry {
     bool reported; /* on_lost was called */
     fg_lost_reason why;
     size_t lost_key;
-} entry;
+} entry; /* fg_renewal_entry outside */
 
 /* One FG.EXTEND of a round trip. */
 typedef struct job {
@@ -76,10 +76,18 @@ typedef struct job {
     int64_t lease_us;
 } job;
 
-struct fg_renewal {
+/* The remote transport: FG.EXTEND over the thread's own connection. */
+typedef struct remote {
     fg_url addr;
     fg_conn_config cfg;
-    fg_conn conn; /* the thread's */
+    fg_conn conn;
+    fg_argv cmds[BATCH_MAX];
+    redisReply *replies[BATCH_MAX];
+} remote;
+
+struct fg_renewal {
+    fg_renewal_transport t;
+    remote *remote; /* fg_renewal_start's transport, or NULL */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake; /* a registration came, or stop */
@@ -88,8 +96,8 @@ struct fg_renewal {
     bool stopping;       /* under lock */
     /* The thread's round trip. */
     job jobs[BATCH_MAX];
-    fg_argv cmds[BATCH_MAX];
-    redisReply *replies[BATCH_MAX];
+    fg_renewal_extension ext[BATCH_MAX];
+    fg_extended found[BATCH_MAX];
 };
 
 static int64_t min64(int64_t a, int64_t b) {
@@ -143,21 +151,27 @@ static bool same_lock(const entry *e, const char *const *keys, size_t n, const c
     return true;
 }
 
-fg_code fg_renewal_add(fg_renewal *r, const char *const *keys, size_t n, const char *owner,
-                       int64_t granted_us, const fg_lock_options *opts, fg_error *err) {
+fg_renewal_entry *fg_renewal_prepare(const char *const *keys, size_t n, const char *owner) {
+    return entry_new(keys, n, owner);
+}
+
+void fg_renewal_discard(fg_renewal_entry *e) {
+    if (e != NULL) entry_free(e);
+}
+
+void fg_renewal_commit(fg_renewal *r, fg_renewal_entry *fresh, int64_t granted_us,
+                       const fg_lock_options *opts) {
     int64_t lease_us = opts->lease_ms * 1000;
     pthread_mutex_lock(&r->lock);
     entry *e = r->entries;
-    while (e != NULL && !same_lock(e, keys, n, owner))
+    while (e != NULL && !same_lock(e, (const char *const *)fresh->keys, fresh->nkeys, fresh->owner))
         e = e->next;
     if (e != NULL) {
         /* A re-entry: the lease is now the later of the two. */
         e->valid_until_us = max64(e->valid_until_us, granted_us + lease_us);
+        entry_free(fresh);
     } else {
-        if ((e = entry_new(keys, n, owner)) == NULL) {
-            pthread_mutex_unlock(&r->lock);
-            return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
-        }
+        e = fresh;
         e->renew_until_us = opts->renew_max_ms > 0 ? granted_us + opts->renew_max_ms * 1000 : NEVER;
         e->due_us = NEVER;
         e->valid_until_us = granted_us + lease_us;
@@ -170,6 +184,13 @@ fg_code fg_renewal_add(fg_renewal *r, const char *const *keys, size_t n, const c
     schedule(e, min64(e->due_us, granted_us + step_us(lease_us, 3)));
     pthread_cond_signal(&r->wake);
     pthread_mutex_unlock(&r->lock);
+}
+
+fg_code fg_renewal_add(fg_renewal *r, const char *const *keys, size_t n, const char *owner,
+                       int64_t granted_us, const fg_lock_options *opts, fg_error *err) {
+    fg_renewal_entry *e = fg_renewal_prepare(keys, n, owner);
+    if (e == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    fg_renewal_commit(r, e, granted_us, opts);
     return FG_CODE_OK;
 }
 
@@ -201,6 +222,13 @@ static void release_key(fg_renewal *r, const char *key, const char *owner) {
                 e->live--;
             }
     }
+}
+
+void fg_renewal_released(fg_renewal *r, const char *const *keys, size_t n, const char *owner) {
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < n; i++)
+        release_key(r, keys[i], owner);
+    pthread_mutex_unlock(&r->lock);
 }
 
 void fg_renewal_unlock_end(fg_renewal *r, fg_unlock_in_flight *u, bool released) {
@@ -265,12 +293,8 @@ static void report(fg_renewal *r) {
 }
 
 static void add_job(fg_renewal *r, size_t *n, entry *e, size_t key) {
-    job *j = &r->jobs[*n];
-    *j = (job){e, key, e->lease_us};
-    fg_argv_init(&r->cmds[*n], "FG.EXTEND");
-    fg_argv_str(&r->cmds[*n], e->keys[key]);
-    fg_argv_str(&r->cmds[*n], e->owner);
-    fg_argv_num(&r->cmds[*n], e->lease_us / 1000);
+    r->jobs[*n] = (job){e, key, e->lease_us};
+    r->ext[*n] = (fg_renewal_extension){e->keys[key], e->owner, e->lease_us};
     (*n)++;
 }
 
@@ -287,7 +311,7 @@ static size_t plan(fg_renewal *r, int64_t now, int64_t *next) {
             *next = min64(*next, e->due_us);
         } else if (now >= e->renew_until_us) {
             lose(e, FG_LOST_RENEW_LIMIT, first_live_key(e));
-        } else if (now >= e->valid_until_us) {
+        } else if (!r->t.reliable && now >= e->valid_until_us) {
             lose(e, FG_LOST_UNREACHABLE, first_live_key(e));
         } else if (n + e->live > BATCH_MAX) {
             *next = now;
@@ -300,38 +324,53 @@ static size_t plan(fg_renewal *r, int64_t now, int64_t *next) {
 }
 
 /* The round trip's timeout: the shortest lease left among the jobs, within
- * [MIN_TIMEOUT_MS, command_timeout_ms]. With the mutex. */
+ * [MIN_TIMEOUT_MS, the transport's longest]. With the mutex. */
 static int timeout_ms(const fg_renewal *r, size_t n, int64_t now) {
-    int64_t ms = r->cfg.command_timeout_ms;
+    int64_t ms = r->t.timeout_ms;
     for (size_t i = 0; i < n; i++)
         ms = min64(ms, (r->jobs[i].e->valid_until_us - now) / 1000);
     return ms < MIN_TIMEOUT_MS ? MIN_TIMEOUT_MS : (int)ms;
 }
 
-/* Sends the jobs; on FG_CODE_OK every reply is set. Without the mutex. */
-static fg_code send_jobs(fg_renewal *r, size_t n, int timeout) {
-    fg_conn_config cfg = r->cfg;
+/* FG.EXTEND key owner lease_ms for each extension, in one round trip. */
+static fg_code remote_extend(void *arg, const fg_renewal_extension *ext, size_t n,
+                             fg_extended *out, int timeout) {
+    remote *t = arg;
+    fg_conn_config cfg = t->cfg;
     cfg.connect_timeout_ms = cfg.command_timeout_ms = timeout;
-    fg_code rc = fg_conn_ensure(&r->conn, &r->addr, &cfg, NULL);
-    if (rc == FG_CODE_OK) rc = fg_conn_set_timeout(&r->conn, timeout, NULL);
+    for (size_t i = 0; i < n; i++) {
+        fg_argv_init(&t->cmds[i], "FG.EXTEND");
+        fg_argv_str(&t->cmds[i], ext[i].key);
+        fg_argv_str(&t->cmds[i], ext[i].owner);
+        fg_argv_num(&t->cmds[i], ext[i].lease_us / 1000);
+    }
+    fg_code rc = fg_conn_ensure(&t->conn, &t->addr, &cfg, NULL);
+    if (rc == FG_CODE_OK) rc = fg_conn_set_timeout(&t->conn, timeout, NULL);
     if (rc == FG_CODE_OK)
-        rc = fg_conn_exchange(&r->conn, &r->addr, &cfg, r->cmds, n, r->replies, NULL);
-    return rc;
+        rc = fg_conn_exchange(&t->conn, &t->addr, &cfg, t->cmds, n, t->replies, NULL);
+    if (rc != FG_CODE_OK) return rc;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *rep = t->replies[i];
+        out[i] = rep->type != REDIS_REPLY_INTEGER ? FG_UNANSWERED
+                 : rep->integer != 0              ? FG_EXTENDED
+                                                  : FG_NOT_EXTENDED;
+        freeReplyObject(t->replies[i]);
+    }
+    return FG_CODE_OK;
 }
 
 typedef enum outcome { RENEWED, NOT_HELD, FAILED } outcome;
 
-/* What the replies of jobs[from..to) (one entry's) say; *key the key not
+/* What the answers of jobs[from..to) (one entry's) say; *key the key not
  * held. Keys released during the round trip do not count. With the mutex. */
 static outcome judge(const fg_renewal *r, size_t from, size_t to, fg_code rc, size_t *key) {
     if (rc != FG_CODE_OK) return FAILED;
     outcome o = RENEWED;
     for (size_t i = from; i < to; i++) {
         const job *j = &r->jobs[i];
-        const redisReply *rep = r->replies[i];
         if (j->e->released[j->key]) continue;
-        if (rep->type != REDIS_REPLY_INTEGER) return FAILED;
-        if (rep->integer == 0 && o == RENEWED) {
+        if (r->found[i] == FG_UNANSWERED) return FAILED;
+        if (r->found[i] == FG_NOT_EXTENDED && o == RENEWED) {
             o = NOT_HELD;
             *key = j->key;
         }
@@ -362,9 +401,6 @@ static void apply(fg_renewal *r, size_t n, fg_code rc, int64_t sent_us) {
         case FAILED: schedule(e, min64(now + step_us(lease_us, 10), e->valid_until_us)); break;
         }
     }
-    if (rc == FG_CODE_OK)
-        for (size_t i = 0; i < n; i++)
-            freeReplyObject(r->replies[i]);
 }
 
 static void *run(void *arg) {
@@ -382,7 +418,7 @@ static void *run(void *arg) {
         int timeout = timeout_ms(r, n, now);
         pthread_mutex_unlock(&r->lock);
         int64_t sent_us = fg_monotonic_us();
-        fg_code rc = send_jobs(r, n, timeout);
+        fg_code rc = r->t.extend(r->t.arg, r->ext, n, r->found, timeout);
         pthread_mutex_lock(&r->lock);
         apply(r, n, rc, sent_us);
         report(r);
@@ -393,14 +429,13 @@ static void *run(void *arg) {
 
 /* -------------------------------------------------------------- lifecycle */
 
-fg_renewal *fg_renewal_start(const fg_url *addr, const fg_conn_config *cfg, fg_error *err) {
+fg_renewal *fg_renewal_start_with(const fg_renewal_transport *t, fg_error *err) {
     fg_renewal *r = calloc(1, sizeof(*r));
     if (r == NULL) {
         fg_set_error(err, FG_CODE_NOMEM, "out of memory");
         return NULL;
     }
-    r->addr = *addr;
-    r->cfg = *cfg;
+    r->t = *t;
     fg_cond_init_monotonic(&r->wake);
     pthread_mutex_init(&r->lock, NULL);
     if (pthread_create(&r->thread, NULL, run, r) != 0) {
@@ -410,6 +445,23 @@ fg_renewal *fg_renewal_start(const fg_url *addr, const fg_conn_config *cfg, fg_e
         fg_set_error(err, FG_CODE_NOMEM, "cannot start the renewal thread");
         return NULL;
     }
+    return r;
+}
+
+fg_renewal *fg_renewal_start(const fg_url *addr, const fg_conn_config *cfg, fg_error *err) {
+    remote *t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+        return NULL;
+    }
+    t->addr = *addr;
+    t->cfg = *cfg;
+    fg_renewal_transport transport = {remote_extend, t, cfg->command_timeout_ms, false};
+    fg_renewal *r = fg_renewal_start_with(&transport, err);
+    if (r == NULL)
+        free(t);
+    else
+        r->remote = t;
     return r;
 }
 
@@ -425,7 +477,8 @@ void fg_renewal_stop(fg_renewal *r) {
         r->entries = e->next;
         entry_free(e);
     }
-    fg_conn_close(&r->conn);
+    if (r->remote != NULL) fg_conn_close(&r->remote->conn);
+    free(r->remote);
     pthread_cond_destroy(&r->wake);
     pthread_mutex_destroy(&r->lock);
     free(r);

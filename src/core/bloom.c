@@ -555,6 +555,18 @@ fg_status fg_bloom_level_plan(double error, uint64_t capacity0, uint32_t expansi
     return FG_OK;
 }
 
+fg_status fg_bloom_first_level_bytes(double error, uint64_t capacity0, uint32_t expansion,
+                                     uint64_t *bytes) {
+    uint64_t capacity, nblocks;
+    double level_error;
+    uint8_t k, blocks;
+    if (fg_bloom_level_plan(error, capacity0, expansion, 0, &capacity, &level_error) != FG_OK ||
+        fg_bloom_level_geometry(capacity, level_error, &nblocks, &k, &blocks) != FG_OK)
+        return FG_EINVAL;
+    *bytes = fg_bloom_level_bytes(nblocks);
+    return FG_OK;
+}
+
 /* ---------------------------------------------------------------- memory */
 
 static bool bits_aligned_by_hand(uint64_t nblocks) {

@@ -148,6 +148,12 @@ uint64_t fg_bloom_bytes(const fg_bloom *f);
 fg_status fg_bloom_level_plan(double error, uint64_t capacity0, uint32_t expansion, uint32_t i,
                               uint64_t *capacity, double *level_error);
 
+/* The bytes of a new filter's first level; FG_EINVAL when its geometry
+ * cannot be had (the filter would be too big: FG_ERR_BF_TOO_BIG), which
+ * tells that refusal apart from a lack of memory (FG_ERR_BF_NO_FILTER). */
+fg_status fg_bloom_first_level_bytes(double error, uint64_t capacity0, uint32_t expansion,
+                                     uint64_t *bytes);
+
 /* Appends a level with the given geometry and zeroed bits (for loaders,
  * which then fill the bits and counters). */
 fg_status fg_bloom_push_level(fg_bloom *f, const fg_bloom_level *geometry,

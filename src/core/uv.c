@@ -56,6 +56,18 @@
 #include <immintrin.h>
 #endif
 
+const fg_uv_option fg_uv_options[FG_UV_OPTIONS] = {
+    {"SPAN", 1, FG_UV_MAX_SPAN, FG_UV_DEFAULT_SPAN},
+    {"MINUTES", 0, FG_UV_MAX_MINUTES, FG_UV_DEFAULT_MINUTES},
+    {"HOURS", 0, FG_UV_MAX_HOURS, FG_UV_DEFAULT_HOURS},
+    {"DAYS", 0, FG_UV_MAX_DAYS, FG_UV_DEFAULT_DAYS},
+    {"TZOFFSET", -FG_UV_MAX_TZOFFSET, FG_UV_MAX_TZOFFSET, 0},
+};
+
+bool fg_uv_tzoffset_valid(int64_t tzoffset_s) {
+    return tzoffset_s % 60 == 0;
+}
+
 #define INDEX_BITS 14
 #define RANK_BITS 6
 #define RANK_MASK 63u

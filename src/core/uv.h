@@ -62,6 +62,22 @@
 #define FG_UV_DEFAULT_HOURS 48
 #define FG_UV_DEFAULT_DAYS 31
 
+/* FG.UVCREATE's options, in the order of fg_uv_create's parameters: their
+ * names, ranges and defaults, the same for the module and the client. */
+enum { FG_UV_OPT_SPAN, FG_UV_OPT_MINUTES, FG_UV_OPT_HOURS, FG_UV_OPT_DAYS, FG_UV_OPT_TZOFFSET,
+       FG_UV_OPTIONS };
+
+typedef struct fg_uv_option {
+    const char *name;
+    int64_t min, max, fallback;
+} fg_uv_option;
+
+extern const fg_uv_option fg_uv_options[FG_UV_OPTIONS];
+
+/* Whether a TZOFFSET is whole minutes (FG_ERR_UV_TZOFFSET refuses the
+ * others); the ranges are fg_uv_options'. */
+bool fg_uv_tzoffset_valid(int64_t tzoffset_s);
+
 /* One bucket of a tier: its number and registers (NULL: no item yet). */
 typedef struct fg_uv_bucket {
     int64_t number; /* floor((second + offset) / width) */

@@ -133,16 +133,12 @@ static bloom_value *value_new(double error, uint64_t capacity0, uint32_t expansi
 
 bloom_value *bloom_create(double error, uint64_t capacity, uint32_t expansion,
                           const char **refusal) {
-    uint64_t level_capacity, nblocks;
-    double level_error;
-    uint8_t k, blocks;
-    if (fg_bloom_level_plan(error, capacity, expansion, 0, &level_capacity, &level_error) !=
-            FG_OK ||
-        fg_bloom_level_geometry(level_capacity, level_error, &nblocks, &k, &blocks) != FG_OK) {
+    uint64_t bytes;
+    if (fg_bloom_first_level_bytes(error, capacity, expansion, &bytes) != FG_OK) {
         *refusal = FG_ERR_BF_TOO_BIG;
         return NULL;
     }
-    if ((*refusal = memory_refusal(0, fg_bloom_level_bytes(nblocks))) != NULL) return NULL;
+    if ((*refusal = memory_refusal(0, bytes)) != NULL) return NULL;
     bloom_value *v = value_new(error, capacity, expansion, FG_BLOOM_HASH_XXH3);
     if (fg_bloom_init(&v->f, error, capacity, expansion, &bloom_allocator) != FG_OK) {
         RedisModule_Free(v);

@@ -413,7 +413,7 @@ static void reply_info_value(RedisModuleCtx *ctx, const fg_bloom *f, int field) 
     case INFO_SIZE: RedisModule_ReplyWithLongLong(ctx, (long long)fg_bloom_bytes(f)); break;
     case INFO_FILTERS: RedisModule_ReplyWithLongLong(ctx, f->nlevels); break;
     case INFO_ITEMS: RedisModule_ReplyWithLongLong(ctx, (long long)fg_bloom_items(f)); break;
-    default:
+    case INFO_EXPANSION:
         if (f->expansion == 0)
             RedisModule_ReplyWithNull(ctx);
         else

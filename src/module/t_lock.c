@@ -813,13 +813,22 @@ static bool all_lock_keys(RedisModuleCtx *ctx, RedisModuleString **keys, int n) 
     return true;
 }
 
+/* numkeys key [key ...] then `after` arguments (or more, unless exact):
+ * false after replying an error. */
+static bool parse_multi(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int after,
+                        bool exact, int *n) {
+    if (argc < 3 + after) return RedisModule_WrongArity(ctx), false;
+    if (!parse_keys(ctx, argv, argc, n)) return false;
+    if (exact ? argc != *n + 2 + after : argc < *n + 2 + after)
+        return RedisModule_WrongArity(ctx), false;
+    return true;
+}
+
 /* FG.MLOCK numkeys key [key ...] owner lease_ms [WAIT timeout_ms] */
 static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (RedisModule_IsKeysPositionRequest(ctx)) return report_numkeys(ctx, argv, argc);
-    if (argc < 5) return RedisModule_WrongArity(ctx);
     int n;
-    if (!parse_keys(ctx, argv, argc, &n)) return REDISMODULE_OK;
-    if (argc < n + 4) return RedisModule_WrongArity(ctx);
+    if (!parse_multi(ctx, argv, argc, 2, false, &n)) return REDISMODULE_OK;
     RedisModuleString **keys = argv + 2;
     fg_lock_request r = {.kind = FG_LOCK_KIND_LOCK, .mode = FG_LOCK_EXCLUSIVE, .count = 1};
     wait_option wo;
@@ -874,10 +883,8 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 /* FG.MUNLOCK numkeys key [key ...] owner */
 static int munlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (RedisModule_IsKeysPositionRequest(ctx)) return report_numkeys(ctx, argv, argc);
-    if (argc < 4) return RedisModule_WrongArity(ctx);
     int n;
-    if (!parse_keys(ctx, argv, argc, &n)) return REDISMODULE_OK;
-    if (argc != n + 3) return RedisModule_WrongArity(ctx);
+    if (!parse_multi(ctx, argv, argc, 1, true, &n)) return REDISMODULE_OK;
     fg_lock_request r;
     if (!parse_owner(ctx, argv[n + 2], &r)) return REDISMODULE_OK;
     if (!all_lock_keys(ctx, argv + 2, n)) return REDISMODULE_OK;
@@ -993,42 +1000,38 @@ static int open_fenced(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisMod
     return 1;
 }
 
-/* FG.FENCE key token */
-static int fence_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (argc != 3) return RedisModule_WrongArity(ctx);
+/* A write fenced by the token in argv[2]: it is current when no larger
+ * token was seen; a current token is stored (with value, NULL for none)
+ * when it is larger, or also when equal where `equal_writes`. */
+static int fenced_write(RedisModuleCtx *ctx, RedisModuleString **argv, const char *value,
+                        size_t len, bool equal_writes, const char *event) {
     uint64_t token;
     RedisModuleKey *key;
     fenced_value *v;
     if (!parse_token(ctx, argv[2], &token) || !open_fenced(ctx, argv[1], &key, &v))
         return REDISMODULE_OK;
     bool current = !v || token >= v->token;
-    if (current && (!v || token > v->token)) {
-        fenced_store(key, token, NULL, 0);
+    if (current && (!v || token > v->token || equal_writes)) {
+        fenced_store(key, token, value, len);
         RedisModule_ReplicateVerbatim(ctx);
-        key_changed(ctx, argv[1], "fg.fence");
+        key_changed(ctx, argv[1], event);
     }
     RedisModule_CloseKey(key);
     return RedisModule_ReplyWithLongLong(ctx, current);
 }
 
+/* FG.FENCE key token */
+static int fence_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    return fenced_write(ctx, argv, NULL, 0, false, "fg.fence");
+}
+
 /* FG.FSET key token value */
 static int fset_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 4) return RedisModule_WrongArity(ctx);
-    uint64_t token;
-    RedisModuleKey *key;
-    fenced_value *v;
-    if (!parse_token(ctx, argv[2], &token) || !open_fenced(ctx, argv[1], &key, &v))
-        return REDISMODULE_OK;
-    bool current = !v || token >= v->token;
-    if (current) {
-        size_t len;
-        const char *value = RedisModule_StringPtrLen(argv[3], &len);
-        fenced_store(key, token, value, len);
-        RedisModule_ReplicateVerbatim(ctx);
-        key_changed(ctx, argv[1], "fg.fset");
-    }
-    RedisModule_CloseKey(key);
-    return RedisModule_ReplyWithLongLong(ctx, current);
+    size_t len;
+    const char *value = RedisModule_StringPtrLen(argv[3], &len);
+    return fenced_write(ctx, argv, value, len, true, "fg.fset");
 }
 
 /* FG.FGET key [token] */

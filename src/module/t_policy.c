@@ -462,27 +462,29 @@ typedef struct check_options {
 static int parse_check_options(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
                                check_options *o) {
     *o = (check_options){NULL, 1, 0, -1};
+    enum { OPT_COST, OPT_ID, OPT_WAIT, OPT_AT, OPTIONS };
+    static const char *const names[OPTIONS] = {"COST", "ID", "WAIT", "AT"};
     for (int i = 0; i < argc; i += 2) {
-        static const char *const names[] = {"COST", "ID", "WAIT", "AT"};
-        int which = -1;
-        for (int n = 0; n < 4; n++)
-            if (arg_is(argv[i], names[n])) which = n;
-        if (which < 0)
+        int which = OPT_COST;
+        while (which < OPTIONS && !arg_is(argv[i], names[which]))
+            which++;
+        if (which == OPTIONS)
             return RedisModule_ReplyWithError(ctx, "ERR syntax error: the options are COST n, "
                                                    "ID identity, WAIT timeout_ms and AT unix_us"),
                    0;
         if (i + 1 >= argc) return reply_error_fmt(ctx, ERR_NEEDS_VALUE, names[which]), 0;
         RedisModuleString *v = argv[i + 1];
         switch (which) {
-        case 0:
+        case OPT_COST:
             if (!parse_integer(ctx, v, "COST", 0, INT64_MAX, &o->cost)) return 0;
             break;
-        case 1: o->id = v; break;
-        case 2:
+        case OPT_ID: o->id = v; break;
+        case OPT_WAIT:
             if (!parse_integer(ctx, v, "WAIT", 1, MAX_WAIT_MS, &o->wait_ms)) return 0;
             break;
-        default:
+        case OPT_AT:
             if (!parse_integer(ctx, v, "AT", 0, MAX_AT_US, &o->at_us)) return 0;
+            break;
         }
     }
     if (o->wait_ms && o->at_us >= 0)

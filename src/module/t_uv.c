@@ -288,24 +288,17 @@ static int addat_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     return add_items(ctx, argv, argc, 1, at_us);
 }
 
-/* FG.UVCREATE's options, in the order of the parameters. */
-enum { OPT_SPAN, OPT_MINUTES, OPT_HOURS, OPT_DAYS, OPT_TZOFFSET, OPTIONS };
-
+/* FG.UVCREATE's options (core/uv.h's table), each at most once. */
 static int parse_create(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
-                        int64_t value[OPTIONS]) {
-    static const struct {
-        const char *name;
-        int64_t min, max;
-    } options[OPTIONS] = {{"SPAN", 1, FG_UV_MAX_SPAN},
-                          {"MINUTES", 0, FG_UV_MAX_MINUTES},
-                          {"HOURS", 0, FG_UV_MAX_HOURS},
-                          {"DAYS", 0, FG_UV_MAX_DAYS},
-                          {"TZOFFSET", -FG_UV_MAX_TZOFFSET, FG_UV_MAX_TZOFFSET}};
-    bool given[OPTIONS] = {false};
+                        int64_t value[FG_UV_OPTIONS]) {
+    const fg_uv_option *options = fg_uv_options;
+    bool given[FG_UV_OPTIONS] = {false};
+    for (int o = 0; o < FG_UV_OPTIONS; o++)
+        value[o] = options[o].fallback;
     for (int i = 2; i < argc; i += 2) {
         int o = 0;
-        while (o < OPTIONS && !arg_is(argv[i], options[o].name)) o++;
-        if (o == OPTIONS) {
+        while (o < FG_UV_OPTIONS && !arg_is(argv[i], options[o].name)) o++;
+        if (o == FG_UV_OPTIONS) {
             size_t len;
             const char *arg = RedisModule_StringPtrLen(argv[i], &len);
             return reply_error_fmt(ctx, "ERR unknown option '%.*s'",
@@ -319,7 +312,7 @@ static int parse_create(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
             return 0;
         given[o] = true;
     }
-    if (value[OPT_TZOFFSET] % 60 != 0)
+    if (!fg_uv_tzoffset_valid(value[FG_UV_OPT_TZOFFSET]))
         return RedisModule_ReplyWithError(ctx, FG_ERR_UV_TZOFFSET), 0;
     return 1;
 }
@@ -327,15 +320,15 @@ static int parse_create(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
 /* FG.UVCREATE key [SPAN s] [MINUTES n] [HOURS n] [DAYS n] [TZOFFSET s] */
 static int create_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 2) return RedisModule_WrongArity(ctx);
-    int64_t value[OPTIONS] = {FG_UV_DEFAULT_SPAN, FG_UV_DEFAULT_MINUTES, FG_UV_DEFAULT_HOURS,
-                              FG_UV_DEFAULT_DAYS, 0};
+    int64_t value[FG_UV_OPTIONS];
     if (!parse_create(ctx, argv, argc, value)) return REDISMODULE_OK;
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
         RedisModule_ReplyWithError(ctx, FG_ERR_UV_EXISTS);
     } else {
-        fg_uv *uv = uv_create(value[OPT_SPAN], value[OPT_MINUTES], value[OPT_HOURS],
-                              value[OPT_DAYS], value[OPT_TZOFFSET]);
+        fg_uv *uv = uv_create(value[FG_UV_OPT_SPAN], value[FG_UV_OPT_MINUTES],
+                              value[FG_UV_OPT_HOURS], value[FG_UV_OPT_DAYS],
+                              value[FG_UV_OPT_TZOFFSET]);
         RedisModule_ModuleTypeSetValue(key, UvType, uv);
         RedisModule_ReplicateVerbatim(ctx);
         key_changed(ctx, argv[1], "fg.uvcreate");

@@ -1253,6 +1253,22 @@ static void test_storable_rejects_each_broken_rule(void **state) {
     fg_bloom_free(&f, &bloom_alloc);
 }
 
+/* A filter's first level: its bytes as the plan and geometry give them,
+ * and FG_EINVAL for one too big to be planned (BF.RESERVE's "too big",
+ * told apart from a lack of memory). */
+static void test_first_level_bytes(void **state) {
+    (void)state;
+    uint64_t bytes, capacity, nblocks;
+    double error;
+    uint8_t k, blocks;
+    expect_status(fg_bloom_first_level_bytes(0.01, 1000, 2, &bytes), FG_OK);
+    expect_status(fg_bloom_level_plan(0.01, 1000, 2, 0, &capacity, &error), FG_OK);
+    expect_status(fg_bloom_level_geometry(capacity, error, &nblocks, &k, &blocks), FG_OK);
+    assert_int_equal(bytes, fg_bloom_level_bytes(nblocks));
+    assert_true(bytes > 1000);
+    expect_status(fg_bloom_first_level_bytes(1e-9, FG_BLOOM_MAX_CAPACITY, 2, &bytes), FG_EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_hash_known_values, setup, teardown),
@@ -1304,6 +1320,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_restored_filter_answers_the_same, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_level_checks_the_geometry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storable_rejects_each_broken_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_first_level_bytes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -900,6 +900,25 @@ static void test_loader_refuses_corruption(void **state) {
 #undef CORRUPT
 }
 
+/* FG.UVCREATE's options table: the order of fg_uv_create's parameters,
+ * the defaults within the ranges, and whole-minute offsets. */
+static void test_create_options(void **state) {
+    (void)state;
+    static const char *const names[FG_UV_OPTIONS] = {"SPAN", "MINUTES", "HOURS", "DAYS",
+                                                     "TZOFFSET"};
+    for (int i = 0; i < FG_UV_OPTIONS; i++) {
+        assert_string_equal(fg_uv_options[i].name, names[i]);
+        assert_true(fg_uv_options[i].min <= fg_uv_options[i].fallback);
+        assert_true(fg_uv_options[i].fallback <= fg_uv_options[i].max);
+    }
+    assert_int_equal(fg_uv_options[FG_UV_OPT_SPAN].max, FG_UV_MAX_SPAN);
+    assert_int_equal(fg_uv_options[FG_UV_OPT_TZOFFSET].min, -FG_UV_MAX_TZOFFSET);
+    assert_true(fg_uv_tzoffset_valid(-3600));
+    assert_true(fg_uv_tzoffset_valid(0));
+    assert_false(fg_uv_tzoffset_valid(90));
+    assert_false(fg_uv_tzoffset_valid(-30));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_hash_registers_match_redis, setup, teardown),
@@ -920,6 +939,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_retention_and_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tier_allocation_failures_change_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tier_serialization_round_trip, setup, teardown),
+        cmocka_unit_test(test_create_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
