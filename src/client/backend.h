@@ -28,7 +28,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "conn.h"
 #include "floodgate.h"
@@ -62,15 +61,6 @@ typedef struct fg_backend_args {
     fg_counters *counters;
     void *shared;
 } fg_backend_args;
-
-/* The client's clock in microseconds since the epoch: opts.clock_us, else
- * CLOCK_REALTIME. A call reads it once. */
-static inline int64_t fg_backend_now(const fg_options *opts) {
-    if (opts->clock_us) return opts->clock_us(opts->clock_arg);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* The start of every family's table: the open and close of its state of
  * one client, made at fg_open (NULL when out of memory) and freed at

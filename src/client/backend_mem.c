@@ -27,6 +27,7 @@
 #include "mem_policy.h"
 #include "mem_store.h"
 #include "messages.h"
+#include "monotonic.h"
 
 #define SWEEP_EVERY   64 /* decisions between two expiry sweeps */
 #define SWEEP_ENTRIES 64 /* entries examined per sweep */
@@ -56,6 +57,10 @@ static void limits_close(void *s) {
     limits *lim = s;
     fg_mem_store_free(lim->store);
     free(lim);
+}
+
+static int64_t now_us(const limits *lim) {
+    return fg_clock_us(lim->opts->clock_us, lim->opts->clock_arg);
 }
 
 static fg_code mem_error(fg_mem_status st, fg_error *err) {
@@ -111,7 +116,7 @@ static fg_code batch(void *s, fg_request *reqs, size_t n, const fg_mem_limit *ml
 static fg_code reset(void *s, const char *key, bool *existed, fg_error *err) {
     limits *lim = s;
     (void)err;
-    *existed = fg_mem_reset(lim->store, key, strlen(key), fg_backend_now(lim->opts));
+    *existed = fg_mem_reset(lim->store, key, strlen(key), now_us(lim));
     return FG_CODE_OK;
 }
 
@@ -155,7 +160,7 @@ static void append_field(fg_text *t, const char *name, int64_t value) {
 /* The in-process state, in the text FG.INSPECT gives on a server. */
 static fg_code inspect(void *s, const char *key, fg_text *t, fg_error *err) {
     limits *lim = s;
-    int64_t now = fg_backend_now(lim->opts);
+    int64_t now = now_us(lim);
     fg_mem_view v;
     run_text runs = {t, 0, 0};
     (void)err;

@@ -42,6 +42,7 @@
 #include "error.h"
 #include "floodgate.h"
 #include "limit_args.h"
+#include "monotonic.h"
 
 struct fg_client {
     fg_options opts;
@@ -74,6 +75,11 @@ void fg_options_init(fg_options *opts) {
     opts->command_timeout_ms = 1000;
     opts->on_failure = FG_ON_FAILURE_ERROR;
     opts->lease_ms = 100;
+}
+
+/* The client's clock: read once per call. */
+static int64_t now_us(const fg_client *c) {
+    return fg_clock_us(c->opts.clock_us, c->opts.clock_arg);
 }
 
 void fg_get_stats(fg_client *c, fg_stats *out) {
@@ -177,7 +183,7 @@ static fg_code decide(fg_client *c, const char *key, const fg_limit *l, int64_t 
     if (fg_limit_convert(l, cost, &ml, err) != FG_CODE_OK) return FG_CODE_INVALID;
     fg_code rc = fg_client_family(c, FG_FAMILY_LIMITS, &lim, err);
     if (rc != FG_CODE_OK) return rc;
-    rc = lim.ops.limits->check(lim.s, key, l, &ml, cost, peek, fg_backend_now(&c->opts), out, err);
+    rc = lim.ops.limits->check(lim.s, key, l, &ml, cost, peek, now_us(c), out, err);
     if (rc == FG_CODE_OK) fg_count(&c->counters.decisions, 1);
     return rc;
 }
@@ -212,7 +218,7 @@ fg_code fg_check_batch(fg_client *c, fg_request *reqs, size_t n, fg_error *err) 
     fg_mem_limit *mls = malloc(n * sizeof(*mls));
     if (mls == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     size_t valid = batch_validate(reqs, n, mls);
-    int64_t now = fg_backend_now(&c->opts);
+    int64_t now = now_us(c);
     fg_code rc = valid > 0 ? fg_client_family(c, FG_FAMILY_LIMITS, &lim, err) : FG_CODE_OK;
     if (valid > 0 && rc == FG_CODE_OK)
         rc = lim.ops.limits->batch(lim.s, reqs, n, mls, valid, now, err);

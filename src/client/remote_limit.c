@@ -31,6 +31,7 @@
 #include "conn.h"
 #include "error.h"
 #include "lease.h"
+#include "monotonic.h"
 #include "remote.h"
 
 #define DENIAL_SLOTS     256
@@ -429,7 +430,8 @@ static void give_back_leases(limits *lim) {
     } *b = malloc(sizeof(*b));
     if (b == NULL) return;
     size_t n = fg_lease_drain(lim->leases, b->leases);
-    n = build_refunds(lim, b->cmds, b->leases, n, fg_backend_now(lim->opts));
+    n = build_refunds(lim, b->cmds, b->leases, n,
+                      fg_clock_us(lim->opts->clock_us, lim->opts->clock_arg));
     if (n > 0) {
         fg_remote_exchange(lim->remote, b->cmds, n, b->replies, b->codes, NULL);
         free_replies(b->replies, b->codes, n);

@@ -45,6 +45,7 @@
 #include "command.h"
 #include "conn.h"
 #include "error.h"
+#include "monotonic.h"
 #include "remote.h"
 
 #define SPARE_CONNS   8
@@ -487,7 +488,7 @@ static void build_check(const fg_policies *p, fg_command *cmd, const fg_policy_r
         fg_command_num(cmd, 1, q->timeout_ms);
     } else if (p->opts->send_clock) {
         fg_command_str(cmd, "AT");
-        fg_command_num(cmd, 2, fg_backend_now(p->opts));
+        fg_command_num(cmd, 2, fg_clock_us(p->opts->clock_us, p->opts->clock_arg));
     }
 }
 
