@@ -1,24 +1,25 @@
 /*
- * backend.h - what a backend of libfloodgate is (internal): the tables of
- * operations through which the family files reach it, the shape hiredis
- * gives its transports (redisContextFuncs).
+ * backend.h - what a backend of libfloodgate is (internal): a table of
+ * operations per family of calls, through which the family files reach
+ * it, the shape hiredis gives its transports (redisContextFuncs).
  *
  * The public calls of floodgate.h live in one file per family: client.c
  * (rate limits), bloom.c, distinct.c, lock.c and policy.c. Each checks
  * what it is given exactly as the module would, the same way whatever the
  * backend, and then calls through its family's table in the client's
- * backend. A backend is one file that fills these tables: backend_mem.c
- * (mem:, in process) and backend_remote.c (redis:, unix: and
- * redis+cluster:, over the module's commands); backends.c picks one by
- * the URL.
+ * backend (client.h's fg_client_family); none of them knows which backend
+ * it is. A backend is an fg_backend in a file of its own: backend_mem.c
+ * (mem:, its tables over the in-process mem_*.c) and backend_remote.c
+ * (redis:, unix:, redis+cluster:, the tables of remote_*.c, over the
+ * module's commands). backends.c picks one by the URL.
  *
- * At fg_open the backend opens what its families share (its `open`; a
+ * At fg_open the backend opens what its families share (fg_shared_ops: a
  * remote client's connections), then one state per family, in the order
  * of fg_family; fg_close closes them in the reverse order, the shared part
  * last. Every operation may be called from any number of threads at once,
  * except close.
  *
- * This header declares types only; no file defines it.
+ * Types only: no file of code goes with this header.
  */
 #ifndef FG_BACKEND_H
 #define FG_BACKEND_H

@@ -1,12 +1,18 @@
 /*
- * backend_mem.c - mem:, the in-process backend: its tables (backend.h) over
- * the client's own tables of keys, which decide with the core and answer
- * as the module does (mem_*.c).
+ * backend_mem.c - mem:, the in-process backend: its tables (backend.h),
+ * thin adapters over the client's own tables of keys, which decide with
+ * the core and answer as the module does:
  *
+ *   rate limits       mem_store.c; idle keys are swept here a few at a time,
+ *                     and FG.INSPECT's text is written here from the store's
+ *                     view of a key. A remote client with the fallback
+ *                     failure policy opens this table too (remote_limit.c).
  *   Bloom filters     mem_bloom.c
  *   unique counters   mem_distinct.c; the count and the HLL string are made
  *                     here from the union's registers, as the module makes
  *                     them
+ *   locks             mem_lock.c
+ *   policies          mem_policy.c, and the client's loader (fg_loader)
  *
  * Nothing is shared between the families: each table is its own, with its
  * own locks, and the client's clock (opts.clock_us) is given to those that
@@ -171,20 +177,23 @@ static fg_code inspect(void *s, const char *key, fg_text *t, fg_error *err) {
         t->truncated = false; /* no state is "", whatever the buffer's size */
         return FG_CODE_OK;
     }
-    if (v.family == FG_MEM_BUCKET) {
+    switch (v.family) {
+    case FG_MEM_BUCKET:
         fg_text_append(t, "bucket", 6);
         append_field(t, "tat_ns", v.state.tat_ns);
-    } else if (v.family == FG_MEM_FIXED) {
+        break;
+    case FG_MEM_FIXED:
         fg_text_append(t, "fixed", 5);
         append_field(t, "window_start_us", v.state.fixed.window_start_us);
         append_field(t, "count", v.state.fixed.count);
-    } else if (v.family == FG_MEM_SLIDING) {
+        break;
+    case FG_MEM_SLIDING:
         fg_text_append(t, "sliding", 7);
         append_field(t, "window_start_us", v.state.sliding.window_start_us);
         append_field(t, "count", v.state.sliding.count);
         append_field(t, "prev_count", v.state.sliding.prev_count);
-    } else {
-        flush_run(&runs);
+        break;
+    case FG_MEM_SLIDELOG: flush_run(&runs); break;
     }
     append_field(t, "pttl", (v.expires_us - now + 999) / 1000);
     return FG_CODE_OK;

@@ -1,16 +1,23 @@
 /*
- * backend_remote.c - redis:, unix: and redis+cluster:, the backends over
- * the module's commands: their tables (backend.h).
+ * backend_remote.c - redis:, unix: and redis+cluster:, the backends over the
+ * module's commands: which tables they have (backend.h).
  *
  * What the families share is the client's way to its server or cluster
  * (remote.c): one connection, or a cluster's, under one lock. Each family's
- * calls are in a file of its own:
+ * table is in a file of its own, its functions private to it:
  *
+ *   rate limits       remote_limit.c     the failure policy, denial cache,
+ *                                        leases
  *   Bloom filters     remote_bloom.c     no state but the connection
  *   unique counters   remote_distinct.c  no state but the connection
+ *   locks             remote_lock.c      connections of waiting calls,
+ *                                        renewal; not on a cluster
+ *   policies          remote_policy.c    connections of waiting checks and of
+ *                                        a cluster's masters; the loader
  *
  * The two backends differ only in how commands are routed, which remote.c
- * hides.
+ * hides, and in the locks, which redis+cluster: does not have (its message
+ * says what to use instead).
  */
 #include "backend_remote.h"
 

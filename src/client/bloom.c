@@ -13,7 +13,6 @@
  * fg_filter is a core filter with memory from malloc: no key, no lock.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend.h"
 #include "client.h"

@@ -28,10 +28,10 @@
  *      cache and leases, with the failure policy for an I/O failure
  *      (remote_limit.c).
  *
- * fg_reset forgets a key's rate limit, and on mem: its policy state too (a
- * server's FG.RESET forgets whatever the key holds). Time is read once per
- * call from opts.clock_us (default CLOCK_REALTIME). Counters are atomics,
- * so fg_get_stats never waits for a connection.
+ * fg_reset forgets a key's rate limit, or its policy state (on a server,
+ * FG.RESET deletes either). Time is read once per call from opts.clock_us
+ * (default CLOCK_REALTIME). Counters are atomics, so fg_get_stats never
+ * waits for a connection.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -101,10 +101,10 @@ typedef struct family {
     void (*close)(void *s);
 } family;
 
-#define FAMILY(m, t) ((t) != NULL ? (family){{{.m = (t)}, NULL}, (t)->open, (t)->close} : none)
+#define NO_FAMILY    ((family){{{NULL}, NULL}, NULL, NULL})
+#define FAMILY(m, t) ((t) != NULL ? (family){{{.m = (t)}, NULL}, (t)->open, (t)->close} : NO_FAMILY)
 
 static family family_of(const fg_backend *b, fg_family f) {
-    const family none = {{{NULL}, NULL}, NULL, NULL};
     switch (f) {
     case FG_FAMILY_LIMITS: return FAMILY(limits, b->limits);
     case FG_FAMILY_BLOOM: return FAMILY(bloom, b->bloom);
@@ -113,7 +113,7 @@ static family family_of(const fg_backend *b, fg_family f) {
     case FG_FAMILY_POLICIES: return FAMILY(policies, b->policies);
     case FG_FAMILIES: break;
     }
-    return none;
+    return NO_FAMILY;
 }
 
 fg_code fg_client_family(fg_client *c, fg_family f, fg_family_ref *out, fg_error *err) {
@@ -139,8 +139,8 @@ static fg_code open_states(fg_client *c, const char *url, fg_error *err) {
         if (fam.open != NULL && (c->state[f] = fam.open(&a)) == NULL)
             return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     }
-    /* An unreachable server is not fatal: the client connects again on its
-     * next call; a configuration error is reported now. */
+    /* A server that cannot be reached is no error: the client connects
+     * again on its next call. A configuration error is reported now. */
     return shared != NULL ? shared->connect(c->shared, err) : FG_CODE_OK;
 }
 

@@ -30,8 +30,8 @@ fg_mem_locks *fg_mem_locks_new(int64_t (*clock_us)(void *arg), void *clock_arg);
  * the caller's error, as any call on a client being closed. */
 void fg_mem_locks_free(fg_mem_locks *m);
 
-/* client.c: the in-process lock table of a mem: client; NULL for any other
- * client, and for NULL. */
+/* backend_mem.c, for tests: the in-process lock table of a mem: client;
+ * NULL for any other client, and for NULL. */
 fg_mem_locks *fg_client_mem_locks(fg_client *c);
 
 /* The lock calls of floodgate.h, on the table. */

@@ -67,26 +67,6 @@ typedef struct limits {
     fg_lease_table *leases; /* when opts.lease_units */
 } limits;
 
-static void limits_close(void *s);
-
-static void *limits_open(const fg_backend_args *a) {
-    limits *lim = calloc(1, sizeof(*lim));
-    if (lim == NULL) return NULL;
-    const fg_options *o = a->opts;
-    lim->remote = a->shared;
-    lim->opts = o;
-    lim->counters = a->counters;
-    pthread_mutex_init(&lim->cache_lock, NULL);
-    if ((o->on_failure == FG_ON_FAILURE_FALLBACK &&
-         (lim->fallback = fg_backend_mem.limits->open(a)) == NULL) ||
-        (o->cache_denials && (lim->denials = calloc(DENIAL_SLOTS, sizeof(denial))) == NULL) ||
-        (o->lease_units > 0 && o->lease_ms > 0 && (lim->leases = fg_lease_table_new()) == NULL)) {
-        limits_close(lim);
-        return NULL;
-    }
-    return lim;
-}
-
 /* ---------------------------------------------------------- denial cache */
 
 static size_t denial_slot(const char *key, size_t len) {
@@ -439,7 +419,7 @@ static void give_back_leases(limits *lim) {
     free(b);
 }
 
-/* ------------------------------------------------------------ decisions */
+/* ---------------------------------------------------------------- checks */
 
 static fg_code check(void *s, const char *key, const fg_limit *l, const fg_mem_limit *ml,
                      int64_t cost, bool peek, int64_t now, fg_result *out, fg_error *err) {
@@ -562,6 +542,24 @@ static void limits_close(void *s) {
     if (lim->fallback != NULL) fg_backend_mem.limits->close(lim->fallback);
     pthread_mutex_destroy(&lim->cache_lock);
     free(lim);
+}
+
+static void *limits_open(const fg_backend_args *a) {
+    limits *lim = calloc(1, sizeof(*lim));
+    if (lim == NULL) return NULL;
+    const fg_options *o = a->opts;
+    lim->remote = a->shared;
+    lim->opts = o;
+    lim->counters = a->counters;
+    pthread_mutex_init(&lim->cache_lock, NULL);
+    if ((o->on_failure == FG_ON_FAILURE_FALLBACK &&
+         (lim->fallback = fg_backend_mem.limits->open(a)) == NULL) ||
+        (o->cache_denials && (lim->denials = calloc(DENIAL_SLOTS, sizeof(denial))) == NULL) ||
+        (o->lease_units > 0 && o->lease_ms > 0 && (lim->leases = fg_lease_table_new()) == NULL)) {
+        limits_close(lim);
+        return NULL;
+    }
+    return lim;
 }
 
 static fg_code reset(void *s, const char *key, bool *existed, fg_error *err) {

@@ -31,6 +31,7 @@
 #include "remote_lock.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,7 @@
 
 #define SPARE_CONNS 4 /* idle connections kept for waiting calls */
 
+/* The locks of a client of one server. */
 typedef struct fg_locks {
     fg_remote *remote; /* its shared connection */
     fg_url addr;
