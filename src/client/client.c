@@ -47,8 +47,10 @@
 struct fg_client {
     fg_options opts;
     const fg_backend *backend;
-    void *shared;             /* what the backend's families share */
-    void *state[FG_FAMILIES]; /* each family's, opened by the backend */
+    void *shared; /* what the backend's families share */
+    /* Each family's table in the backend and the client's state of it,
+     * opened by the backend (no state: the backend has no such family). */
+    fg_family_ref family[FG_FAMILIES];
     fg_counters counters;
 };
 
@@ -96,7 +98,7 @@ void fg_get_stats(fg_client *c, fg_stats *out) {
 /* Family f of a backend: its table, and the open and close every table
  * starts with (FG_FAMILY_STATE); open is NULL when the backend has none. */
 typedef struct family {
-    fg_family_ref ref; /* the table; the state is the client's */
+    fg_family_ref ref; /* the table, no state yet */
     void *(*open)(const fg_backend_args *a);
     void (*close)(void *s);
 } family;
@@ -117,11 +119,9 @@ static family family_of(const fg_backend *b, fg_family f) {
 }
 
 fg_code fg_client_family(fg_client *c, fg_family f, fg_family_ref *out, fg_error *err) {
-    family fam = family_of(c->backend, f);
-    if (fam.open == NULL)
+    if (c->family[f].s == NULL)
         return fg_set_error(err, FG_CODE_UNSUPPORTED, "%s", c->backend->without[f]);
-    *out = fam.ref;
-    out->s = c->state[f];
+    *out = c->family[f];
     return FG_CODE_OK;
 }
 
@@ -136,7 +136,9 @@ static fg_code open_states(fg_client *c, const char *url, fg_error *err) {
     a.shared = c->shared;
     for (int f = 0; f < FG_FAMILIES; f++) {
         family fam = family_of(c->backend, (fg_family)f);
-        if (fam.open != NULL && (c->state[f] = fam.open(&a)) == NULL)
+        if (fam.open == NULL) continue;
+        c->family[f] = fam.ref;
+        if ((c->family[f].s = fam.open(&a)) == NULL)
             return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     }
     /* A server that cannot be reached is no error: the client connects
@@ -147,7 +149,7 @@ static fg_code open_states(fg_client *c, const char *url, fg_error *err) {
 void fg_close(fg_client *c) {
     if (c == NULL) return;
     for (int f = FG_FAMILIES - 1; f >= 0; f--)
-        if (c->state[f] != NULL) family_of(c->backend, (fg_family)f).close(c->state[f]);
+        if (c->family[f].s != NULL) family_of(c->backend, (fg_family)f).close(c->family[f].s);
     if (c->shared != NULL) c->backend->shared->close(c->shared);
     free(c);
 }
