@@ -4,7 +4,7 @@
  *
  * Every call first checks what it is given the same way on every backend,
  * with the module's messages: a client and a key, items, and options
- * (fg_bloom_options_check). Bad input is thus FG_CODE_INVALID without a
+ * (options_check). Bad input is thus FG_CODE_INVALID without a
  * round trip, and a server only ever sees commands it accepts. Then it
  * calls through the Bloom table of the client's backend (backend.h): the
  * client's table on mem: (mem_bloom.c), the module's BF.* commands on a
@@ -19,6 +19,8 @@
 #include "command.h"
 #include "error.h"
 #include "mem_bloom.h"
+#include "messages.h"
+#include "params.h"
 
 struct fg_filter {
     fg_bloom bloom;
@@ -30,13 +32,25 @@ void fg_bloom_options_init(fg_bloom_options *opts) {
     opts->expansion = FG_BF_DEFAULT_EXPANSION;
 }
 
+/* BF.RESERVE accepts o's values (the module's checks in its order); a
+ * filter too big is refused later, by fg_bloom_create. */
+static fg_code options_check(const fg_bloom_options *o, fg_error *err) {
+    char msg[160];
+    if (!fg_param_bloom_error(o->error_rate, msg, sizeof(msg)) ||
+        !fg_param_bloom_capacity(o->capacity, msg, sizeof(msg)))
+        return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
+    if (o->expansion < 0 || o->expansion > FG_BLOOM_MAX_EXPANSION)
+        return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_BAD_EXPANSION);
+    return FG_CODE_OK;
+}
+
 /* opts (NULL: the defaults) into *o, checked. */
 static fg_code take_options(const fg_bloom_options *opts, fg_bloom_options *o, fg_error *err) {
     if (opts != NULL)
         *o = *opts;
     else
         fg_bloom_options_init(o);
-    return fg_bloom_options_check(o, err);
+    return options_check(o, err);
 }
 
 /* --------------------------------------------------------------- calls */

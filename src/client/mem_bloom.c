@@ -28,7 +28,6 @@
 #include "error.h"
 #include "key_table.h"
 #include "messages.h"
-#include "params.h"
 
 #define SHARDS      16 /* a power of two */
 #define SHARD_SHIFT 60 /* shard = hash >> SHARD_SHIFT */
@@ -48,16 +47,6 @@ struct fg_mem_blooms {
 };
 
 /* ------------------------------------------------------------- options */
-
-fg_code fg_bloom_options_check(const fg_bloom_options *o, fg_error *err) {
-    char msg[160];
-    if (!fg_param_bloom_error(o->error_rate, msg, sizeof(msg)) ||
-        !fg_param_bloom_capacity(o->capacity, msg, sizeof(msg)))
-        return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
-    if (o->expansion < 0 || o->expansion > FG_BLOOM_MAX_EXPANSION)
-        return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_BAD_EXPANSION);
-    return FG_CODE_OK;
-}
 
 /* Checked options leave fg_bloom_init two reasons to refuse, told apart
  * as the module does: the first level's bits would exceed the core's

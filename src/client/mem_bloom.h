@@ -38,12 +38,6 @@ static inline uint64_t fg_bf_item_hash(const void *item, size_t len) {
 /* Memory of in-process filters: malloc's, zeroed bits from calloc. */
 extern const fg_bloom_allocator fg_bf_heap;
 
-/* FG_CODE_OK when BF.RESERVE accepts `o`'s values, else FG_CODE_INVALID
- * with the module's message (the first check that fails, in the module's
- * order). A filter whose bits would be too big is refused later, by
- * fg_bloom_create. */
-fg_code fg_bloom_options_check(const fg_bloom_options *o, fg_error *err);
-
 /* A filter for checked options `o`, with memory from `a`: FG_CODE_INVALID
  * when its bits would exceed the core's bound, FG_CODE_NOMEM when the
  * memory cannot be had, with the module's messages. */

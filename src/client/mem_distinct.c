@@ -40,11 +40,9 @@
 #include "key_table.h"
 #include "monotonic.h"
 #include "messages.h"
-#include "params.h"
 
 #define SHARDS      16 /* a power of two, at most 32 (a count's shard mask) */
 #define SHARD_SHIFT 60 /* shard = hash >> SHARD_SHIFT */
-#define MSG_MAX     160
 
 static const fg_allocator heap = {realloc, free};
 
@@ -68,44 +66,6 @@ struct fg_mem_distincts {
 
 static fg_code refused(const char *msg, fg_error *err) {
     return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
-}
-
-static fg_code check_integer(int64_t v, const char *name, int64_t min, int64_t max, fg_error *err) {
-    char msg[MSG_MAX];
-    if (fg_param_integer(v, name, min, max, msg, sizeof(msg))) return FG_CODE_OK;
-    return refused(msg, err);
-}
-
-fg_code fg_distinct_options_check(const fg_distinct_options *o, fg_error *err) {
-    const int64_t value[FG_UV_OPTIONS] = {o->span_s, o->minutes, o->hours, o->days, o->tzoffset_s};
-    for (int i = 0; i < FG_UV_OPTIONS; i++) {
-        const fg_uv_option *opt = &fg_uv_options[i];
-        if (check_integer(value[i], opt->name, opt->min, opt->max, err) != FG_CODE_OK)
-            return FG_CODE_INVALID;
-    }
-    if (!fg_uv_tzoffset_valid(o->tzoffset_s)) return refused(FG_ERR_UV_TZOFFSET, err);
-    return FG_CODE_OK;
-}
-
-fg_code fg_window_convert(const fg_window *w, fg_uv_window *out, fg_error *err) {
-    if (w->last) {
-        if (check_integer(w->n, "n", 1, FG_UV_MAX_SPAN, err) != FG_CODE_OK) return FG_CODE_INVALID;
-        if (w->unit != FG_SECONDS && w->unit != FG_MINUTES && w->unit != FG_HOURS &&
-            w->unit != FG_DAYS)
-            return refused(FG_ERR_UV_UNIT, err);
-        *out = (fg_uv_window){.last = true, .seconds = w->n * (int64_t)w->unit};
-        return FG_CODE_OK;
-    }
-    if (check_integer(w->start_us, "start_us", 0, FG_DISTINCT_MAX_US + 1, err) != FG_CODE_OK ||
-        check_integer(w->end_us, "end_us", 0, FG_DISTINCT_MAX_US + 1, err) != FG_CODE_OK)
-        return FG_CODE_INVALID;
-    *out = (fg_uv_window){.start = w->start_us / FG_DISTINCT_US_PER_SEC,
-                               .end = w->end_us / FG_DISTINCT_US_PER_SEC};
-    return out->start < out->end ? FG_CODE_OK : refused(FG_ERR_UV_ORDER, err);
-}
-
-fg_code fg_distinct_at_check(int64_t at_us, fg_error *err) {
-    return check_integer(at_us, "unix_us", 0, FG_DISTINCT_MAX_US, err);
 }
 
 /* ----------------------------------------------------------------- table */

@@ -27,18 +27,6 @@
 
 typedef struct fg_mem_distincts fg_mem_distincts;
 
-/* FG_CODE_OK when FG.UVCREATE accepts `o`'s values, else FG_CODE_INVALID
- * with the module's message (the options in the module's order). */
-fg_code fg_distinct_options_check(const fg_distinct_options *o, fg_error *err);
-
-/* A window checked as FG.UVCOUNT parses it, converted; FG_CODE_INVALID with
- * the module's message. */
-fg_code fg_window_convert(const fg_window *w, fg_uv_window *out, fg_error *err);
-
-/* FG.UVADDAT's instant, checked as the module parses it (not the future
- * limit, which needs the clock). */
-fg_code fg_distinct_at_check(int64_t at_us, fg_error *err);
-
 /* A table whose "now" is clock_us(clock_arg) (microseconds since the
  * epoch; NULL: CLOCK_REALTIME). NULL when out of memory. */
 fg_mem_distincts *fg_mem_distincts_new(int64_t (*clock_us)(void *arg), void *clock_arg);
