@@ -13,28 +13,20 @@
  *   clock, and the fencing counter travels inside every FG.HOLD.
  *
  * - Waiting. A request that cannot be granted and may WAIT becomes a blocked
- *   client in the FIFO queue of its key (of each key, for FG.MLOCK). Queues
- *   are kept only in the master's memory, in a dict from db + key name: a
- *   waiter is a connection, and connections do not survive a restart or a
- *   failover, so queues are not state to persist or replicate.
+ *   client in the queue of its key (of each key, for FG.MLOCK): the queues
+ *   by key and their timers are key_queues.c's, the order and the rules of
+ *   serving (strict FIFO, no overtaking, a multi-key waiter only at the
+ *   head of all its queues) core/wait_queue.c's.
  *
  * - Hand-off. Whatever frees a lock serves its queue at once, inside the
  *   command that freed it: the head waiters that now fit are granted there
- *   (their holders written and replicated by that command), and their blocked
- *   clients are only told the result. FIFO is strict: serving stops at the
- *   first waiter that does not fit, and a newcomer is not granted while
- *   anyone waits ahead, so readers cannot starve a waiting writer and small
- *   semaphore requests cannot overtake a large one. A multi-key waiter is
- *   granted when it is at the head of every one of its queues; since every
- *   queue is in arrival order, the oldest waiter is always at the head of
- *   all of its queues, so multi-key waiters never deadlock.
+ *   (their holders written and replicated by that command), and their
+ *   blocked clients are only told the result.
  *
  * - What frees a lock without a command on it -- a lease running out, DEL,
  *   FLUSHDB, expiry, eviction, a waiter ahead timing out or disconnecting --
- *   is caught by one timer per queue, armed at the key's next lease end, or
- *   armed to fire at once by the keyspace and server events. No key is
- *   written inside an event callback (Redis 7.0 forbids it); the timer does
- *   the writing, on the master only.
+ *   is caught by its queue's timer, armed at the key's next lease end, or
+ *   armed to fire at once by the keyspace and server events.
  *
  * - A client that cannot block (inside MULTI, a script, RedisModule_Call)
  *   gets the immediate answer instead of waiting.
