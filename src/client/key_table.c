@@ -24,17 +24,13 @@ static void place(fg_key_slot *slots, size_t cap, uint64_t hash, void *entry) {
     slots[i] = (fg_key_slot){hash, entry};
 }
 
-/* Moves every entry into `cap` slots (0 frees them, only when the table is
- * empty), starting a new round of sweeps. False, with the table unchanged,
- * when out of memory. */
+/* Moves every entry into `cap` slots, starting a new round of sweeps.
+ * False, with the table unchanged, when out of memory. */
 static bool resize(fg_key_table *t, size_t cap) {
-    fg_key_slot *slots = NULL;
-    if (cap > 0) {
-        slots = calloc(cap, sizeof(*slots));
-        if (slots == NULL) return false;
-        for (size_t i = 0; i < t->cap; i++)
-            if (t->slots[i].entry != NULL) place(slots, cap, t->slots[i].hash, t->slots[i].entry);
-    }
+    fg_key_slot *slots = calloc(cap, sizeof(*slots));
+    if (slots == NULL) return false;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].entry != NULL) place(slots, cap, t->slots[i].hash, t->slots[i].entry);
     free(t->slots);
     t->slots = slots;
     t->cap = cap;
@@ -76,10 +72,6 @@ void fg_key_table_remove(fg_key_table *t, uint64_t hash, const void *entry) {
 }
 
 void fg_key_table_shrink(fg_key_table *t) {
-    if (t->count == 0) {
-        if (t->cap > 0) resize(t, 0);
-        return;
-    }
     if (t->cap <= MIN_SLOTS || t->count * 8 >= t->cap) return;
     size_t cap = MIN_SLOTS;
     while (cap < t->count * 2) cap *= 2;

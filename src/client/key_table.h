@@ -117,7 +117,9 @@ bool fg_key_table_insert(fg_key_table *t, uint64_t hash, void *entry);
 void fg_key_table_remove(fg_key_table *t, uint64_t hash, const void *entry);
 
 /* Gives memory back once the table is less than 1/8 full: to a table at
- * most half full, or none at all when empty. Best effort. */
+ * most half full, never below 8 slots (an empty table that is used again
+ * does not allocate them again; fg_key_table_clear frees them). Best
+ * effort. */
 void fg_key_table_shrink(fg_key_table *t);
 
 /* Frees every entry with free_entry, then the slots; the table is empty. */
