@@ -1,127 +1,122 @@
 /*
- * key_table.c - the in-process backends' tables of keys (key_table.h).
+ * key_table.c - the in-process backends' table of keys (key_table.h).
  */
 #include "key_table.h"
 
 #include <stdlib.h>
-#include <string.h>
 
-#define MIN_BUCKETS 8
+#define MIN_SLOTS 8u
 
-/* ----------------------------------------------------------------- table */
-
-fg_key_node *fg_key_table_find(const fg_key_table *t, uint64_t hash, const void *key, size_t len) {
-    if (t->nbuckets == 0) return NULL;
-    for (fg_key_node *n = t->buckets[hash & (t->nbuckets - 1)]; n != NULL; n = n->next)
-        if (n->hash == hash && n->keylen == len && (len == 0 || memcmp(n->key, key, len) == 0))
-            return n;
-    return NULL;
+void *fg_key_entry_new(const fg_key_table *t, size_t size, const void *key, size_t len) {
+    if (len > UINT32_MAX || len > SIZE_MAX - size) return NULL;
+    char *e = malloc(size + len);
+    if (e == NULL) return NULL;
+    memset(e, 0, size);
+    *(uint32_t *)(e + t->keylen_at) = (uint32_t)len;
+    if (len > 0) memcpy(e + t->key_at, key, len);
+    return e;
 }
 
-/* Moves the nodes to n buckets; false, with nothing changed, when they
- * cannot be had. */
-static bool rehash(fg_key_table *t, size_t n) {
-    fg_key_node **fresh = calloc(n, sizeof(*fresh));
-    if (fresh == NULL) return false;
-    for (size_t b = 0; b < t->nbuckets; b++)
-        for (fg_key_node *node = t->buckets[b], *next; node != NULL; node = next) {
-            next = node->next;
-            node->next = fresh[node->hash & (n - 1)];
-            fresh[node->hash & (n - 1)] = node;
-        }
-    free(t->buckets);
-    t->buckets = fresh;
-    t->nbuckets = n;
+/* Places an entry known to be absent; the slots have a free one. */
+static void place(fg_key_slot *slots, size_t cap, uint64_t hash, void *entry) {
+    size_t mask = cap - 1, i = hash & mask;
+    while (slots[i].entry != NULL) i = (i + 1) & mask;
+    slots[i] = (fg_key_slot){hash, entry};
+}
+
+/* Moves every entry into `cap` slots, starting a new round of sweeps.
+ * False, with the table unchanged, when out of memory. */
+static bool resize(fg_key_table *t, size_t cap) {
+    fg_key_slot *slots = calloc(cap, sizeof(*slots));
+    if (slots == NULL) return false;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].entry != NULL) place(slots, cap, t->slots[i].hash, t->slots[i].entry);
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    t->cursor = 0;
+    t->swept = 0;
     return true;
 }
 
-/* Doubles the buckets once the table holds as many nodes. */
-static bool make_room(fg_key_table *t) {
-    if (t->count < t->nbuckets) return true;
-    return rehash(t, t->nbuckets ? t->nbuckets * 2 : MIN_BUCKETS);
-}
-
-bool fg_key_table_insert(fg_key_table *t, fg_key_node *n) {
-    if (!make_room(t)) return false;
-    fg_key_node **head = &t->buckets[n->hash & (t->nbuckets - 1)];
-    n->next = *head;
-    *head = n;
+bool fg_key_table_insert(fg_key_table *t, uint64_t hash, void *entry) {
+    if ((t->count + 1) * 4 > t->cap * 3) {
+        size_t cap = t->cap == 0 ? MIN_SLOTS : t->cap * 2;
+        if (cap < t->cap || cap > SIZE_MAX / sizeof(fg_key_slot) || !resize(t, cap)) return false;
+    }
+    place(t->slots, t->cap, hash, entry);
     t->count++;
     return true;
 }
 
-/* Where the link to n is: its bucket's head or its predecessor's next. */
-static fg_key_node **link_to(const fg_key_table *t, const fg_key_node *n) {
-    fg_key_node **at = &t->buckets[n->hash & (t->nbuckets - 1)];
-    while (*at != n)
-        at = &(*at)->next;
-    return at;
+/* Empties slot i and shifts the rest of its cluster back: an entry further
+ * on moves into the hole unless its home slot lies between the hole and
+ * where it is (it would then be placed before its home). */
+static void remove_at(fg_key_table *t, size_t i) {
+    size_t mask = t->cap - 1;
+    for (size_t j = (i + 1) & mask; t->slots[j].entry != NULL; j = (j + 1) & mask) {
+        size_t home = t->slots[j].hash & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            t->slots[i] = t->slots[j];
+            i = j;
+        }
+    }
+    t->slots[i] = (fg_key_slot){0, NULL};
+    t->count--;
 }
 
-void fg_key_table_remove(fg_key_table *t, fg_key_node *n) {
-    *link_to(t, n) = n->next;
-    t->count--;
-    fg_key_table_shrink(t);
+void fg_key_table_remove(fg_key_table *t, uint64_t hash, const void *entry) {
+    size_t mask = t->cap - 1, i = hash & mask;
+    while (t->slots[i].entry != entry) i = (i + 1) & mask;
+    remove_at(t, i);
 }
 
 void fg_key_table_shrink(fg_key_table *t) {
-    size_t n = t->nbuckets;
-    while (t->count * 8 < n && n > MIN_BUCKETS)
-        n /= 2;
-    /* A failed rehash only leaves the table larger than it needs. */
-    if (n != t->nbuckets) rehash(t, n);
+    if (t->cap <= MIN_SLOTS || t->count * 8 >= t->cap) return;
+    size_t cap = MIN_SLOTS;
+    while (cap < t->count * 2) cap *= 2;
+    resize(t, cap);
 }
 
-void fg_key_table_clear(fg_key_table *t, void (*free_node)(fg_key_node *n)) {
-    for (size_t b = 0; b < t->nbuckets; b++)
-        for (fg_key_node *n = t->buckets[b], *next; n != NULL; n = next) {
-            next = n->next;
-            free_node(n);
+void fg_key_table_clear(fg_key_table *t, void (*free_entry)(void *entry)) {
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].entry != NULL) free_entry(t->slots[i].entry);
+    free(t->slots);
+    *t = (fg_key_table){.keylen_at = t->keylen_at, .key_at = t->key_at};
+}
+
+bool fg_key_table_sweep(fg_key_table *t, size_t *budget, bool (*drop)(void *entry, void *arg),
+                        void *arg) {
+    size_t visited = 0;
+    bool round_done = false;
+    while (visited < t->cap && *budget > 0) {
+        fg_key_slot *sl = &t->slots[t->cursor];
+        if (sl->entry != NULL) {
+            (*budget)--;
+            if (drop(sl->entry, arg)) {
+                /* The cluster shifts back into this slot: look at it again. */
+                remove_at(t, t->cursor);
+                continue;
+            }
         }
-    free(t->buckets);
-    memset(t, 0, sizeof(*t));
+        t->cursor = (t->cursor + 1) & (t->cap - 1);
+        visited++;
+        if (++t->swept >= t->cap) {
+            t->swept = 0;
+            round_done = true;
+        }
+    }
+    bool done = visited >= t->cap || round_done;
+    fg_key_table_shrink(t); /* a new size starts a new round */
+    return done;
 }
 
-void fg_key_shard_init(fg_key_shard *sh) {
-    memset(sh, 0, sizeof(*sh));
+void fg_key_shard_init(fg_key_shard *sh, fg_key_table empty) {
+    sh->table = empty;
     pthread_mutex_init(&sh->mu, NULL);
 }
 
-void fg_key_shard_destroy(fg_key_shard *sh, void (*free_node)(fg_key_node *n)) {
-    fg_key_table_clear(&sh->table, free_node);
+void fg_key_shard_destroy(fg_key_shard *sh, void (*free_entry)(void *entry)) {
+    fg_key_table_clear(&sh->table, free_entry);
     pthread_mutex_destroy(&sh->mu);
-}
-
-/* ---------------------------------------------------------------- cursor */
-
-/* The link to the node at c: NULL-valued at the end of its bucket. */
-static fg_key_node **cursor_link(const fg_key_table *t, fg_key_cursor *c) {
-    if (c->nbuckets != t->nbuckets) *c = (fg_key_cursor){t->nbuckets, 0, 0};
-    if (t->nbuckets == 0) return NULL;
-    fg_key_node **at = &t->buckets[c->bucket];
-    for (size_t i = 0; i < c->passed && *at != NULL; i++)
-        at = &(*at)->next;
-    return at;
-}
-
-fg_key_node *fg_key_cursor_node(const fg_key_table *t, fg_key_cursor *c) {
-    fg_key_node **at = cursor_link(t, c);
-    return at == NULL ? NULL : *at;
-}
-
-fg_key_node *fg_key_cursor_remove(fg_key_table *t, fg_key_cursor *c) {
-    fg_key_node **at = cursor_link(t, c), *n = *at;
-    *at = n->next;
-    t->count--;
-    return n;
-}
-
-bool fg_key_cursor_next_bucket(const fg_key_table *t, fg_key_cursor *c) {
-    if (c->nbuckets != t->nbuckets || t->nbuckets == 0) {
-        *c = (fg_key_cursor){t->nbuckets, 0, 0};
-        return true;
-    }
-    c->bucket = (c->bucket + 1) & (t->nbuckets - 1);
-    c->passed = 0;
-    return c->bucket == 0;
 }

@@ -2,9 +2,9 @@
  * mem_bloom.c - the Bloom filters of a mem: client: a table of core filters
  * (src/core/bloom.c) that answers as the module's BF.* commands do.
  *
- * The table has SHARDS shards (key_table.h), each a mutex and a chained
- * hash table of entries (the key's bytes and its filter), picked by the top
- * bits of the key's hash. A call holds its shard's mutex for the whole command, so that
+ * The table has SHARDS shards (key_table.h), each a mutex and a table of
+ * entries (the key's bytes and its filter), picked by the top bits of the
+ * key's hash. A call holds its shard's mutex for the whole command, so that
  * BF.MADD and BF.MEXISTS are atomic as on a server, and a filter is never
  * read while a level is being added to it. Items are hashed under the
  * mutex too: that costs a critical section as long as the items are, and
@@ -37,8 +37,8 @@ const fg_bloom_allocator fg_bf_heap = {{realloc, free}, calloc};
 static const char ERR_NOMEM[] = "out of memory";
 
 typedef struct entry {
-    fg_key_node node; /* first: a node is its entry */
     fg_bloom bloom;
+    uint32_t keylen;
     char key[];
 } entry;
 
@@ -75,12 +75,12 @@ fg_mem_blooms *fg_mem_blooms_new(void) {
     fg_mem_blooms *m = calloc(1, sizeof(*m));
     if (m == NULL) return NULL;
     for (size_t i = 0; i < SHARDS; i++)
-        fg_key_shard_init(&m->shards[i]);
+        fg_key_shard_init(&m->shards[i], FG_KEY_TABLE(entry, keylen, key));
     return m;
 }
 
-static void entry_free(fg_key_node *n) {
-    entry *e = (entry *)n;
+static void entry_free(void *p) {
+    entry *e = p;
     fg_bloom_free(&e->bloom, &fg_bf_heap);
     free(e);
 }
@@ -101,16 +101,7 @@ static fg_key_shard *lock_shard(fg_mem_blooms *m, const char *key, size_t len, u
 }
 
 static entry *find(const fg_key_shard *sh, uint64_t hash, const char *key, size_t len) {
-    return (entry *)fg_key_table_find(&sh->table, hash, key, len);
-}
-
-/* A new entry for key, with an uninitialised filter. */
-static entry *entry_new(const char *key, size_t len, uint64_t hash) {
-    entry *e = malloc(sizeof(*e) + len);
-    if (e == NULL) return NULL;
-    memcpy(e->key, key, len);
-    e->node = (fg_key_node){NULL, hash, len, e->key};
-    return e;
+    return fg_key_table_find(&sh->table, hash, key, len);
 }
 
 /* ------------------------------------------------------------ commands */
@@ -124,7 +115,7 @@ fg_code fg_mem_bf_reserve(fg_mem_blooms *m, const char *key, const fg_bloom_opti
     pthread_mutex_unlock(&sh->mu);
     if (exists) return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_EXISTS);
 
-    entry *e = entry_new(key, len, hash);
+    entry *e = fg_key_entry_new(&sh->table, sizeof(*e), key, len);
     if (e == NULL) return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
     fg_code rc = fg_bloom_create(&e->bloom, o, &fg_bf_heap, err);
     if (rc != FG_CODE_OK) {
@@ -134,10 +125,10 @@ fg_code fg_mem_bf_reserve(fg_mem_blooms *m, const char *key, const fg_bloom_opti
     pthread_mutex_lock(&sh->mu);
     if (find(sh, hash, key, len) != NULL)
         rc = fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_EXISTS);
-    else if (!fg_key_table_insert(&sh->table, &e->node))
+    else if (!fg_key_table_insert(&sh->table, hash, e))
         rc = fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
     pthread_mutex_unlock(&sh->mu);
-    if (rc != FG_CODE_OK) entry_free(&e->node);
+    if (rc != FG_CODE_OK) entry_free(e);
     return rc;
 }
 
@@ -147,15 +138,15 @@ static fg_code find_or_create(fg_key_shard *sh, const char *key, size_t len, uin
     static const fg_bloom_options defaults = {FG_BF_DEFAULT_ERROR, FG_BF_DEFAULT_CAPACITY,
                                               FG_BF_DEFAULT_EXPANSION};
     if ((*out = find(sh, hash, key, len)) != NULL) return FG_CODE_OK;
-    entry *e = entry_new(key, len, hash);
+    entry *e = fg_key_entry_new(&sh->table, sizeof(*e), key, len);
     if (e == NULL) return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
     fg_code rc = fg_bloom_create(&e->bloom, &defaults, &fg_bf_heap, err);
     if (rc != FG_CODE_OK) {
         free(e);
         return rc;
     }
-    if (!fg_key_table_insert(&sh->table, &e->node)) {
-        entry_free(&e->node);
+    if (!fg_key_table_insert(&sh->table, hash, e)) {
+        entry_free(e);
         return fg_set_error(err, FG_CODE_NOMEM, ERR_NOMEM);
     }
     *out = e;

@@ -15,8 +15,8 @@
  * place items and windows exactly; fed the same instants, the table and a
  * server hold the very same registers.
  *
- * The table has SHARDS shards (key_table.h), each a mutex and a chained
- * hash table of entries (the key's bytes and its counter), as mem_bloom.c. A call holds
+ * The table has SHARDS shards (key_table.h), each a mutex and a table of
+ * entries (the key's bytes and its counter), as mem_bloom.c. A call holds
  * its key's shard for the whole command. A count of several keys locks all
  * their shards, in ascending order (so two counts never wait on each other
  * in a cycle), and reads every key at one instant, as the server's
@@ -51,8 +51,8 @@ static const char ERR_CLOCK[] = FG_ERR_UV_CLOCK("client");
 static const char ERR_NOMEM[] = "out of memory";
 
 typedef struct entry {
-    fg_key_node node; /* first: a node is its entry */
     fg_uv uv;
+    uint32_t keylen;
     char key[];
 } entry;
 
@@ -76,12 +76,12 @@ fg_mem_distincts *fg_mem_distincts_new(int64_t (*clock_us)(void *arg), void *clo
     m->clock_us = clock_us;
     m->clock_arg = clock_arg;
     for (size_t i = 0; i < SHARDS; i++)
-        fg_key_shard_init(&m->shards[i]);
+        fg_key_shard_init(&m->shards[i], FG_KEY_TABLE(entry, keylen, key));
     return m;
 }
 
-static void entry_free(fg_key_node *n) {
-    entry *e = (entry *)n;
+static void entry_free(void *p) {
+    entry *e = p;
     fg_uv_free(&e->uv, &heap);
     free(e);
 }
@@ -102,20 +102,18 @@ static unsigned shard_of(uint64_t hash) {
 }
 
 static entry *find(const fg_key_shard *sh, uint64_t hash, const char *key, size_t len) {
-    return (entry *)fg_key_table_find(&sh->table, hash, key, len);
+    return fg_key_table_find(&sh->table, hash, key, len);
 }
 
 /* A new counter for key in the shard (which must not hold the key), with
  * checked options; NULL when out of memory. */
 static entry *insert(fg_key_shard *sh, const char *key, size_t len, uint64_t hash,
                      const fg_distinct_options *o) {
-    entry *e = malloc(sizeof(*e) + len);
+    entry *e = fg_key_entry_new(&sh->table, sizeof(*e), key, len);
     if (e == NULL) return NULL;
     /* Allocates nothing: the counter's memory comes with its first add. */
     fg_uv_init_tiers(&e->uv, o->span_s, o->minutes, o->hours, o->days, o->tzoffset_s);
-    memcpy(e->key, key, len);
-    e->node = (fg_key_node){NULL, hash, len, e->key};
-    if (!fg_key_table_insert(&sh->table, &e->node)) {
+    if (!fg_key_table_insert(&sh->table, hash, e)) {
         free(e);
         return NULL;
     }
@@ -184,7 +182,7 @@ fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *i
 static fg_code window_registers(const entry *e, const fg_uv_window *w, int64_t now,
                                 uint8_t regs[FG_UV_REGISTERS], fg_error *err) {
     char msg[sizeof(err->message)];
-    if (fg_uv_window_registers(&e->uv, w, now, e->key, e->node.keylen, regs, msg, sizeof(msg)))
+    if (fg_uv_window_registers(&e->uv, w, now, e->key, e->keylen, regs, msg, sizeof(msg)))
         return FG_CODE_OK;
     return refused(msg, err);
 }

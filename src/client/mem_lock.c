@@ -76,10 +76,10 @@ static const char ERR_NO_TOKEN[] = FG_ERR_LOCK_NO_TOKEN;
 static const char ERR_WRONGTYPE[] = FG_ERR_WRONGTYPE;
 
 typedef struct entry {
-    fg_key_node node; /* first: a node is its entry */
     fg_lock_state state;
     fg_wait_queue queue;
     uint32_t pins; /* calls using the entry: it is not freed while > 0 */
+    uint32_t keylen;
     char key[];
 } entry;
 
@@ -195,8 +195,8 @@ static fg_code check_distinct(const char *const *keys, size_t n, fg_error *err) 
 
 /* ------------------------------------------------------------- the table */
 
-static void entry_free(fg_key_node *n) {
-    entry *e = (entry *)n;
+static void entry_free(void *p) {
+    entry *e = p;
     fg_lock_clear(&e->state, &heap);
     free(e);
 }
@@ -206,11 +206,9 @@ static void entry_free(fg_key_node *n) {
 static entry *entry_pin(fg_mem_locks *m, const char *key, bool make) {
     size_t len = strlen(key);
     uint64_t hash = fg_key_hash(key, len);
-    entry *e = (entry *)fg_key_table_find(&m->table, hash, key, len);
-    if (e == NULL && make && (e = calloc(1, sizeof(*e) + len)) != NULL) {
-        memcpy(e->key, key, len);
-        e->node = (fg_key_node){NULL, hash, len, e->key};
-        if (!fg_key_table_insert(&m->table, &e->node)) {
+    entry *e = fg_key_table_find(&m->table, hash, key, len);
+    if (e == NULL && make && (e = fg_key_entry_new(&m->table, sizeof(*e), key, len)) != NULL) {
+        if (!fg_key_table_insert(&m->table, hash, e)) {
             free(e);
             e = NULL;
         }
@@ -223,8 +221,9 @@ static entry *entry_pin(fg_mem_locks *m, const char *key, bool make) {
  * a serving round. */
 static void entry_settle(fg_mem_locks *m, entry *e) {
     if (e->pins > 0 || e->queue.pending || e->state.len > 0 || fg_wait_busy(&e->queue)) return;
-    fg_key_table_remove(&m->table, &e->node);
-    entry_free(&e->node);
+    fg_key_table_remove(&m->table, fg_key_hash(e->key, e->keylen), e);
+    fg_key_table_shrink(&m->table);
+    entry_free(e);
 }
 
 static void entry_unpin(fg_mem_locks *m, entry *e) {
@@ -722,6 +721,7 @@ fg_mem_locks *fg_mem_locks_new(int64_t (*clock_us)(void *arg), void *clock_arg) 
     if (m == NULL) return NULL;
     m->clock_us = clock_us;
     m->clock_arg = clock_arg;
+    m->table = FG_KEY_TABLE(entry, keylen, key);
     pthread_mutex_init(&m->mu, NULL);
     return m;
 }

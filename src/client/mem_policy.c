@@ -53,7 +53,7 @@
 #include "wait_queue.h"
 
 #define SWEEP_EVERY     64 /* checks between two sweeps */
-#define SWEEP_BUCKETS   16 /* buckets examined per sweep */
+#define SWEEP_ENTRIES   16 /* entries examined per sweep */
 #define BLOOM_EXPANSION 2
 
 /* The module's messages (src/module/t_policy.c). */
@@ -62,7 +62,7 @@ static const char ERR_NOMEM[] = "out of memory";
 /* --------------------------------------------------------------- lists */
 
 typedef struct item {
-    fg_key_node node; /* first: a node is its item */
+    uint32_t len;
     unsigned char bytes[];
 } item;
 
@@ -76,6 +76,7 @@ typedef struct list {
 static fg_code list_init(list *l, const fg_list_spec *s, fg_error *err) {
     memset(l, 0, sizeof(*l));
     l->kind = s->kind;
+    l->exact = FG_KEY_TABLE(item, len, bytes);
     if (s->kind == FG_LIST_EXACT) return FG_CODE_OK;
     if (fg_bloom_init(&l->bloom, s->error, (uint64_t)s->capacity, BLOOM_EXPANSION, &fg_bf_heap) ==
         FG_OK)
@@ -83,12 +84,8 @@ static fg_code list_init(list *l, const fg_list_spec *s, fg_error *err) {
     return fg_set_error(err, FG_CODE_INVALID, FG_ERR_POLICY_LIST_MAKE, "not enough memory");
 }
 
-static void item_free(fg_key_node *n) {
-    free(n);
-}
-
 static void list_free(list *l) {
-    fg_key_table_clear(&l->exact, item_free);
+    fg_key_table_clear(&l->exact, free);
     if (l->kind == FG_LIST_BLOOM) fg_bloom_free(&l->bloom, &fg_bf_heap);
 }
 
@@ -106,11 +103,9 @@ static bool list_has(const list *l, const void *bytes, size_t len) {
 static int exact_add(list *l, const void *bytes, size_t len) {
     uint64_t hash = fg_bf_item_hash(bytes, len);
     if (exact_has(l, hash, bytes, len)) return 0;
-    item *it = malloc(sizeof(*it) + len);
+    item *it = fg_key_entry_new(&l->exact, sizeof(*it), bytes, len);
     if (it == NULL) return -1;
-    if (len > 0) memcpy(it->bytes, bytes, len);
-    it->node = (fg_key_node){NULL, hash, len, it->bytes};
-    if (!fg_key_table_insert(&l->exact, &it->node)) {
+    if (!fg_key_table_insert(&l->exact, hash, it)) {
         free(it);
         return -1;
     }
@@ -153,13 +148,13 @@ typedef struct policy {
 } policy;
 
 typedef struct entry {
-    fg_key_node node; /* first: a node is its entry */
     struct entry *busy_prev, *busy_next; /* among the entries with waiters */
     bool has_state;
     int64_t expires_us;                  /* has_state: when the state is neutral again */
     char policy[FG_POLICY_NAME_MAX + 1]; /* has_state: whose state it is */
     fg_policy_state state;
     fg_wait_queue queue;
+    uint32_t keylen;
     char key[];
 } entry;
 
@@ -168,9 +163,8 @@ struct fg_mem_policies {
     int64_t (*clock_us)(void *arg);
     void *clock_arg;
     policy *policies;
-    fg_key_table keys;   /* entry by key */
-    fg_key_cursor sweep; /* where the next sweep starts */
-    entry *busy;         /* the entries with waiters */
+    fg_key_table keys; /* entry by key */
+    entry *busy;       /* the entries with waiters */
     uint64_t checks;
 };
 
@@ -183,6 +177,7 @@ fg_mem_policies *fg_mem_policies_new(int64_t (*clock_us)(void *arg), void *clock
     if (m == NULL) return NULL;
     m->clock_us = clock_us;
     m->clock_arg = clock_arg;
+    m->keys = FG_KEY_TABLE(entry, keylen, key);
     pthread_mutex_init(&m->mu, NULL);
     return m;
 }
@@ -193,10 +188,6 @@ static void policy_free(policy *p) {
     free(p);
 }
 
-static void entry_free(fg_key_node *n) {
-    free(n);
-}
-
 /* No thread may wait any more: fg_close is the last call on a client. */
 void fg_mem_policies_free(fg_mem_policies *m) {
     if (m == NULL) return;
@@ -204,7 +195,7 @@ void fg_mem_policies_free(fg_mem_policies *m) {
         next = p->next;
         policy_free(p);
     }
-    fg_key_table_clear(&m->keys, entry_free);
+    fg_key_table_clear(&m->keys, free);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -223,21 +214,20 @@ static fg_code no_such_policy(const char *name, fg_error *err) {
 }
 
 static entry *find_entry(const fg_mem_policies *m, const char *key, size_t len, uint64_t hash) {
-    return (entry *)fg_key_table_find(&m->keys, hash, key, len);
+    return fg_key_table_find(&m->keys, hash, key, len);
 }
 
 static entry *add_entry(fg_mem_policies *m, const char *key, size_t len, uint64_t hash) {
-    entry *e = calloc(1, sizeof(*e) + len);
+    entry *e = fg_key_entry_new(&m->keys, sizeof(*e), key, len);
     if (e == NULL) return NULL;
-    memcpy(e->key, key, len);
-    e->node = (fg_key_node){NULL, hash, len, e->key};
-    if (fg_key_table_insert(&m->keys, &e->node)) return e;
+    if (fg_key_table_insert(&m->keys, hash, e)) return e;
     free(e);
     return NULL;
 }
 
 static void remove_entry(fg_mem_policies *m, entry *e) {
-    fg_key_table_remove(&m->keys, &e->node);
+    fg_key_table_remove(&m->keys, fg_key_hash(e->key, e->keylen), e);
+    fg_key_table_shrink(&m->keys);
     free(e);
 }
 
@@ -250,21 +240,19 @@ static void drop_if_idle(fg_mem_policies *m, entry *e, int64_t now) {
     if (!fg_wait_busy(&e->queue) && !live(e, now)) remove_entry(m, e);
 }
 
-/* Examines a few buckets from where the last sweep stopped. */
+/* Frees an entry that holds nothing that matters at *now (a sweep's). */
+static bool drop_idle(void *p, void *now) {
+    entry *e = p;
+    if (fg_wait_busy(&e->queue) || live(e, *(const int64_t *)now)) return false;
+    free(e);
+    return true;
+}
+
+/* Examines a few entries from where the last sweep stopped. */
 static void sweep(fg_mem_policies *m, int64_t now) {
     if (++m->checks % SWEEP_EVERY != 0) return;
-    for (size_t i = 0; i < SWEEP_BUCKETS; i++) {
-        fg_key_node *n;
-        while ((n = fg_key_cursor_node(&m->keys, &m->sweep)) != NULL) {
-            entry *e = (entry *)n;
-            if (fg_wait_busy(&e->queue) || live(e, now))
-                fg_key_cursor_pass(&m->sweep);
-            else
-                entry_free(fg_key_cursor_remove(&m->keys, &m->sweep));
-        }
-        fg_key_cursor_next_bucket(&m->keys, &m->sweep);
-    }
-    fg_key_table_shrink(&m->keys);
+    size_t budget = SWEEP_ENTRIES;
+    fg_key_table_sweep(&m->keys, &budget, drop_idle, &now);
 }
 
 typedef struct request request;

@@ -2,20 +2,15 @@
  * mem_store.c - the src/core algorithms behind a sharded, thread-safe table.
  *
  * Layout: the store is an array of shards, each padded to a cache line and
- * holding its own lock and an open-addressing table (linear probing) of
- * slots {hash, entry *}. A key's 64-bit hash (fg_key_hash_seeded, seeded
- * per store) picks its shard with the high bits and its home slot with the
- * low bits, so the two are independent. An entry is one allocation: the
- * expiry, the state of its family and the key bytes. Tables grow by rehash
- * at 3/4 load and shrink after sweeps when they are less than 1/8 full;
- * deletion shifts the following entries of the cluster back (no
- * tombstones), so probes stay short after heavy churn.
- *
- * Why not a key table (key_table.h), as the other in-process backends use:
- * its intrusive node would add 28 bytes to an entry of 37 and the key, and
- * a chain hop; with a million keys, where every check misses the cache,
- * checks took a third longer (bench-mem). Here the slot keeps the hash, so
- * a probe touches no entry but the one it finds.
+ * holding its own lock and a key table (key_table.h: open addressing over
+ * slots {hash, entry *}, shrunk after sweeps). A key's 64-bit hash
+ * (fg_key_hash_seeded, seeded per store) picks its shard with the high bits
+ * and its home slot with the low bits, so the two are independent. An
+ * entry is one allocation: the expiry, the state of its family and the key
+ * bytes, 37 bytes and the key; the slot keeps the hash, so a probe touches
+ * no entry but the one it finds (with a million keys every check misses
+ * the cache: an intrusive chained node, 28 bytes more and a hop, made
+ * checks a third slower).
  *
  * Semantics are the module's (src/module/t_ratelimit.c): the core decides on
  * the stored state (or the empty state when the key is absent or expired),
@@ -38,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "key_table.h" /* the key hash */
+#include "key_table.h"
 
 #ifdef FG_MEM_STORE_MUTEX
 #include <pthread.h>
@@ -48,7 +43,6 @@
 
 #define DEFAULT_SHARDS 64u
 #define MAX_SHARDS 65536u
-#define MIN_SLOTS 8u
 #define CACHE_LINE 64
 
 /* ------------------------------------------------------------------ locks */
@@ -110,18 +104,9 @@ typedef struct entry {
     unsigned char key[];
 } entry;
 
-typedef struct slot {
-    uint64_t hash;
-    entry *e; /* NULL: empty slot */
-} slot;
-
 typedef struct shard {
     alignas(CACHE_LINE) shard_lock lock;
-    slot *slots;   /* NULL when cap == 0 */
-    size_t cap;    /* 0 or a power of two >= MIN_SLOTS */
-    size_t count;  /* entries held */
-    size_t cursor; /* where the next sweep of this shard starts */
-    size_t swept;  /* slots the current round has gone past, over calls */
+    fg_key_table table;
 } shard;
 
 struct fg_mem_store {
@@ -135,7 +120,8 @@ struct fg_mem_store {
 /* The sliding log's memory comes from the C library. */
 static const fg_allocator slog_alloc = {realloc, free};
 
-static void entry_free(entry *e) {
+static void entry_free(void *p) {
+    entry *e = p;
     if (e->family == FG_MEM_SLIDELOG) fg_slog_free(&e->st.slog, &slog_alloc);
     free(e);
 }
@@ -152,9 +138,7 @@ static inline uint64_t key_hash(const fg_mem_store *s, const void *key, size_t l
     return h;
 }
 
-/* ------------------------------------------------------------------ table */
-
-#define NOT_FOUND SIZE_MAX
+/* ------------------------------------------------------------------ keys */
 
 /* Keys are byte strings of at most 4 GiB (NULL only when empty). */
 static bool valid_key(const void *key, size_t keylen) {
@@ -169,84 +153,9 @@ static inline shard *lock_shard(const fg_mem_store *s, const void *key, size_t l
     return sh;
 }
 
-static inline size_t table_find(const shard *sh, uint64_t h, const void *key, size_t keylen) {
-    if (sh->cap == 0) return NOT_FOUND;
-    size_t mask = sh->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        const slot *sl = &sh->slots[i];
-        if (sl->e == NULL) return NOT_FOUND;
-        if (sl->hash == h && sl->e->keylen == keylen &&
-            (keylen == 0 || memcmp(sl->e->key, key, keylen) == 0))
-            return i;
-    }
-}
-
-/* Places an entry known to be absent; the table has a free slot. */
-static void table_place(slot *slots, size_t cap, uint64_t h, entry *e) {
-    size_t mask = cap - 1, i = h & mask;
-    while (slots[i].e != NULL) i = (i + 1) & mask;
-    slots[i].hash = h;
-    slots[i].e = e;
-}
-
-/* Moves every entry into a table of `cap` slots (0 frees the table, only
- * when it is empty). False, with the table unchanged, when out of memory. */
-static bool table_resize(shard *sh, size_t cap) {
-    slot *slots = NULL;
-    if (cap > 0) {
-        slots = calloc(cap, sizeof(*slots));
-        if (slots == NULL) return false;
-        for (size_t i = 0; i < sh->cap; i++)
-            if (sh->slots[i].e != NULL) table_place(slots, cap, sh->slots[i].hash, sh->slots[i].e);
-    }
-    free(sh->slots);
-    sh->slots = slots;
-    sh->cap = cap;
-    sh->cursor = 0;
-    sh->swept = 0;
-    return true;
-}
-
-/* Inserts an absent entry, growing the table first at 3/4 load. */
-static bool table_insert(shard *sh, uint64_t h, entry *e) {
-    if ((sh->count + 1) * 4 > sh->cap * 3) {
-        size_t cap = sh->cap == 0 ? MIN_SLOTS : sh->cap * 2;
-        if (cap < sh->cap || cap > SIZE_MAX / sizeof(slot) || !table_resize(sh, cap)) return false;
-    }
-    table_place(sh->slots, sh->cap, h, e);
-    sh->count++;
-    return true;
-}
-
-/* Frees the entry in slot i and shifts the rest of its cluster back: an
- * entry further on moves into the hole unless its home slot lies between the
- * hole and where it is (it would then be placed before its home). */
-static void table_remove_at(shard *sh, size_t i) {
-    size_t mask = sh->cap - 1;
-    entry_free(sh->slots[i].e);
-    for (size_t j = (i + 1) & mask; sh->slots[j].e != NULL; j = (j + 1) & mask) {
-        size_t home = sh->slots[j].hash & mask;
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            sh->slots[i] = sh->slots[j];
-            i = j;
-        }
-    }
-    sh->slots[i].e = NULL;
-    sh->slots[i].hash = 0;
-    sh->count--;
-}
-
-/* Gives memory back once the table is less than 1/8 full: to a table at most
- * half full, or none at all when empty. Best effort. */
-static void table_maybe_shrink(shard *sh) {
-    if (sh->count == 0) {
-        if (sh->cap > 0) table_resize(sh, 0);
-        return;
-    }
-    if (sh->cap <= MIN_SLOTS || sh->count * 8 >= sh->cap) return;
-    size_t cap = MIN_SLOTS;
-    while (cap < sh->count * 2) cap *= 2;
-    table_resize(sh, cap);
+static void remove_entry(shard *sh, uint64_t h, entry *e) {
+    fg_key_table_remove(&sh->table, h, e);
+    entry_free(e);
 }
 
 /* --------------------------------------------------------------- the store */
@@ -267,7 +176,10 @@ fg_mem_store *fg_mem_store_new(unsigned shards) {
         return NULL;
     }
     memset(s->shards, 0, (size_t)n * sizeof(shard));
-    for (unsigned i = 0; i < n; i++) lock_init(&s->shards[i].lock);
+    for (unsigned i = 0; i < n; i++) {
+        lock_init(&s->shards[i].lock);
+        s->shards[i].table = FG_KEY_TABLE(entry, keylen, key);
+    }
     s->nshards = n;
     s->shift = bits == 0 ? 0 : 64 - bits;
     /* No clock and no global state: the seed comes from where the store
@@ -281,11 +193,8 @@ fg_mem_store *fg_mem_store_new(unsigned shards) {
 void fg_mem_store_free(fg_mem_store *s) {
     if (s == NULL) return;
     for (unsigned i = 0; i < s->nshards; i++) {
-        shard *sh = &s->shards[i];
-        for (size_t j = 0; j < sh->cap; j++)
-            if (sh->slots[j].e != NULL) entry_free(sh->slots[j].e);
-        free(sh->slots);
-        lock_destroy(&sh->lock);
+        fg_key_table_clear(&s->shards[i].table, entry_free);
+        lock_destroy(&s->shards[i].lock);
     }
     free(s->shards);
     free(s);
@@ -319,13 +228,10 @@ typedef struct check {
 /* Gives the absent key its entry, with an empty state of `family`; false
  * when out of memory (nothing changed). */
 static bool entry_create(check *c, fg_mem_family family) {
-    entry *e = malloc(sizeof(*e) + c->keylen);
+    entry *e = fg_key_entry_new(&c->sh->table, sizeof(*e), c->key, c->keylen);
     if (e == NULL) return false;
-    memset(e, 0, sizeof(*e));
-    e->keylen = (uint32_t)c->keylen;
     e->family = (uint8_t)family;
-    if (c->keylen > 0) memcpy(e->key, c->key, c->keylen);
-    if (!table_insert(c->sh, c->hash, e)) {
+    if (!fg_key_table_insert(&c->sh->table, c->hash, e)) {
         free(e);
         return false;
     }
@@ -448,13 +354,10 @@ fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
                .cost = cost,
                .commit = !peek && cost > 0};
     c.sh = lock_shard(s, key, keylen, &c.hash);
-    size_t i = table_find(c.sh, c.hash, key, keylen);
-    if (i != NOT_FOUND) {
-        c.e = c.sh->slots[i].e;
-        if (c.e->expires_us <= now_us) {
-            table_remove_at(c.sh, i); /* expired: absent */
-            c.e = NULL;
-        }
+    c.e = fg_key_table_find(&c.sh->table, c.hash, key, keylen);
+    if (c.e != NULL && c.e->expires_us <= now_us) {
+        remove_entry(c.sh, c.hash, c.e); /* expired: absent */
+        c.e = NULL;
     }
     fg_decision d;
     fg_mem_status st = FG_MEM_INVALID; /* every family is a case below */
@@ -481,11 +384,11 @@ bool fg_mem_reset(fg_mem_store *s, const void *key, size_t keylen, int64_t now_u
     uint64_t h;
     shard *sh = lock_shard(s, key, keylen, &h);
     bool live = false;
-    size_t i = table_find(sh, h, key, keylen);
-    if (i != NOT_FOUND) {
-        live = sh->slots[i].e->expires_us > now_us;
-        table_remove_at(sh, i);
-        table_maybe_shrink(sh);
+    entry *e = fg_key_table_find(&sh->table, h, key, keylen);
+    if (e != NULL) {
+        live = e->expires_us > now_us;
+        remove_entry(sh, h, e);
+        fg_key_table_shrink(&sh->table);
     }
     lock_release(&sh->lock);
     return live;
@@ -511,63 +414,43 @@ bool fg_mem_inspect(fg_mem_store *s, const void *key, size_t keylen, int64_t now
     if (s == NULL || view == NULL || !valid_key(key, keylen)) return false;
     uint64_t h;
     shard *sh = lock_shard(s, key, keylen, &h);
-    size_t i = table_find(sh, h, key, keylen);
-    const entry *e = i == NOT_FOUND ? NULL : sh->slots[i].e;
+    const entry *e = fg_key_table_find(&sh->table, h, key, keylen);
     bool live = e != NULL && e->expires_us > now_us;
     if (live) view_state(e, view, each_entry, arg);
     lock_release(&sh->lock);
     return live;
 }
 
-/* Sweeps one shard from its cursor until the budget is spent or the shard is
- * done, which is either of:
- *   - this call went all the way around it: every slot was judged at this
- *     call's time (a call that resumes half way round must not trust the
- *     slots an earlier call judged at an earlier time);
- *   - the round begun by earlier calls came full circle: small budgets make
- *     progress across calls and move on to the next shard.
- * Returns whether the shard is done. */
-static bool sweep_shard(shard *sh, int64_t now_us, size_t *budget, size_t *removed) {
-    size_t visited = 0;
-    bool round_done = false;
-    while (visited < sh->cap && *budget > 0) {
-        slot *sl = &sh->slots[sh->cursor];
-        if (sl->e != NULL) {
-            (*budget)--;
-            if (sl->e->expires_us <= now_us) {
-                /* The cluster shifts back into this slot: look at it again. */
-                table_remove_at(sh, sh->cursor);
-                (*removed)++;
-                continue;
-            }
-        }
-        sh->cursor = (sh->cursor + 1) & (sh->cap - 1);
-        visited++;
-        if (++sh->swept >= sh->cap) {
-            sh->swept = 0;
-            round_done = true;
-        }
-    }
-    bool done = visited >= sh->cap || round_done;
-    table_maybe_shrink(sh); /* a new table starts a new round */
-    return done;
+/* What a sweep drops: the entries expired at now_us. */
+typedef struct sweep {
+    int64_t now_us;
+    size_t removed;
+} sweep;
+
+static bool drop_expired(void *p, void *arg) {
+    sweep *sw = arg;
+    if (((entry *)p)->expires_us > sw->now_us) return false;
+    entry_free(p);
+    sw->removed++;
+    return true;
 }
 
 size_t fg_mem_expire(fg_mem_store *s, int64_t now_us, size_t max_entries) {
     if (s == NULL) return 0;
-    size_t budget = max_entries, removed = 0;
+    size_t budget = max_entries;
+    sweep sw = {now_us, 0};
     unsigned mask = s->nshards - 1;
     unsigned idx = atomic_load_explicit(&s->sweep_next, memory_order_relaxed) & mask;
     for (unsigned k = 0; k < s->nshards && budget > 0; k++) {
         shard *sh = &s->shards[idx];
         lock_acquire(&sh->lock);
-        bool complete = sweep_shard(sh, now_us, &budget, &removed);
+        bool complete = fg_key_table_sweep(&sh->table, &budget, drop_expired, &sw);
         lock_release(&sh->lock);
         if (!complete) break; /* budget spent: resume in this shard */
         idx = (idx + 1) & mask;
     }
     atomic_store_explicit(&s->sweep_next, idx, memory_order_relaxed);
-    return removed;
+    return sw.removed;
 }
 
 size_t fg_mem_size(fg_mem_store *s) {
@@ -575,7 +458,7 @@ size_t fg_mem_size(fg_mem_store *s) {
     size_t n = 0;
     for (unsigned i = 0; i < s->nshards; i++) {
         lock_acquire(&s->shards[i].lock);
-        n += s->shards[i].count;
+        n += s->shards[i].table.count;
         lock_release(&s->shards[i].lock);
     }
     return n;
