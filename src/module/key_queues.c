@@ -12,7 +12,20 @@
 
 void key_queues_init(key_queues *qs, const key_queue_family *family) {
     qs->by_key = RedisModule_CreateDict(NULL);
+    qs->by_client = RedisModule_CreateDict(NULL);
     qs->family = family;
+}
+
+void *key_queues_waiter(const key_queues *qs, RedisModuleBlockedClient *bc) {
+    return RedisModule_DictGetC(qs->by_client, &bc, sizeof(bc), NULL);
+}
+
+void key_queues_track(key_queues *qs, RedisModuleBlockedClient *bc, void *waiter) {
+    RedisModule_DictSetC(qs->by_client, &bc, sizeof(bc), waiter);
+}
+
+void key_queues_untrack(key_queues *qs, RedisModuleBlockedClient *bc) {
+    RedisModule_DictDelC(qs->by_client, &bc, sizeof(bc), NULL);
 }
 
 key_queue *key_queue_find(const key_queues *qs, int dbid, RedisModuleString *key) {

@@ -48,7 +48,8 @@ struct key_queue {
 };
 
 typedef struct key_queues {
-    RedisModuleDict *by_key; /* db + key name -> key_queue */
+    RedisModuleDict *by_key;    /* db + key name -> key_queue */
+    RedisModuleDict *by_client; /* blocked client handle -> the family's waiter */
     const key_queue_family *family;
 } key_queues;
 
@@ -74,6 +75,13 @@ void key_queues_arm_all(RedisModuleCtx *ctx, key_queues *qs);
 
 /* A waiter left q: the next one may go now, or the empty queue goes. */
 void key_queue_after_leave(RedisModuleCtx *ctx, key_queue *q);
+
+/* The family's waiter of a blocked client (NULL: none, e.g. answered
+ * already); waiters are tracked from blocking until they are answered or
+ * gone. */
+void *key_queues_waiter(const key_queues *qs, RedisModuleBlockedClient *bc);
+void key_queues_track(key_queues *qs, RedisModuleBlockedClient *bc, void *waiter);
+void key_queues_untrack(key_queues *qs, RedisModuleBlockedClient *bc);
 
 /* Why a timer may not decide for q's key here (NULL: it may); selects the
  * queue's database. */

@@ -89,7 +89,6 @@ static void fail_all_waiters(RedisModuleCtx *ctx, key_queue *q, const char *erro
 
 static const key_queue_family lock_queues = {serve, fail_all_waiters};
 static key_queues queues;
-static RedisModuleDict *waiters; /* blocked client handle -> waiter */
 
 static key_queue *queue_of(const fg_wait_link *l) {
     return fg_wait_container(l->queue, key_queue, waiters);
@@ -108,14 +107,14 @@ static key_queue *queue_find(int dbid, RedisModuleString *key) {
 static void waiter_remove(RedisModuleCtx *ctx, waiter *w) {
     if (w->has_deadline) RedisModule_StopTimer(ctx, w->deadline, NULL);
     fg_waiter_leave(&w->base);
-    RedisModule_DictDelC(waiters, &w->bc, sizeof(w->bc), NULL);
+    key_queues_untrack(&queues, w->bc);
     RedisModule_Free(w->owner);
     RedisModule_Free(w);
     stat_waiters--;
 }
 
 static waiter *waiter_of(RedisModuleBlockedClient *bc) {
-    return RedisModule_DictGetC(waiters, &bc, sizeof(bc), NULL);
+    return key_queues_waiter(&queues, bc);
 }
 
 /* Tells a waiter its answer (the reply is written by waiter_reply). The
@@ -518,7 +517,7 @@ static void enqueue(RedisModuleCtx *ctx, const fg_lock_request *r, RedisModuleSt
     w->has_deadline = timeout_ms > 0;
     if (w->has_deadline) w->deadline = RedisModule_CreateTimer(ctx, timeout_ms, deadline_passed, w);
     RedisModule_SetDisconnectCallback(w->bc, waiter_disconnected);
-    RedisModule_DictSetC(waiters, &w->bc, sizeof(w->bc), w);
+    key_queues_track(&queues, w->bc, w);
     int dbid = RedisModule_GetSelectedDb(ctx);
     fg_wait_queue *qs[MAX_MLOCK_KEYS];
     for (int i = 0; i < nkeys; i++)
@@ -1141,7 +1140,6 @@ const command_spec lock_commands[] = {
 int lock_commands_created(RedisModuleCtx *ctx) {
     (void)ctx;
     key_queues_init(&queues, &lock_queues);
-    waiters = RedisModule_CreateDict(NULL);
     return REDISMODULE_OK;
 }
 

@@ -276,7 +276,6 @@ static void fail_all_waiters(RedisModuleCtx *ctx, key_queue *q, const char *erro
 
 static const key_queue_family policy_queues = {serve, fail_all_waiters};
 static key_queues queues;
-static RedisModuleDict *waiters; /* blocked client handle -> waiter */
 
 static key_queue *queue_of(const waiter *w) {
     return fg_wait_container(w->link.queue, key_queue, waiters);
@@ -291,7 +290,7 @@ static void waiter_remove(RedisModuleCtx *ctx, waiter *w) {
     if (w->has_deadline) RedisModule_StopTimer(ctx, w->deadline, NULL);
     cancel_deferred(&w->paused);
     fg_waiter_leave(&w->base);
-    RedisModule_DictDelC(waiters, &w->bc, sizeof(w->bc), NULL);
+    key_queues_untrack(&queues, w->bc);
     RedisModule_Free(w->identity);
     RedisModule_Free(w);
 }
@@ -413,7 +412,7 @@ static void free_answer(RedisModuleCtx *ctx, void *privdata) {
 /* Also called when the server unblocks the client itself (a master that
  * becomes a replica answers -UNBLOCKED). */
 static void waiter_disconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc) {
-    waiter *w = RedisModule_DictGetC(waiters, &bc, sizeof(bc), NULL);
+    waiter *w = key_queues_waiter(&queues, bc);
     if (!w) return;
     key_queue *q = queue_of(w);
     waiter_remove(ctx, w);
@@ -443,7 +442,7 @@ static void enqueue(RedisModuleCtx *ctx, const request *r, RedisModuleString *id
     RedisModule_SetDisconnectCallback(w->bc, waiter_disconnected);
     w->deadline = RedisModule_CreateTimer(ctx, timeout_ms, deadline_passed, w);
     w->has_deadline = true;
-    RedisModule_DictSetC(waiters, &w->bc, sizeof(w->bc), w);
+    key_queues_track(&queues, w->bc, w);
     fg_wait_queue *wq = &q->waiters;
     fg_waiter_join(&w->base, &w->link, &wq, 1);
     if (fg_wait_head(wq) == &w->base) key_queue_arm(ctx, q, first_try_us, now_us);
@@ -849,7 +848,6 @@ const command_spec policy_commands[] = {
 
 int policy_commands_created(RedisModuleCtx *ctx) {
     key_queues_init(&queues, &policy_queues);
-    waiters = RedisModule_CreateDict(NULL);
     RedisModuleCommand *parent = RedisModule_GetCommand(ctx, POLICY_PARENT);
     if (!parent) return REDISMODULE_ERR;
     for (size_t i = 0; i < sizeof(policy_subcommands) / sizeof(policy_subcommands[0]); i++) {
