@@ -5,7 +5,7 @@
  *      src/client/[a-z]*.c -lpthread -lm
  *   ./a.out [seconds per case, default 1]
  *
- * For FG_MEM_BUCKET and FG_MEM_FIXED, with 1 and 2 threads, on one hot key
+ * For FG_LIMITER_BUCKET and FG_LIMITER_FIXED, with 1 and 2 threads, on one hot key
  * and on 1,000,000 keys ("user:%08d", picked at random, all inserted before
  * timing). Each thread's clock starts at the same time and advances 1 us every
  * 256 decisions. On the hot key the limits admit about half the requests, so
@@ -150,10 +150,10 @@ int main(int argc, char **argv) {
      * Many keys: each key sees a request every few simulated ms, so the
      * limits are per second (10 at once, one more per second), which keeps
      * every key alive during the run. */
-    const fg_mem_limit hot_bucket = {FG_MEM_BUCKET, .p.bucket = {8, 1000}};
-    const fg_mem_limit hot_fixed = {FG_MEM_FIXED, .p.fixed = {128000, 1000}};
-    const fg_mem_limit many_bucket = {FG_MEM_BUCKET, .p.bucket = {1000000000LL, 10}};
-    const fg_mem_limit many_fixed = {FG_MEM_FIXED, .p.fixed = {10, 1000000}};
+    const fg_mem_limit hot_bucket = {FG_LIMITER_BUCKET, .p.bucket = {8, 1000}};
+    const fg_mem_limit hot_fixed = {FG_LIMITER_FIXED, .p.fixed = {128000, 1000}};
+    const fg_mem_limit many_bucket = {FG_LIMITER_BUCKET, .p.bucket = {1000000000LL, 10}};
+    const fg_mem_limit many_fixed = {FG_LIMITER_FIXED, .p.fixed = {10, 1000000}};
     const scenario scenarios[] = {
         {"bucket", "1 hot", hot_bucket, 1, 1},     {"bucket", "1 hot", hot_bucket, 1, 2},
         {"bucket", "1M", many_bucket, MANY_KEYS, 1}, {"bucket", "1M", many_bucket, MANY_KEYS, 2},

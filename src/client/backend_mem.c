@@ -178,22 +178,22 @@ static fg_code inspect(void *s, const char *key, fg_text *t, fg_error *err) {
         return FG_CODE_OK;
     }
     switch (v.family) {
-    case FG_MEM_BUCKET:
+    case FG_LIMITER_BUCKET:
         fg_text_append(t, "bucket", 6);
         append_field(t, "tat_ns", v.state.tat_ns);
         break;
-    case FG_MEM_FIXED:
+    case FG_LIMITER_FIXED:
         fg_text_append(t, "fixed", 5);
         append_field(t, "window_start_us", v.state.fixed.window_start_us);
         append_field(t, "count", v.state.fixed.count);
         break;
-    case FG_MEM_SLIDING:
+    case FG_LIMITER_SLIDING:
         fg_text_append(t, "sliding", 7);
         append_field(t, "window_start_us", v.state.sliding.window_start_us);
         append_field(t, "count", v.state.sliding.count);
         append_field(t, "prev_count", v.state.sliding.prev_count);
         break;
-    case FG_MEM_SLIDELOG: flush_run(&runs); break;
+    case FG_LIMITER_SLIDELOG: flush_run(&runs); break;
     }
     append_field(t, "pttl", (v.expires_us - now + 999) / 1000);
     return FG_CODE_OK;

@@ -45,24 +45,24 @@ static fg_code convert_gcra(const fg_limit *l, fg_gcra_params *p, fg_error *err)
 static fg_code convert_params(const fg_limit *l, fg_mem_limit *out, fg_error *err) {
     switch (l->algorithm) {
     case FG_FIXED_WINDOW:
-        out->family = FG_MEM_FIXED;
+        out->family = FG_LIMITER_FIXED;
         return convert_window(l, INT64_MAX, &out->p.fixed.limit, &out->p.fixed.window_us, err);
     case FG_SLIDING_WINDOW:
-        out->family = FG_MEM_SLIDING;
+        out->family = FG_LIMITER_SLIDING;
         return convert_window(l, INT64_MAX, &out->p.sliding.limit, &out->p.sliding.window_us,
                               err);
     case FG_SLIDING_LOG:
-        out->family = FG_MEM_SLIDELOG;
+        out->family = FG_LIMITER_SLIDELOG;
         return convert_window(l, FG_SLOG_MAX_LIMIT, &out->p.slidelog.limit,
                               &out->p.slidelog.window_us, err);
     case FG_TOKEN_BUCKET:
-        out->family = FG_MEM_BUCKET;
+        out->family = FG_LIMITER_BUCKET;
         return convert_rate(l, "refill_per_sec", &out->p.bucket, err);
     case FG_LEAKY_BUCKET:
-        out->family = FG_MEM_BUCKET;
+        out->family = FG_LIMITER_BUCKET;
         return convert_rate(l, "leak_per_sec", &out->p.bucket, err);
     case FG_GCRA:
-        out->family = FG_MEM_BUCKET;
+        out->family = FG_LIMITER_BUCKET;
         return convert_gcra(l, &out->p.bucket, err);
     }
     return fg_set_error(err, FG_CODE_INVALID, "ERR unknown algorithm %d", (int)l->algorithm);

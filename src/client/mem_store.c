@@ -13,10 +13,9 @@
  * checks a third slower).
  *
  * Semantics are the module's (src/module/t_ratelimit.c): the core decides on
- * the stored state (or the empty state when the key is absent or expired),
- * and only a request admitted with cost > 0 and not a peek stores the next
- * state, with expiry = when that state is empty again (fg_*_expires_at_us).
- * The sliding log stores the effect through fg_slog_apply. The module rounds
+ * the stored state (or the empty state when the key is absent or expired)
+ * and says what to store and until when (core/limiter.h); a peek stores
+ * nothing. The sliding log stores the effect through fg_slog_apply. The module rounds
  * expiries up to the millisecond for Redis; here they stay in microseconds,
  * which changes nothing observable: at its expiry a state answers exactly as
  * the empty state.
@@ -93,14 +92,9 @@ static inline void lock_release(shard_lock *l) {
 
 typedef struct entry {
     int64_t expires_us; /* absent from this time on */
-    union {
-        int64_t tat; /* FG_MEM_BUCKET, ns */
-        fg_fixed_state fixed;
-        fg_sliding_state sliding;
-        fg_slog slog;
-    } st;
+    fg_limiter_state st;
     uint32_t keylen;
-    uint8_t family; /* fg_mem_family */
+    uint8_t family; /* fg_limiter_family */
     unsigned char key[];
 } entry;
 
@@ -122,7 +116,7 @@ static const fg_allocator slog_alloc = {realloc, free};
 
 static void entry_free(void *p) {
     entry *e = p;
-    if (e->family == FG_MEM_SLIDELOG) fg_slog_free(&e->st.slog, &slog_alloc);
+    if (e->family == FG_LIMITER_SLIDELOG) fg_slog_free(&e->st.slidelog, &slog_alloc);
     free(e);
 }
 
@@ -211,23 +205,19 @@ static fg_mem_status from_core(fg_status st) {
     return FG_MEM_INVALID;
 }
 
-/* What one check works on: the shard (locked), the key and its entry (NULL
- * when absent), and whether an admitted request is to be stored. */
+/* Where a check stores: the shard (locked), the key and its entry (NULL
+ * when absent). */
 typedef struct check {
     shard *sh;
     uint64_t hash;
     const void *key;
     size_t keylen;
     entry *e;
-    const fg_mem_limit *lim;
-    int64_t now_us;
-    int64_t cost;
-    bool commit;
 } check;
 
-/* Gives the absent key its entry, with an empty state of `family`; false
- * when out of memory (nothing changed). */
-static bool entry_create(check *c, fg_mem_family family) {
+/* Gives the absent key its entry; false when out of memory (nothing
+ * changed). */
+static bool entry_create(check *c, fg_limiter_family family) {
     entry *e = fg_key_entry_new(&c->sh->table, sizeof(*e), c->key, c->keylen);
     if (e == NULL) return false;
     e->family = (uint8_t)family;
@@ -239,138 +229,63 @@ static bool entry_create(check *c, fg_mem_family family) {
     return true;
 }
 
-static fg_mem_status check_bucket(check *c, fg_decision *d) {
-    const fg_gcra_params *p = &c->lim->p.bucket;
-    int64_t tat = c->e ? c->e->st.tat : 0, next;
-    fg_status st = fg_gcra_decide(tat, p, c->now_us, c->cost, d, &next);
-    if (st != FG_OK) return from_core(st);
-    if (!c->commit || !d->allowed || next == tat) return FG_MEM_OK;
-    if (c->e == NULL && !entry_create(c, FG_MEM_BUCKET)) return FG_MEM_NOMEM;
-    c->e->st.tat = next;
-    c->e->expires_us = fg_gcra_expires_at_us(next);
+/* Applies a sliding log's effect to a copy of the log (a new one when the
+ * key is absent), so that a failure changes nothing; fg_slog_apply fails
+ * with FG_EOVERFLOW only when memory cannot be had. */
+static fg_mem_status apply_effect(check *c, const fg_slog_effect *effect) {
+    fg_slog log = c->e != NULL ? c->e->st.slidelog : (fg_slog){NULL, 0, 0, 0};
+    fg_status st = fg_slog_apply(&log, effect, &slog_alloc);
+    if (st != FG_OK) return st == FG_EOVERFLOW ? FG_MEM_NOMEM : from_core(st);
+    if (c->e == NULL && !entry_create(c, FG_LIMITER_SLIDELOG)) {
+        fg_slog_free(&log, &slog_alloc);
+        return FG_MEM_NOMEM;
+    }
+    c->e->st.slidelog = log;
     return FG_MEM_OK;
 }
 
-static fg_mem_status check_fixed(check *c, fg_decision *d) {
-    static const fg_fixed_state empty = {0, 0};
-    const fg_fixed_params *p = &c->lim->p.fixed;
-    fg_fixed_state next;
-    fg_status st = fg_fixed_decide(c->e ? &c->e->st.fixed : &empty, p, c->now_us, c->cost, d, &next);
-    if (st != FG_OK) return from_core(st);
-    if (!c->commit || !d->allowed) return FG_MEM_OK;
-    if (c->e == NULL && !entry_create(c, FG_MEM_FIXED)) return FG_MEM_NOMEM;
-    c->e->st.fixed = next;
-    c->e->expires_us = fg_fixed_expires_at_us(&next, p);
-    return FG_MEM_OK;
-}
-
-static fg_mem_status check_sliding(check *c, fg_decision *d) {
-    static const fg_sliding_state empty = {0, 0, 0};
-    const fg_sliding_params *p = &c->lim->p.sliding;
-    fg_sliding_state next;
-    fg_status st =
-        fg_sliding_decide(c->e ? &c->e->st.sliding : &empty, p, c->now_us, c->cost, d, &next);
-    if (st != FG_OK) return from_core(st);
-    if (!c->commit || !d->allowed) return FG_MEM_OK;
-    if (c->e == NULL && !entry_create(c, FG_MEM_SLIDING)) return FG_MEM_NOMEM;
-    c->e->st.sliding = next;
-    c->e->expires_us = fg_sliding_expires_at_us(&next, p);
-    return FG_MEM_OK;
-}
-
-/* fg_slog_apply fails with FG_EOVERFLOW only when memory cannot be had. */
-static fg_mem_status from_apply(fg_status st) {
-    return st == FG_EOVERFLOW ? FG_MEM_NOMEM : from_core(st);
-}
-
-static fg_mem_status check_slidelog(check *c, fg_decision *d) {
-    static const fg_slog empty = {NULL, 0, 0, 0};
-    const fg_slog_params *p = &c->lim->p.slidelog;
-    fg_slog_effect effect;
-    fg_status st = fg_slog_decide(c->e ? &c->e->st.slog : &empty, p, c->now_us, c->cost, d, &effect);
-    if (st != FG_OK) return from_core(st);
-    if (!c->commit || !d->allowed) return FG_MEM_OK;
-    if (c->e != NULL) {
-        /* The log is unchanged when the apply fails. */
-        st = fg_slog_apply(&c->e->st.slog, &effect, &slog_alloc);
-        if (st != FG_OK) return from_apply(st);
+/* Stores what an admitted request left (core/limiter.h). */
+static fg_mem_status store_next(check *c, fg_limiter_family family, const fg_limiter_next *n) {
+    if (family == FG_LIMITER_SLIDELOG) {
+        fg_mem_status st = apply_effect(c, &n->effect);
+        if (st != FG_MEM_OK) return st;
     } else {
-        /* Build the log first, so a failure leaves no entry behind. */
-        fg_slog log = {NULL, 0, 0, 0};
-        st = fg_slog_apply(&log, &effect, &slog_alloc);
-        if (st != FG_OK || !entry_create(c, FG_MEM_SLIDELOG)) {
-            fg_slog_free(&log, &slog_alloc);
-            return st != FG_OK ? from_apply(st) : FG_MEM_NOMEM;
-        }
-        c->e->st.slog = log;
+        if (c->e == NULL && !entry_create(c, family)) return FG_MEM_NOMEM;
+        c->e->st = n->st;
     }
-    c->e->expires_us = fg_slog_expires_at_us(&c->e->st.slog, p);
+    c->e->expires_us = n->empty_at_us;
     return FG_MEM_OK;
-}
-
-/* A key of another family: the module parses its arguments before it opens
- * the key, so parameters out of range answer an error rather than WRONGTYPE.
- * The core judges them on the empty state (nothing is written). */
-static fg_mem_status check_wrongtype(const check *c) {
-    fg_decision d;
-    fg_status st = FG_EINVAL; /* every family is a case below */
-    switch (c->lim->family) {
-    case FG_MEM_BUCKET: {
-        int64_t next;
-        st = fg_gcra_decide(0, &c->lim->p.bucket, c->now_us, c->cost, &d, &next);
-        break;
-    }
-    case FG_MEM_FIXED: {
-        fg_fixed_state empty = {0, 0}, next;
-        st = fg_fixed_decide(&empty, &c->lim->p.fixed, c->now_us, c->cost, &d, &next);
-        break;
-    }
-    case FG_MEM_SLIDING: {
-        fg_sliding_state empty = {0, 0, 0}, next;
-        st = fg_sliding_decide(&empty, &c->lim->p.sliding, c->now_us, c->cost, &d, &next);
-        break;
-    }
-    case FG_MEM_SLIDELOG: {
-        fg_slog empty = {NULL, 0, 0, 0};
-        fg_slog_effect effect;
-        st = fg_slog_decide(&empty, &c->lim->p.slidelog, c->now_us, c->cost, &d, &effect);
-        break;
-    }
-    }
-    return st == FG_EINVAL ? FG_MEM_INVALID : FG_MEM_WRONGTYPE;
 }
 
 fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
                            const fg_mem_limit *lim, int64_t now_us, int64_t cost, bool peek,
                            fg_decision *out) {
     if (s == NULL || lim == NULL || out == NULL || !valid_key(key, keylen) ||
-        (unsigned)lim->family > FG_MEM_SLIDELOG)
+        (unsigned)lim->family >= FG_LIMITER_FAMILIES)
         return FG_MEM_INVALID;
 
-    check c = {.key = key,
-               .keylen = keylen,
-               .lim = lim,
-               .now_us = now_us,
-               .cost = cost,
-               .commit = !peek && cost > 0};
+    check c = {.key = key, .keylen = keylen};
     c.sh = lock_shard(s, key, keylen, &c.hash);
     c.e = fg_key_table_find(&c.sh->table, c.hash, key, keylen);
     if (c.e != NULL && c.e->expires_us <= now_us) {
         remove_entry(c.sh, c.hash, c.e); /* expired: absent */
         c.e = NULL;
     }
+    /* A key of another family: the module parses its arguments before it
+     * opens the key, so parameters out of range answer an error rather
+     * than WRONGTYPE. The core judges them on the empty state. */
+    bool wrongtype = c.e != NULL && c.e->family != (uint8_t)lim->family;
     fg_decision d;
-    fg_mem_status st = FG_MEM_INVALID; /* every family is a case below */
-    if (c.e != NULL && c.e->family != (uint8_t)lim->family) {
-        st = check_wrongtype(&c);
-    } else {
-        switch (lim->family) {
-        case FG_MEM_BUCKET: st = check_bucket(&c, &d); break;
-        case FG_MEM_FIXED: st = check_fixed(&c, &d); break;
-        case FG_MEM_SLIDING: st = check_sliding(&c, &d); break;
-        case FG_MEM_SLIDELOG: st = check_slidelog(&c, &d); break;
-        }
-    }
+    fg_limiter_next next;
+    fg_status core = fg_limiter_decide(lim->family, c.e != NULL && !wrongtype ? &c.e->st : NULL,
+                                       &lim->p, now_us, cost, &d, &next);
+    fg_mem_status st;
+    if (wrongtype)
+        st = core == FG_EINVAL ? FG_MEM_INVALID : FG_MEM_WRONGTYPE;
+    else if (core != FG_OK || peek || !next.store)
+        st = from_core(core);
+    else
+        st = store_next(&c, lim->family, &next);
     lock_release(&c.sh->lock);
 
     if (st == FG_MEM_OK) *out = d;
@@ -396,15 +311,15 @@ bool fg_mem_reset(fg_mem_store *s, const void *key, size_t keylen, int64_t now_u
 
 static void view_state(const entry *e, fg_mem_view *view,
                        void (*each_entry)(int64_t ts_us, void *arg), void *arg) {
-    view->family = (fg_mem_family)e->family;
+    view->family = (fg_limiter_family)e->family;
     view->expires_us = e->expires_us;
     switch (view->family) {
-    case FG_MEM_BUCKET: view->state.tat_ns = e->st.tat; break;
-    case FG_MEM_FIXED: view->state.fixed = e->st.fixed; break;
-    case FG_MEM_SLIDING: view->state.sliding = e->st.sliding; break;
-    case FG_MEM_SLIDELOG:
-        for (uint32_t k = 0; each_entry != NULL && k < e->st.slog.len; k++)
-            each_entry(fg_slog_at(&e->st.slog, k), arg);
+    case FG_LIMITER_BUCKET: view->state.tat_ns = e->st.tat_ns; break;
+    case FG_LIMITER_FIXED: view->state.fixed = e->st.fixed; break;
+    case FG_LIMITER_SLIDING: view->state.sliding = e->st.sliding; break;
+    case FG_LIMITER_SLIDELOG:
+        for (uint32_t k = 0; each_entry != NULL && k < e->st.slidelog.len; k++)
+            each_entry(fg_slog_at(&e->st.slidelog, k), arg);
         break;
     }
 }

@@ -4,7 +4,7 @@
  *
  * It answers exactly what the Redis module answers for the same key, time and
  * request: one family per key (FG.TOKEN, FG.LEAKY, FG.GCRA and CL.THROTTLE all
- * use FG_MEM_BUCKET and share its state), denials, peeks and cost 0 change
+ * use FG_LIMITER_BUCKET and share its state), denials, peeks and cost 0 change
  * nothing, and a key lives until its state is empty again (the module's TTL),
  * after which it is absent. Times are arguments, in microseconds since the
  * Unix epoch; the store never reads a clock and has no global state.
@@ -19,29 +19,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "decision.h"
-#include "fixed_window.h"
-#include "gcra.h"
-#include "sliding_log.h"
-#include "sliding_window.h"
+#include "limiter.h"
 
 typedef struct fg_mem_store fg_mem_store;
 
-typedef enum fg_mem_family {
-    FG_MEM_BUCKET,   /* token bucket, leaky bucket, GCRA, CL.THROTTLE */
-    FG_MEM_FIXED,    /* fixed window counter */
-    FG_MEM_SLIDING,  /* sliding window counter */
-    FG_MEM_SLIDELOG, /* sliding window log */
-} fg_mem_family;
-
 typedef struct fg_mem_limit {
-    fg_mem_family family;
-    union {
-        fg_gcra_params bucket;
-        fg_fixed_params fixed;
-        fg_sliding_params sliding;
-        fg_slog_params slidelog;
-    } p;
+    fg_limiter_family family;
+    fg_limiter_params p;
 } fg_mem_limit;
 
 typedef enum fg_mem_status {
@@ -78,10 +62,10 @@ bool fg_mem_reset(fg_mem_store *s, const void *key, size_t keylen, int64_t now_u
 
 /* A copy of a live key's state (what FG.INSPECT shows for a server). */
 typedef struct fg_mem_view {
-    fg_mem_family family;
+    fg_limiter_family family;
     int64_t expires_us;
     union {
-        int64_t tat_ns; /* FG_MEM_BUCKET */
+        int64_t tat_ns; /* FG_LIMITER_BUCKET */
         fg_fixed_state fixed;
         fg_sliding_state sliding;
     } state;

@@ -35,9 +35,9 @@ fg_code fg_policy_limit_convert(const fg_limit *l, fg_policy_limit *out, fg_erro
     case FG_SLIDING_WINDOW: out->algorithm = FG_POLICY_SLIDING; break;
     case FG_SLIDING_LOG: return FG_CODE_INVALID; /* refused above */
     }
-    if (ml.family == FG_MEM_BUCKET)
+    if (ml.family == FG_LIMITER_BUCKET)
         out->p.bucket = ml.p.bucket;
-    else if (ml.family == FG_MEM_FIXED)
+    else if (ml.family == FG_LIMITER_FIXED)
         out->p.fixed = ml.p.fixed;
     else
         out->p.sliding = ml.p.sliding;

@@ -27,19 +27,19 @@
 
 #define ENCODING_VERSION 1
 
-static RedisModuleType *types[FAMILY_COUNT];
-static const char *const family_names[FAMILY_COUNT] = {"bucket", "fixed", "sliding", "slidelog"};
+static RedisModuleType *types[FG_LIMITER_FAMILIES];
+static const char *const family_names[FG_LIMITER_FAMILIES] = {"bucket", "fixed", "sliding", "slidelog"};
 
-const char *family_name(limiter_family family) {
+const char *family_name(fg_limiter_family family) {
     return family_names[family];
 }
 
-int family_from_name(RedisModuleString *name, limiter_family *out) {
+int family_from_name(RedisModuleString *name, fg_limiter_family *out) {
     size_t len;
     const char *s = RedisModule_StringPtrLen(name, &len);
-    for (int f = 0; f < FAMILY_COUNT; f++) {
+    for (int f = 0; f < FG_LIMITER_FAMILIES; f++) {
         if (strlen(family_names[f]) == len && memcmp(family_names[f], s, len) == 0) {
-            *out = (limiter_family)f;
+            *out = (fg_limiter_family)f;
             return 1;
         }
     }
@@ -54,7 +54,7 @@ static void module_free(void *ptr) {
 }
 const fg_allocator module_allocator = {module_realloc, module_free};
 
-lookup_result limiter_lookup(RedisModuleKey *key, limiter_family family, void **value) {
+lookup_result limiter_lookup(RedisModuleKey *key, fg_limiter_family family, void **value) {
     int type = RedisModule_KeyType(key);
     if (type == REDISMODULE_KEYTYPE_EMPTY) return LOOKUP_EMPTY;
     if (type != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(key) != types[family])
@@ -65,22 +65,22 @@ lookup_result limiter_lookup(RedisModuleKey *key, limiter_family family, void **
 
 /* ---------------------------------------------------------------- storing */
 
-static void set_or_replace(RedisModuleKey *key, limiter_family family, void *value) {
+static void set_or_replace(RedisModuleKey *key, fg_limiter_family family, void *value) {
     RedisModule_ModuleTypeSetValue(key, types[family], value);
 }
 
 void store_bucket(RedisModuleKey *key, int64_t tat_ns, int64_t expire_ms) {
     void *value = (void *)(uintptr_t)tat_ns;
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE &&
-        RedisModule_ModuleTypeGetType(key) == types[FAMILY_BUCKET])
-        RedisModule_ModuleTypeReplaceValue(key, types[FAMILY_BUCKET], value, NULL);
+        RedisModule_ModuleTypeGetType(key) == types[FG_LIMITER_BUCKET])
+        RedisModule_ModuleTypeReplaceValue(key, types[FG_LIMITER_BUCKET], value, NULL);
     else
-        set_or_replace(key, FAMILY_BUCKET, value);
+        set_or_replace(key, FG_LIMITER_BUCKET, value);
     RedisModule_SetAbsExpire(key, expire_ms);
 }
 
 /* Fixed-size states are updated in place when the key already holds one. */
-static void store_struct(RedisModuleKey *key, limiter_family family, const void *state, size_t size,
+static void store_struct(RedisModuleKey *key, fg_limiter_family family, const void *state, size_t size,
                          int64_t expire_ms) {
     void *value;
     if (limiter_lookup(key, family, &value) == LOOKUP_FOUND) {
@@ -94,11 +94,11 @@ static void store_struct(RedisModuleKey *key, limiter_family family, const void 
 }
 
 void store_fixed(RedisModuleKey *key, const fg_fixed_state *s, int64_t expire_ms) {
-    store_struct(key, FAMILY_FIXED, s, sizeof(*s), expire_ms);
+    store_struct(key, FG_LIMITER_FIXED, s, sizeof(*s), expire_ms);
 }
 
 void store_sliding(RedisModuleKey *key, const fg_sliding_state *s, int64_t expire_ms) {
-    store_struct(key, FAMILY_SLIDING, s, sizeof(*s), expire_ms);
+    store_struct(key, FG_LIMITER_SLIDING, s, sizeof(*s), expire_ms);
 }
 
 fg_slog *slidelog_create(void) {
@@ -113,13 +113,13 @@ void slidelog_destroy(void *value) {
 }
 
 void store_slidelog(RedisModuleKey *key, fg_slog *log, int64_t expire_ms) {
-    set_or_replace(key, FAMILY_SLIDELOG, log);
+    set_or_replace(key, FG_LIMITER_SLIDELOG, log);
     RedisModule_SetAbsExpire(key, expire_ms);
 }
 
 fg_status store_slidelog_effect(RedisModuleKey *key, const fg_slog_effect *e, int64_t expire_ms) {
     void *value;
-    if (limiter_lookup(key, FAMILY_SLIDELOG, &value) == LOOKUP_FOUND) {
+    if (limiter_lookup(key, FG_LIMITER_SLIDELOG, &value) == LOOKUP_FOUND) {
         fg_status st = fg_slog_apply(value, e, &module_allocator);
         if (st != FG_OK) return st;
     } else {
@@ -129,7 +129,7 @@ fg_status store_slidelog_effect(RedisModuleKey *key, const fg_slog_effect *e, in
             slidelog_destroy(log);
             return st != FG_OK ? st : FG_EINVAL;
         }
-        set_or_replace(key, FAMILY_SLIDELOG, log);
+        set_or_replace(key, FG_LIMITER_SLIDELOG, log);
     }
     RedisModule_SetAbsExpire(key, expire_ms);
     return FG_OK;
@@ -370,31 +370,31 @@ static void *slidelog_copy(RedisModuleString *from, RedisModuleString *to, const
 /* -------------------------------------------------------------- registry */
 
 int limiter_types_create(RedisModuleCtx *ctx) {
-    static const char *const type_names[FAMILY_COUNT] = {"fg-bucket", "fg-fixwin", "fg-sliwin",
+    static const char *const type_names[FG_LIMITER_FAMILIES] = {"fg-bucket", "fg-fixwin", "fg-sliwin",
                                                          "fg-slilog"};
-    RedisModuleTypeMethods methods[FAMILY_COUNT] = {
-        [FAMILY_BUCKET] = {.rdb_load = bucket_rdb_load,
+    RedisModuleTypeMethods methods[FG_LIMITER_FAMILIES] = {
+        [FG_LIMITER_BUCKET] = {.rdb_load = bucket_rdb_load,
                            .rdb_save = bucket_rdb_save,
                            .aof_rewrite = bucket_aof_rewrite,
                            .mem_usage = bucket_mem_usage,
                            .digest = bucket_digest,
                            .free = bucket_free,
                            .copy = bucket_copy},
-        [FAMILY_FIXED] = {.rdb_load = fixed_rdb_load,
+        [FG_LIMITER_FIXED] = {.rdb_load = fixed_rdb_load,
                           .rdb_save = fixed_rdb_save,
                           .aof_rewrite = fixed_aof_rewrite,
                           .mem_usage = fixed_mem_usage,
                           .digest = fixed_digest,
                           .free = module_free,
                           .copy = fixed_copy},
-        [FAMILY_SLIDING] = {.rdb_load = sliding_rdb_load,
+        [FG_LIMITER_SLIDING] = {.rdb_load = sliding_rdb_load,
                             .rdb_save = sliding_rdb_save,
                             .aof_rewrite = sliding_aof_rewrite,
                             .mem_usage = sliding_mem_usage,
                             .digest = sliding_digest,
                             .free = module_free,
                             .copy = sliding_copy},
-        [FAMILY_SLIDELOG] = {.rdb_load = slidelog_rdb_load,
+        [FG_LIMITER_SLIDELOG] = {.rdb_load = slidelog_rdb_load,
                              .rdb_save = slidelog_rdb_save,
                              .aof_rewrite = slidelog_aof_rewrite,
                              .mem_usage = slidelog_mem_usage,
@@ -402,7 +402,7 @@ int limiter_types_create(RedisModuleCtx *ctx) {
                              .free = slidelog_destroy,
                              .copy = slidelog_copy},
     };
-    for (int f = 0; f < FAMILY_COUNT; f++) {
+    for (int f = 0; f < FG_LIMITER_FAMILIES; f++) {
         methods[f].version = REDISMODULE_TYPE_METHOD_VERSION;
         types[f] = RedisModule_CreateDataType(ctx, type_names[f], ENCODING_VERSION, &methods[f]);
         if (types[f] == NULL) return REDISMODULE_ERR;

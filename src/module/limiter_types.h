@@ -4,28 +4,19 @@
 #ifndef FG_LIMITER_TYPES_H
 #define FG_LIMITER_TYPES_H
 
-#include "../core/fixed_window.h"
-#include "../core/sliding_log.h"
-#include "../core/sliding_window.h"
+#include "../core/limiter.h"
 #include "redismodule_api.h"
 
-typedef enum limiter_family {
-    FAMILY_BUCKET,   /* token, leaky, GCRA, CL.THROTTLE: one arrival time */
-    FAMILY_FIXED,    /* fixed window counter */
-    FAMILY_SLIDING,  /* sliding window counter */
-    FAMILY_SLIDELOG, /* sliding window log */
-    FAMILY_COUNT
-} limiter_family;
 
 /* Name used by FG.SETSTATE and FG.INSPECT ("bucket", "fixed", ...). */
-const char *family_name(limiter_family family);
-int family_from_name(RedisModuleString *name, limiter_family *out);
+const char *family_name(fg_limiter_family family);
+int family_from_name(RedisModuleString *name, fg_limiter_family *out);
 
 int limiter_types_create(RedisModuleCtx *ctx);
 
 /* What an opened key holds, seen from one family. */
 typedef enum lookup_result { LOOKUP_EMPTY, LOOKUP_FOUND, LOOKUP_WRONGTYPE } lookup_result;
-lookup_result limiter_lookup(RedisModuleKey *key, limiter_family family, void **value);
+lookup_result limiter_lookup(RedisModuleKey *key, fg_limiter_family family, void **value);
 
 /* The bucket state is the arrival time itself, kept in the value slot. */
 static inline int64_t bucket_tat(void *value) {

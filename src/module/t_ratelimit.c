@@ -19,12 +19,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/fixed_window.h"
-#include "../core/gcra.h"
+#include "../core/limiter.h"
 #include "../core/messages.h"
 #include "../core/params.h"
-#include "../core/sliding_log.h"
-#include "../core/sliding_window.h"
 #include "args.h"
 #include "clock.h"
 #include "effects.h"
@@ -32,22 +29,15 @@
 #include "policy_types.h"
 #include "t_policy.h"
 
-typedef union limiter_params {
-    fg_gcra_params gcra;
-    fg_fixed_params fixed;
-    fg_sliding_params sliding;
-    fg_slog_params slog;
-} limiter_params;
-
 typedef enum reply_style { REPLY_FLOODGATE, REPLY_REDIS_CELL } reply_style;
 
 typedef struct limiter {
     const char *peek_arg; /* its name in FG.PEEK, NULL if not peekable */
     const char *event;    /* keyspace event of an admitted request */
     const char *stat;     /* INFO field prefix */
-    limiter_family family;
+    fg_limiter_family family;
     int nparams; /* positional arguments after the key */
-    int (*parse)(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p);
+    int (*parse)(RedisModuleCtx *ctx, RedisModuleString **args, fg_limiter_params *p);
     reply_style style;
     long long allowed, denied;
 } limiter;
@@ -57,7 +47,7 @@ typedef struct limiter {
 /* The raw numbers are parsed here; their ranges and conversions are the
  * core's (core/params.c), shared with the client library. */
 
-static int parse_bucket(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p,
+static int parse_bucket(RedisModuleCtx *ctx, RedisModuleString **args, fg_limiter_params *p,
                         const char *rate_name) {
     int64_t capacity;
     double rate;
@@ -65,20 +55,20 @@ static int parse_bucket(RedisModuleCtx *ctx, RedisModuleString **args, limiter_p
     if (!parse_integer(ctx, args[0], "capacity", INT64_MIN, INT64_MAX, &capacity) ||
         !parse_decimal(ctx, args[1], rate_name, &rate))
         return 0;
-    if (!fg_param_bucket(capacity, rate, rate_name, &p->gcra, msg, sizeof(msg)))
+    if (!fg_param_bucket(capacity, rate, rate_name, &p->bucket, msg, sizeof(msg)))
         return reply_param_error(ctx, msg);
     return 1;
 }
 
-static int parse_token(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+static int parse_token(RedisModuleCtx *ctx, RedisModuleString **args, fg_limiter_params *p) {
     return parse_bucket(ctx, args, p, "refill_per_sec");
 }
 
-static int parse_leaky(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+static int parse_leaky(RedisModuleCtx *ctx, RedisModuleString **args, fg_limiter_params *p) {
     return parse_bucket(ctx, args, p, "leak_per_sec");
 }
 
-static int parse_gcra(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+static int parse_gcra(RedisModuleCtx *ctx, RedisModuleString **args, fg_limiter_params *p) {
     int64_t capacity;
     double count, period_ms;
     char msg[FG_PARAM_MSG];
@@ -86,7 +76,7 @@ static int parse_gcra(RedisModuleCtx *ctx, RedisModuleString **args, limiter_par
         !parse_decimal(ctx, args[1], "count", &count) ||
         !parse_decimal(ctx, args[2], "period_ms", &period_ms))
         return 0;
-    if (!fg_param_gcra(capacity, count, period_ms, &p->gcra, msg, sizeof(msg)))
+    if (!fg_param_gcra(capacity, count, period_ms, &p->bucket, msg, sizeof(msg)))
         return reply_param_error(ctx, msg);
     return 1;
 }
@@ -94,7 +84,7 @@ static int parse_gcra(RedisModuleCtx *ctx, RedisModuleString **args, limiter_par
 /* redis-cell: integers, period in seconds, and its emission interval computed
  * as it does, a double division truncated to whole nanoseconds, so that every
  * answer matches it to the nanosecond. */
-static int parse_throttle(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+static int parse_throttle(RedisModuleCtx *ctx, RedisModuleString **args, fg_limiter_params *p) {
     int64_t max_burst, count, period;
     if (!parse_integer(ctx, args[0], "max_burst", 0, INT64_MAX - 1, &max_burst) ||
         !parse_integer(ctx, args[1], "count", 1, INT64_MAX, &count) ||
@@ -106,8 +96,8 @@ static int parse_throttle(RedisModuleCtx *ctx, RedisModuleString **args, limiter
                                         "least one nanosecond per unit");
         return 0;
     }
-    p->gcra.capacity = max_burst + 1;
-    p->gcra.emission_ns = (int64_t)emission;
+    p->bucket.capacity = max_burst + 1;
+    p->bucket.emission_ns = (int64_t)emission;
     return 1;
 }
 
@@ -123,30 +113,30 @@ static int parse_window(RedisModuleCtx *ctx, RedisModuleString **args, int64_t m
     return 1;
 }
 
-static int parse_fixed(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+static int parse_fixed(RedisModuleCtx *ctx, RedisModuleString **args, fg_limiter_params *p) {
     return parse_window(ctx, args, INT64_MAX, &p->fixed.limit, &p->fixed.window_us);
 }
 
-static int parse_sliding(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
+static int parse_sliding(RedisModuleCtx *ctx, RedisModuleString **args, fg_limiter_params *p) {
     return parse_window(ctx, args, INT64_MAX, &p->sliding.limit, &p->sliding.window_us);
 }
 
-static int parse_slidelog(RedisModuleCtx *ctx, RedisModuleString **args, limiter_params *p) {
-    return parse_window(ctx, args, FG_SLOG_MAX_LIMIT, &p->slog.limit, &p->slog.window_us);
+static int parse_slidelog(RedisModuleCtx *ctx, RedisModuleString **args, fg_limiter_params *p) {
+    return parse_window(ctx, args, FG_SLOG_MAX_LIMIT, &p->slidelog.limit, &p->slidelog.window_us);
 }
 
 enum { THROTTLE, GCRA, TOKEN, LEAKY, FIXED, SLIDING, SLIDELOG, LIMITER_COUNT };
 
 static limiter limiters[LIMITER_COUNT] = {
-    [THROTTLE] = {NULL, "cl.throttle", "throttle", FAMILY_BUCKET, 3, parse_throttle,
+    [THROTTLE] = {NULL, "cl.throttle", "throttle", FG_LIMITER_BUCKET, 3, parse_throttle,
                   REPLY_REDIS_CELL, 0, 0},
-    [GCRA] = {"GCRA", "fg.gcra", "gcra", FAMILY_BUCKET, 3, parse_gcra, REPLY_FLOODGATE, 0, 0},
-    [TOKEN] = {"TOKEN", "fg.token", "token", FAMILY_BUCKET, 2, parse_token, REPLY_FLOODGATE, 0, 0},
-    [LEAKY] = {"LEAKY", "fg.leaky", "leaky", FAMILY_BUCKET, 2, parse_leaky, REPLY_FLOODGATE, 0, 0},
-    [FIXED] = {"FIXED", "fg.fixed", "fixed", FAMILY_FIXED, 2, parse_fixed, REPLY_FLOODGATE, 0, 0},
-    [SLIDING] = {"SLIDING", "fg.sliding", "sliding", FAMILY_SLIDING, 2, parse_sliding,
+    [GCRA] = {"GCRA", "fg.gcra", "gcra", FG_LIMITER_BUCKET, 3, parse_gcra, REPLY_FLOODGATE, 0, 0},
+    [TOKEN] = {"TOKEN", "fg.token", "token", FG_LIMITER_BUCKET, 2, parse_token, REPLY_FLOODGATE, 0, 0},
+    [LEAKY] = {"LEAKY", "fg.leaky", "leaky", FG_LIMITER_BUCKET, 2, parse_leaky, REPLY_FLOODGATE, 0, 0},
+    [FIXED] = {"FIXED", "fg.fixed", "fixed", FG_LIMITER_FIXED, 2, parse_fixed, REPLY_FLOODGATE, 0, 0},
+    [SLIDING] = {"SLIDING", "fg.sliding", "sliding", FG_LIMITER_SLIDING, 2, parse_sliding,
                  REPLY_FLOODGATE, 0, 0},
-    [SLIDELOG] = {"SLIDELOG", "fg.slidelog", "slidelog", FAMILY_SLIDELOG, 2, parse_slidelog,
+    [SLIDELOG] = {"SLIDELOG", "fg.slidelog", "slidelog", FG_LIMITER_SLIDELOG, 2, parse_slidelog,
                   REPLY_FLOODGATE, 0, 0},
 };
 
@@ -185,10 +175,10 @@ static int reply_status_error(RedisModuleCtx *ctx, fg_status st) {
 /* Replication runs on every admitted request, so its arguments are made
  * cheaply: the constant words once at load, the numbers formatted here. */
 static RedisModuleString *word_pxat;
-static RedisModuleString *word_family[FAMILY_COUNT];
+static RedisModuleString *word_family[FG_LIMITER_FAMILIES];
 
 /* FG.SETSTATE key <family> <fields...> PXAT <expire_ms> */
-static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *key, limiter_family family,
+static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *key, fg_limiter_family family,
                             const int64_t *fields, int nfields, int64_t expire_ms) {
     number_arg f[3], ms;
     format_number(&ms, expire_ms);
@@ -220,8 +210,8 @@ static void replicate_log_effect(RedisModuleCtx *ctx, RedisModuleString *key,
 
 static void create_replication_words(void) {
     word_pxat = RedisModule_CreateString(NULL, "PXAT", 4);
-    for (int f = 0; f < FAMILY_COUNT; f++) {
-        const char *name = family_name((limiter_family)f);
+    for (int f = 0; f < FG_LIMITER_FAMILIES; f++) {
+        const char *name = family_name((fg_limiter_family)f);
         word_family[f] = RedisModule_CreateString(NULL, name, strlen(name));
     }
 }
@@ -233,7 +223,7 @@ typedef struct check {
     RedisModuleKey *key;
     RedisModuleString *keyname;
     void *value; /* stored state, NULL when the key is empty */
-    const limiter_params *params;
+    const fg_limiter_params *params;
     int64_t now_us;        /* the decision's time: the server's clock, or AT */
     int64_t clock_skew_us; /* server clock - now_us: 0 unless AT was given */
     int64_t cost;
@@ -252,61 +242,56 @@ static int64_t expiry_ms(const check *c, int64_t empty_at_us) {
     return fg_us_to_ms_ceil(at < 0 ? 0 : at);
 }
 
-/* Each returns the core's status; on success the decision is in c->decision
- * and, when c->commit, an admitted request has been stored and replicated. */
-
-static fg_status check_bucket(check *c, int64_t stored_tat) {
-    int64_t next;
-    fg_status st =
-        fg_gcra_decide(stored_tat, &c->params->gcra, c->now_us, c->cost, &c->decision, &next);
-    if (st != FG_OK || !c->commit || next == stored_tat) return st;
-    int64_t expire_ms = expiry_ms(c, fg_gcra_expires_at_us(next));
-    store_bucket(c->key, next, expire_ms);
-    /* Replicas still hold the string: delete it there first (the server wraps
-     * both commands in MULTI/EXEC). */
+/* Stores a state of the family but the sliding log, and replicates it. */
+static void store_state(check *c, fg_limiter_family family, const fg_limiter_state *s,
+                        int64_t expire_ms) {
+    int64_t fields[3];
+    int n = 0;
+    switch (family) {
+    case FG_LIMITER_BUCKET:
+        store_bucket(c->key, s->tat_ns, expire_ms);
+        fields[n++] = s->tat_ns;
+        break;
+    case FG_LIMITER_FIXED:
+        store_fixed(c->key, &s->fixed, expire_ms);
+        fields[n++] = s->fixed.window_start_us;
+        fields[n++] = s->fixed.count;
+        break;
+    case FG_LIMITER_SLIDING:
+        store_sliding(c->key, &s->sliding, expire_ms);
+        fields[n++] = s->sliding.window_start_us;
+        fields[n++] = s->sliding.count;
+        fields[n++] = s->sliding.prev_count;
+        break;
+    case FG_LIMITER_SLIDELOG: return; /* stored as an effect */
+    }
+    /* Replicas still hold redis-cell's string: delete it there first (the
+     * server wraps both commands in MULTI/EXEC). */
     if (c->replaces_string) RedisModule_Replicate(c->ctx, "DEL", "s", c->keyname);
-    replicate_state(c->ctx, c->keyname, FAMILY_BUCKET, &next, 1, expire_ms);
-    return FG_OK;
+    replicate_state(c->ctx, c->keyname, family, fields, n, expire_ms);
 }
 
-static fg_status check_fixed(check *c) {
-    static const fg_fixed_state empty = {0, 0};
-    fg_fixed_state next;
-    fg_status st = fg_fixed_decide(c->value ? c->value : &empty, &c->params->fixed, c->now_us,
-                                   c->cost, &c->decision, &next);
-    if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
-    int64_t expire_ms = expiry_ms(c, fg_fixed_expires_at_us(&next, &c->params->fixed));
-    store_fixed(c->key, &next, expire_ms);
-    int64_t fields[] = {next.window_start_us, next.count};
-    replicate_state(c->ctx, c->keyname, FAMILY_FIXED, fields, 2, expire_ms);
-    return FG_OK;
+/* Stores and replicates what an admitted request left (core/limiter.h). */
+static fg_status store_next(check *c, fg_limiter_family family, const fg_limiter_next *next) {
+    int64_t expire_ms = expiry_ms(c, next->empty_at_us);
+    if (family != FG_LIMITER_SLIDELOG) {
+        store_state(c, family, &next->st, expire_ms);
+        return FG_OK;
+    }
+    fg_status st = store_slidelog_effect(c->key, &next->effect, expire_ms);
+    if (st == FG_OK) replicate_log_effect(c->ctx, c->keyname, &next->effect, expire_ms);
+    return st;
 }
 
-static fg_status check_sliding(check *c) {
-    static const fg_sliding_state empty = {0, 0, 0};
-    fg_sliding_state next;
-    fg_status st = fg_sliding_decide(c->value ? c->value : &empty, &c->params->sliding, c->now_us,
-                                     c->cost, &c->decision, &next);
-    if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
-    int64_t expire_ms = expiry_ms(c, fg_sliding_expires_at_us(&next, &c->params->sliding));
-    store_sliding(c->key, &next, expire_ms);
-    int64_t fields[] = {next.window_start_us, next.count, next.prev_count};
-    replicate_state(c->ctx, c->keyname, FAMILY_SLIDING, fields, 3, expire_ms);
-    return FG_OK;
-}
-
-static fg_status check_slidelog(check *c) {
-    static const fg_slog empty = {NULL, 0, 0, 0};
-    const fg_slog *log = c->value ? c->value : &empty;
-    fg_slog_effect effect;
-    fg_status st = fg_slog_decide(log, &c->params->slog, c->now_us, c->cost, &c->decision, &effect);
-    if (st != FG_OK || !c->commit || !c->decision.allowed || c->cost == 0) return st;
-    /* The log's newest entry after the effect is effect.at_us. */
-    int64_t expire_ms = expiry_ms(c, effect.at_us + c->params->slog.window_us);
-    st = store_slidelog_effect(c->key, &effect, expire_ms);
-    if (st != FG_OK) return st;
-    replicate_log_effect(c->ctx, c->keyname, &effect, expire_ms);
-    return FG_OK;
+/* The stored state as the core reads it: a copy (the sliding log's
+ * entries stay where they are). */
+static void read_state(fg_limiter_family family, const void *value, fg_limiter_state *s) {
+    switch (family) {
+    case FG_LIMITER_BUCKET: s->tat_ns = bucket_tat((void *)value); break;
+    case FG_LIMITER_FIXED: s->fixed = *(const fg_fixed_state *)value; break;
+    case FG_LIMITER_SLIDING: s->sliding = *(const fg_sliding_state *)value; break;
+    case FG_LIMITER_SLIDELOG: s->slidelog = *(const fg_slog *)value; break;
+    }
 }
 
 /* A string left by redis-cell holds its arrival time in decimal ns. */
@@ -326,7 +311,7 @@ static bool read_redis_cell_state(RedisModuleKey *key, int64_t *tat_ns) {
 
 static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyname,
                      RedisModuleString **args, int nargs, bool peek) {
-    limiter_params params;
+    fg_limiter_params params;
     int64_t cost, at_us = -1;
     if (nargs < lim->nparams) return RedisModule_WrongArity(ctx);
     if (!lim->parse(ctx, args, &params)) return REDISMODULE_OK;
@@ -363,15 +348,13 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
     c.now_us = at_us >= 0 ? at_us : server_now_us;
     c.clock_skew_us = server_now_us - c.now_us;
 
-    fg_status st = FG_EINVAL;
-    switch (lim->family) {
-    case FAMILY_BUCKET: st = check_bucket(&c, c.value ? bucket_tat(c.value) : legacy_tat); break;
-    case FAMILY_FIXED: st = check_fixed(&c); break;
-    case FAMILY_SLIDING: st = check_sliding(&c); break;
-    case FAMILY_SLIDELOG: st = check_slidelog(&c); break;
-    case FAMILY_COUNT: break; /* a count, not a family */
-    }
-    bool wrote = st == FG_OK && c.commit && c.decision.allowed;
+    fg_limiter_state state = {.tat_ns = legacy_tat};
+    if (c.value != NULL) read_state(lim->family, c.value, &state);
+    fg_limiter_next next;
+    fg_status st = fg_limiter_decide(lim->family, c.value != NULL || legacy_tat != 0 ? &state : NULL,
+                                     c.params, c.now_us, c.cost, &c.decision, &next);
+    if (st == FG_OK && c.commit && next.store) st = store_next(&c, lim->family, &next);
+    bool wrote = st == FG_OK && c.commit && next.store;
     RedisModule_CloseKey(c.key);
     if (st != FG_OK) return reply_status_error(ctx, st);
 
@@ -418,30 +401,25 @@ static int peek_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 /* Applies a refund to a key that holds `family`; returns the units given back
  * and, when the state changed, stores and replicates it (or deletes it when
  * it is empty again). */
-static fg_status refund_state(check *c, limiter_family family, int64_t units, int64_t *refunded) {
+static fg_status refund_state(check *c, fg_limiter_family family, int64_t units, int64_t *refunded) {
     fg_status st;
     bool empty;
-    if (family == FAMILY_BUCKET) {
+    if (family == FG_LIMITER_BUCKET) {
         int64_t tat = bucket_tat(c->value), next;
-        st = fg_gcra_refund(tat, &c->params->gcra, c->now_us, units, &next, refunded);
+        st = fg_gcra_refund(tat, &c->params->bucket, c->now_us, units, &next, refunded);
         if (st != FG_OK || *refunded == 0) return st;
         empty = next == 0;
-        if (!empty) {
-            int64_t expire_ms = expiry_ms(c, fg_gcra_expires_at_us(next));
-            store_bucket(c->key, next, expire_ms);
-            replicate_state(c->ctx, c->keyname, FAMILY_BUCKET, &next, 1, expire_ms);
-        }
+        if (!empty)
+            store_state(c, family, &(fg_limiter_state){.tat_ns = next},
+                        expiry_ms(c, fg_gcra_expires_at_us(next)));
     } else {
         fg_fixed_state next;
         st = fg_fixed_refund(c->value, &c->params->fixed, c->now_us, units, &next, refunded);
         if (st != FG_OK || *refunded == 0) return st;
         empty = next.count == 0;
-        if (!empty) {
-            int64_t expire_ms = expiry_ms(c, fg_fixed_expires_at_us(&next, &c->params->fixed));
-            store_fixed(c->key, &next, expire_ms);
-            int64_t fields[] = {next.window_start_us, next.count};
-            replicate_state(c->ctx, c->keyname, FAMILY_FIXED, fields, 2, expire_ms);
-        }
+        if (!empty)
+            store_state(c, family, &(fg_limiter_state){.fixed = next},
+                        expiry_ms(c, fg_fixed_expires_at_us(&next, &c->params->fixed)));
     }
     if (empty) {
         RedisModule_DeleteKey(c->key);
@@ -457,11 +435,11 @@ static int refund_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     limiter *lim = NULL;
     for (size_t i = 0; i < LIMITER_COUNT; i++)
         if (limiters[i].peek_arg && arg_is(argv[1], limiters[i].peek_arg)) lim = &limiters[i];
-    if (lim == NULL || (lim->family != FAMILY_BUCKET && lim->family != FAMILY_FIXED))
+    if (lim == NULL || (lim->family != FG_LIMITER_BUCKET && lim->family != FG_LIMITER_FIXED))
         return RedisModule_ReplyWithError(ctx, "ERR FG.REFUND takes TOKEN, LEAKY, GCRA or FIXED");
     RedisModuleString **args = argv + 3;
     int nargs = argc - 3;
-    limiter_params params;
+    fg_limiter_params params;
     int64_t units, at_us;
     if (nargs < lim->nparams) return RedisModule_WrongArity(ctx);
     if (!lim->parse(ctx, args, &params) ||
@@ -492,12 +470,12 @@ static int refund_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
 
 /* ---------------------------------------------------- reset and inspect */
 
-/* Which family a key holds; -1 when empty; FAMILY_COUNT for a foreign type. */
+/* Which family a key holds; -1 when empty; FG_LIMITER_FAMILIES for a foreign type. */
 static int key_family(RedisModuleKey *key, void **value) {
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) return -1;
-    for (int f = 0; f < FAMILY_COUNT; f++)
-        if (limiter_lookup(key, (limiter_family)f, value) == LOOKUP_FOUND) return f;
-    return FAMILY_COUNT;
+    for (int f = 0; f < FG_LIMITER_FAMILIES; f++)
+        if (limiter_lookup(key, (fg_limiter_family)f, value) == LOOKUP_FOUND) return f;
+    return FG_LIMITER_FAMILIES;
 }
 
 /* Whether a key holds a policy's state (FG.CHECK), which FG.RESET also
@@ -513,9 +491,9 @@ static int reset_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     void *value;
     int family = key_family(key, &value);
-    bool policy_state = family == FAMILY_COUNT && holds_policy_state(key);
+    bool policy_state = family == FG_LIMITER_FAMILIES && holds_policy_state(key);
     if (policy_state) family = 0;
-    if (family == FAMILY_COUNT) {
+    if (family == FG_LIMITER_FAMILIES) {
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
@@ -552,21 +530,21 @@ static int inspect_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithNull(ctx);
     }
-    if (family == FAMILY_COUNT) {
+    if (family == FG_LIMITER_FAMILIES) {
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
-    static const int field_count[FAMILY_COUNT] = {1, 2, 3, 1};
+    static const int field_count[FG_LIMITER_FAMILIES] = {1, 2, 3, 1};
     RedisModule_ReplyWithMap(ctx, 2 + field_count[family]);
     RedisModule_ReplyWithCString(ctx, "type");
-    RedisModule_ReplyWithCString(ctx, family_name((limiter_family)family));
-    if (family == FAMILY_BUCKET) {
+    RedisModule_ReplyWithCString(ctx, family_name((fg_limiter_family)family));
+    if (family == FG_LIMITER_BUCKET) {
         reply_field(ctx, "tat_ns", bucket_tat(value));
-    } else if (family == FAMILY_FIXED) {
+    } else if (family == FG_LIMITER_FIXED) {
         const fg_fixed_state *s = value;
         reply_field(ctx, "window_start_us", s->window_start_us);
         reply_field(ctx, "count", s->count);
-    } else if (family == FAMILY_SLIDING) {
+    } else if (family == FG_LIMITER_SLIDING) {
         const fg_sliding_state *s = value;
         reply_field(ctx, "window_start_us", s->window_start_us);
         reply_field(ctx, "count", s->count);
@@ -598,7 +576,7 @@ static int parse_pxat(RedisModuleCtx *ctx, RedisModuleString **argv, int *argc,
 /* A key that is empty or holds any floodgate state may be overwritten. */
 static bool key_accepts_state(RedisModuleKey *key) {
     void *value;
-    return key_family(key, &value) != FAMILY_COUNT;
+    return key_family(key, &value) != FG_LIMITER_FAMILIES;
 }
 
 /* The slidelog fields are runs "ts_us count", oldest first. */
@@ -628,24 +606,24 @@ static int setstate_slidelog(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModu
 }
 
 /* Parses the fields of one family and stores them; 0 after replying an error. */
-static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, limiter_family family,
+static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, fg_limiter_family family,
                            RedisModuleString **f, int n, int64_t expire_ms) {
-    static const int expected[FAMILY_COUNT] = {1, 2, 3, -1};
+    static const int expected[FG_LIMITER_FAMILIES] = {1, 2, 3, -1};
     if (expected[family] >= 0 && n != expected[family]) {
         reply_error_fmt(ctx, "ERR %s takes %d field(s)", family_name(family), expected[family]);
         return 0;
     }
-    if (family == FAMILY_BUCKET) {
+    if (family == FG_LIMITER_BUCKET) {
         int64_t tat;
         if (!parse_integer(ctx, f[0], "tat_ns", 1, INT64_MAX, &tat)) return 0;
         store_bucket(key, tat, expire_ms);
-    } else if (family == FAMILY_FIXED) {
+    } else if (family == FG_LIMITER_FIXED) {
         fg_fixed_state s;
         if (!parse_integer(ctx, f[0], "window_start_us", 0, INT64_MAX, &s.window_start_us) ||
             !parse_integer(ctx, f[1], "count", 1, INT64_MAX, &s.count))
             return 0;
         store_fixed(key, &s, expire_ms);
-    } else if (family == FAMILY_SLIDING) {
+    } else if (family == FG_LIMITER_SLIDING) {
         fg_sliding_state s;
         if (!parse_integer(ctx, f[0], "window_start_us", 0, INT64_MAX, &s.window_start_us) ||
             !parse_integer(ctx, f[1], "count", 0, INT64_MAX, &s.count) ||
@@ -666,7 +644,7 @@ static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, limiter_fam
 static int setstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!effect_command_allowed(ctx, argv[0])) return REDISMODULE_OK;
     int64_t expire_ms;
-    limiter_family family;
+    fg_limiter_family family;
     if (argc < 4) return RedisModule_WrongArity(ctx);
     if (!parse_pxat(ctx, argv, &argc, &expire_ms)) return REDISMODULE_OK;
     if (!family_from_name(argv[2], &family))
@@ -699,7 +677,7 @@ static int logappend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int 
         return REDISMODULE_OK;
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     void *value;
-    if (limiter_lookup(key, FAMILY_SLIDELOG, &value) == LOOKUP_WRONGTYPE) {
+    if (limiter_lookup(key, FG_LIMITER_SLIDELOG, &value) == LOOKUP_WRONGTYPE) {
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }

@@ -18,28 +18,28 @@
 static const fg_allocator model_alloc = {realloc, free};
 
 static fg_mem_limit bucket_limit(int64_t capacity, int64_t emission_ns) {
-    fg_mem_limit l = {.family = FG_MEM_BUCKET};
+    fg_mem_limit l = {.family = FG_LIMITER_BUCKET};
     l.p.bucket.capacity = capacity;
     l.p.bucket.emission_ns = emission_ns;
     return l;
 }
 
 static fg_mem_limit fixed_limit(int64_t limit, int64_t window_us) {
-    fg_mem_limit l = {.family = FG_MEM_FIXED};
+    fg_mem_limit l = {.family = FG_LIMITER_FIXED};
     l.p.fixed.limit = limit;
     l.p.fixed.window_us = window_us;
     return l;
 }
 
 static fg_mem_limit sliding_limit(int64_t limit, int64_t window_us) {
-    fg_mem_limit l = {.family = FG_MEM_SLIDING};
+    fg_mem_limit l = {.family = FG_LIMITER_SLIDING};
     l.p.sliding.limit = limit;
     l.p.sliding.window_us = window_us;
     return l;
 }
 
 static fg_mem_limit slidelog_limit(int64_t limit, int64_t window_us) {
-    fg_mem_limit l = {.family = FG_MEM_SLIDELOG};
+    fg_mem_limit l = {.family = FG_LIMITER_SLIDELOG};
     l.p.slidelog.limit = limit;
     l.p.slidelog.window_us = window_us;
     return l;
@@ -83,7 +83,7 @@ static fg_status model_check(model *m, const fg_mem_limit *l, int64_t now, int64
     bool commit = !peek && cost > 0;
     fg_status st;
     switch (l->family) {
-    case FG_MEM_BUCKET: {
+    case FG_LIMITER_BUCKET: {
         int64_t next;
         st = fg_gcra_decide(m->tat, &l->p.bucket, now, cost, d, &next);
         if (st == FG_OK && commit && d->allowed) {
@@ -93,7 +93,7 @@ static fg_status model_check(model *m, const fg_mem_limit *l, int64_t now, int64
         }
         break;
     }
-    case FG_MEM_FIXED: {
+    case FG_LIMITER_FIXED: {
         fg_fixed_state next;
         st = fg_fixed_decide(&m->fixed, &l->p.fixed, now, cost, d, &next);
         if (st == FG_OK && commit && d->allowed) {
@@ -103,7 +103,7 @@ static fg_status model_check(model *m, const fg_mem_limit *l, int64_t now, int64
         }
         break;
     }
-    case FG_MEM_SLIDING: {
+    case FG_LIMITER_SLIDING: {
         fg_sliding_state next;
         st = fg_sliding_decide(&m->sliding, &l->p.sliding, now, cost, d, &next);
         if (st == FG_OK && commit && d->allowed) {
@@ -584,7 +584,7 @@ static void test_errors_change_nothing(void **state) {
     fg_mem_limit zero_window = fixed_limit(10, 0);
     fg_mem_limit overflow = bucket_limit(INT64_MAX / 2, 3); /* T * capacity */
     fg_mem_limit bad_family = ok;
-    bad_family.family = (fg_mem_family)7;
+    bad_family.family = (fg_limiter_family)7;
     expect_i64(fg_mem_check(s, "k", 1, &zero_cap, T2024_US, 1, false, &d), FG_MEM_INVALID);
     expect_i64(fg_mem_check(s, "k", 1, &zero_rate, T2024_US, 1, false, &d), FG_MEM_INVALID);
     expect_i64(fg_mem_check(s, "k", 1, &huge_log, T2024_US, 1, false, &d), FG_MEM_INVALID);
