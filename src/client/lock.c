@@ -4,20 +4,25 @@
  *
  * Every call first checks what every backend checks the same way: a client
  * whose backend has locks (redis+cluster: has none: FG_CODE_UNSUPPORTED),
- * the arguments given, the options, the number of keys. Then it calls
- * through the lock table of the client's backend (backend.h): the module's
- * commands on a server (remote_lock.c), the in-process table on mem:
- * (mem_lock.c), which checks the rest exactly as the module parses its
- * commands, with the module's messages.
+ * the arguments given, the options, the number of keys, and then the
+ * arguments as the module parses its commands, in its order and with its
+ * messages (so bad input is the same error on every backend, and costs no
+ * round trip). Then it calls through the lock table of the client's
+ * backend (backend.h): the module's commands on a server (remote_lock.c),
+ * the in-process table on mem: (mem_lock.c).
  */
 #include <string.h>
 
 #include "backend.h"
 #include "client.h"
 #include "error.h"
+#include "lock.h"
+#include "messages.h"
+#include "params.h"
 #include "random_bytes.h"
 
 #define MULTI_MAX 64 /* keys of FG.MLOCK */
+#define MSG_MAX   160
 
 void fg_lock_options_init(fg_lock_options *opts) {
     memset(opts, 0, sizeof(*opts));
@@ -80,6 +85,63 @@ static fg_code check_count(size_t count, fg_error *err) {
     return fg_set_error(err, FG_CODE_INVALID, "ERR numkeys must be between 1 and %d", MULTI_MAX);
 }
 
+/* The module's argument checks. */
+
+static fg_code check_integer(int64_t v, const char *name, int64_t min, int64_t max, fg_error *err) {
+    char msg[MSG_MAX];
+    if (fg_param_integer(v, name, min, max, msg, sizeof(msg))) return FG_CODE_OK;
+    return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
+}
+
+static fg_code check_owner(const char *owner, fg_error *err) {
+    size_t len = strlen(owner);
+    if (len >= 1 && len <= FG_LOCK_OWNER_MAX) return FG_CODE_OK;
+    return fg_set_error(err, FG_CODE_INVALID, FG_ERR_LOCK_OWNER, FG_LOCK_OWNER_MAX);
+}
+
+static fg_code check_lease(int64_t lease_ms, fg_error *err) {
+    return check_integer(lease_ms, "lease_ms", 1, FG_LOCK_MAX_LEASE_MS, err);
+}
+
+/* WAIT timeout_ms: the backends send wait_ms, or nothing for -1 (no
+ * timeout). */
+static fg_code check_wait(const fg_lock_options *o, fg_error *err) {
+    if (o->wait_ms <= 0) return FG_CODE_OK;
+    return check_integer(o->wait_ms, "timeout_ms", 0, FG_LOCK_MAX_LEASE_MS, err);
+}
+
+/* An owner, then a lease and a wait, as FG.LOCK and FG.MLOCK read them. */
+static fg_code check_grant(const char *owner, const fg_lock_options *o, fg_error *err) {
+    fg_code rc = check_owner(owner, err);
+    if (rc == FG_CODE_OK) rc = check_lease(o->lease_ms, err);
+    return rc == FG_CODE_OK ? check_wait(o, err) : rc;
+}
+
+static fg_code check_distinct(const char *const *keys, size_t n, fg_error *err) {
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(keys[i], keys[j]) == 0)
+                return fg_set_error(err, FG_CODE_INVALID, FG_ERR_LOCK_DUPLICATE_KEY);
+    return FG_CODE_OK;
+}
+
+static fg_code check_permits(int64_t permits, fg_error *err) {
+    return check_integer(permits, "permits", 1, FG_LOCK_MAX_CAPACITY, err);
+}
+
+/* FG.ACQUIRE's order: capacity, owner, permits, lease, wait. */
+static fg_code check_acquire(int64_t capacity, const char *owner, int64_t permits,
+                             const fg_lock_options *o, fg_error *err) {
+    fg_code rc = check_integer(capacity, "capacity", 1, FG_LOCK_MAX_CAPACITY, err);
+    if (rc == FG_CODE_OK) rc = check_owner(owner, err);
+    if (rc == FG_CODE_OK) rc = check_permits(permits, err);
+    if (rc == FG_CODE_OK) rc = check_lease(o->lease_ms, err);
+    if (rc == FG_CODE_OK) rc = check_wait(o, err);
+    if (rc == FG_CODE_OK && permits > capacity)
+        rc = fg_set_error(err, FG_CODE_INVALID, FG_ERR_LOCK_PERMITS);
+    return rc;
+}
+
 /* ------------------------------------------------------------- acquiring */
 
 fg_code fg_lock(fg_client *c, const char *key, const char *owner, const fg_lock_options *opts,
@@ -88,6 +150,7 @@ fg_code fg_lock(fg_client *c, const char *key, const char *owner, const fg_lock_
     fg_lock_options o;
     fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
+    if (rc == FG_CODE_OK) rc = check_grant(owner, &o, err);
     return rc != FG_CODE_OK ? rc : l.ops.locks->lock(l.s, key, owner, &o, out, err);
 }
 
@@ -98,6 +161,7 @@ fg_code fg_semaphore_acquire(fg_client *c, const char *key, int64_t capacity, co
     fg_lock_options o;
     fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
+    if (rc == FG_CODE_OK) rc = check_acquire(capacity, owner, permits, &o, err);
     if (rc != FG_CODE_OK) return rc;
     return l.ops.locks->semaphore_acquire(l.s, key, capacity, owner, permits, &o, out, err);
 }
@@ -109,6 +173,8 @@ fg_code fg_lock_multi(fg_client *c, const char *const *keys, size_t count, const
     fg_code rc = begin(c, keys_given(keys, count) && owner != NULL && out != NULL, &l, err);
     if (rc == FG_CODE_OK) rc = check_count(count, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
+    if (rc == FG_CODE_OK) rc = check_distinct(keys, count, err);
+    if (rc == FG_CODE_OK) rc = check_grant(owner, &o, err);
     return rc != FG_CODE_OK ? rc : l.ops.locks->lock_multi(l.s, keys, count, owner, &o, out, err);
 }
 
@@ -118,6 +184,7 @@ fg_code fg_unlock(fg_client *c, const char *key, const char *owner, int64_t *hol
                   fg_error *err) {
     fg_family_ref l;
     fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
+    if (rc == FG_CODE_OK) rc = check_owner(owner, err);
     return rc != FG_CODE_OK ? rc : l.ops.locks->unlock(l.s, key, owner, holds_left, err);
 }
 
@@ -127,6 +194,8 @@ fg_code fg_semaphore_release(fg_client *c, const char *key, const char *owner, i
     fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
     if (rc == FG_CODE_OK && permits < 0)
         rc = fg_set_error(err, FG_CODE_INVALID, "permits must be 0 (all) or more");
+    if (rc == FG_CODE_OK && permits > 0) rc = check_permits(permits, err); /* 0: all */
+    if (rc == FG_CODE_OK) rc = check_owner(owner, err);
     if (rc != FG_CODE_OK) return rc;
     return l.ops.locks->semaphore_release(l.s, key, owner, permits, permits_left, err);
 }
@@ -136,6 +205,8 @@ fg_code fg_unlock_multi(fg_client *c, const char *const *keys, size_t count, con
     fg_family_ref l;
     fg_code rc = begin(c, keys_given(keys, count) && owner != NULL, &l, err);
     if (rc == FG_CODE_OK) rc = check_count(count, err);
+    if (rc == FG_CODE_OK) rc = check_distinct(keys, count, err);
+    if (rc == FG_CODE_OK) rc = check_owner(owner, err);
     return rc != FG_CODE_OK ? rc
                             : l.ops.locks->unlock_multi(l.s, keys, count, owner, released, err);
 }
@@ -144,5 +215,7 @@ fg_code fg_extend(fg_client *c, const char *key, const char *owner, int64_t leas
                   bool *extended, fg_error *err) {
     fg_family_ref l;
     fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
+    if (rc == FG_CODE_OK) rc = check_owner(owner, err);
+    if (rc == FG_CODE_OK) rc = check_lease(lease_ms, err);
     return rc != FG_CODE_OK ? rc : l.ops.locks->extend(l.s, key, owner, lease_ms, extended, err);
 }

@@ -1,7 +1,7 @@
 /*
  * mem_lock.c - locks, semaphores and multi-key locks in process (mem:), with
  * the module's semantics (docs/locks.md, src/module/t_lock.c): the same core
- * decides (src/core/lock.c), the same checks refuse bad input with the same
+ * decides (src/core/lock.c), lock.c refuses bad input with the module's
  * messages, and the calls answer what the server would.
  *
  * The table is a key table (key_table.h) of entries, one per key: the key's
@@ -62,11 +62,9 @@
 #include "lock.h"
 #include "messages.h"
 #include "wait_queue.h"
-#include "params.h"
 #include "renewal.h"
 
 #define MULTI_MAX   FG_WAIT_MAX_QUEUES /* keys of one multi-key lock */
-#define MSG_MAX     160
 #define NEVER       FG_MONOTONIC_NEVER
 
 static const fg_allocator heap = {realloc, free};
@@ -110,21 +108,6 @@ static int64_t clock_now(const fg_mem_locks *m) {
     return fg_clock_us(m->clock_us, m->clock_arg);
 }
 
-/* Milliseconds left until at_us, rounded up, as the module replies them. */
-static int64_t ttl_ms_until(int64_t at_us, int64_t now_us) {
-    int64_t left;
-    if (at_us <= now_us) return 0;
-    if (!fg_sub(at_us, now_us, &left)) return NEVER / 1000;
-    return fg_ceil_div(left, 1000);
-}
-
-/* now + lease, saturated and at least 1 (a storable lease end). */
-static int64_t lease_end(int64_t now_us, int64_t lease_us) {
-    int64_t end;
-    if (!fg_add(now_us, lease_us, &end)) return NEVER;
-    return fg_max(end, 1);
-}
-
 /* The monotonic time at which the client's clock reads at_us, if it keeps
  * pace with real time from now on. */
 static int64_t monotonic_at(int64_t at_us, int64_t now_us, int64_t mono_us) {
@@ -152,45 +135,11 @@ static fg_code refused_if(const char *why, fg_error *err) {
     return why == NULL ? FG_CODE_OK : refuse(why, err);
 }
 
-/* ---------------------------------------------- the module's argument checks */
-
-static fg_code check_integer(int64_t v, const char *name, int64_t min, int64_t max, fg_error *err) {
-    char msg[MSG_MAX];
-    if (fg_param_integer(v, name, min, max, msg, sizeof(msg))) return FG_CODE_OK;
-    return fg_set_error(err, FG_CODE_INVALID, "%s", msg);
-}
-
-static fg_code check_owner(const char *owner, fg_lock_request *r, fg_error *err) {
-    r->owner = owner;
-    r->owner_len = strlen(owner);
-    if (r->owner_len >= 1 && r->owner_len <= FG_LOCK_OWNER_MAX) return FG_CODE_OK;
-    return fg_set_error(err, FG_CODE_INVALID, FG_ERR_LOCK_OWNER, FG_LOCK_OWNER_MAX);
-}
-
-static fg_code check_lease(int64_t lease_ms, int64_t *lease_us, fg_error *err) {
-    fg_code rc = check_integer(lease_ms, "lease_ms", 1, FG_LOCK_MAX_LEASE_MS, err);
-    if (rc == FG_CODE_OK) *lease_us = lease_ms * 1000;
-    return rc;
-}
-
-/* WAIT timeout_ms: lock.c sends wait_ms, or 0 for -1 (no timeout). */
-static fg_code check_wait(const fg_lock_options *o, fg_error *err) {
-    if (o->wait_ms <= 0) return FG_CODE_OK;
-    return check_integer(o->wait_ms, "timeout_ms", 0, FG_LOCK_MAX_LEASE_MS, err);
-}
-
+/* lock.c checked the arguments as the module does; durability is ours. */
 static fg_code check_not_durable(const fg_lock_options *o, fg_error *err) {
     if (o->durable_replicas == 0) return FG_CODE_OK;
     return fg_set_error(err, FG_CODE_UNSUPPORTED,
                         "durable mode waits for replicas: mem: has no replicas");
-}
-
-static fg_code check_distinct(const char *const *keys, size_t n, fg_error *err) {
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(keys[i], keys[j]) == 0)
-                return fg_set_error(err, FG_CODE_INVALID, FG_ERR_LOCK_DUPLICATE_KEY);
-    return FG_CODE_OK;
 }
 
 /* ------------------------------------------------------------- the table */
@@ -259,7 +208,7 @@ static const char *put_holder(fg_mem_locks *m, entry *e, const fg_lock_request *
     }
     if (fg_lock_put(&e->state, r->kind, r->capacity, &d->holder, &heap) != FG_OK)
         return ERR_NOMEM;
-    *out = (fg_lock_grant){true, d->holder.token, ttl_ms_until(d->holder.expires_us, now),
+    *out = (fg_lock_grant){true, d->holder.token, fg_lock_ttl_ms(d->holder.expires_us, now),
                            d->holder.count};
     return NULL;
 }
@@ -277,7 +226,7 @@ static const char *put_everywhere(fg_mem_locks *m, entry *const *es, size_t n,
                 fg_lock_release(&es[i]->state, put.owner, put.owner_len, 0, &heap);
             return ERR_NOMEM;
         }
-    *out = (fg_lock_grant){true, put.token, ttl_ms_until(put.expires_us, now), (int64_t)n};
+    *out = (fg_lock_grant){true, put.token, fg_lock_ttl_ms(put.expires_us, now), (int64_t)n};
     return NULL;
 }
 
@@ -400,16 +349,10 @@ static int64_t next_lease_end(const fg_mem_locks *m, entry *const *es, size_t n)
 
 /* The soonest the request could be granted, as a timed-out WAIT answers. */
 static int64_t retry_ms(const fg_lock_request *r, entry *const *es, size_t n, int64_t now) {
-    fg_lock_request req = *r;
-    req.queued_ahead = false;
     int64_t until = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (es[i]->state.len == 0 || es[i]->state.kind != req.kind) continue;
-        fg_lock_decision d;
-        fg_lock_decide(&es[i]->state, &req, now, &d);
-        if (d.outcome == FG_LOCK_BUSY) until = fg_max(until, d.busy_until_us);
-    }
-    return ttl_ms_until(until, now);
+    for (size_t i = 0; i < n; i++)
+        until = fg_max(until, fg_lock_busy_until(&es[i]->state, r, now));
+    return fg_lock_ttl_ms(until, now);
 }
 
 /* Queues the request on the (pinned) entries and blocks until it is
@@ -529,14 +472,18 @@ static fg_code take_all(fg_mem_locks *m, entry *const *es, size_t n, fg_lock_req
     return FG_CODE_OK;
 }
 
-/* The common path of the three requests that may grant, on keys checked
- * (distinct, for a multi-key lock) and a request validated. */
+/* The common path of the three requests that may grant, r to be given its
+ * owner and lease (lock.c checked them and the keys). */
 static fg_code acquire(fg_mem_locks *m, const char *const *keys, size_t n, bool multi,
-                       fg_lock_request *r, const fg_lock_options *o, fg_lock_grant *out,
-                       fg_error *err) {
+                       const char *owner, fg_lock_request *r, const fg_lock_options *o,
+                       fg_lock_grant *out, fg_error *err) {
     entry *es[MULTI_MAX];
     size_t pinned = 0;
     fg_renewal_entry *g;
+    if (check_not_durable(o, err) != FG_CODE_OK) return FG_CODE_UNSUPPORTED;
+    r->owner = owner;
+    r->owner_len = strlen(owner);
+    r->lease_us = o->lease_ms * 1000;
     *out = (fg_lock_grant){0};
     pthread_mutex_lock(&m->mu);
     fg_code rc = renewal_prepare(m, o, keys, n, r->owner, &g, err);
@@ -551,7 +498,7 @@ static fg_code acquire(fg_mem_locks *m, const char *const *keys, size_t n, bool 
         if (rc == FG_CODE_OK && !out->acquired && o->wait_ms != 0)
             rc = wait_for_grant(m, es, n, r, o->wait_ms, out, err);
         else if (rc == FG_CODE_OK && !out->acquired)
-            out->ttl_ms = ttl_ms_until(busy_until, now);
+            out->ttl_ms = fg_lock_ttl_ms(busy_until, now);
     }
     while (pinned > 0)
         if (es[--pinned] != NULL) entry_unpin(m, es[pinned]);
@@ -566,12 +513,7 @@ fg_code fg_mem_lock(fg_mem_locks *m, const char *key, const char *owner, const f
                          .mode = o->shared ? FG_LOCK_SHARED : FG_LOCK_EXCLUSIVE,
                          .count = 1,
                          .reentrant = o->reentrant};
-    fg_code rc = check_not_durable(o, err);
-    if (rc == FG_CODE_OK) rc = check_owner(owner, &r, err);
-    if (rc == FG_CODE_OK) rc = check_lease(o->lease_ms, &r.lease_us, err);
-    if (rc == FG_CODE_OK) rc = check_wait(o, err);
-    if (rc != FG_CODE_OK) return rc;
-    return acquire(m, &key, 1, false, &r, o, out, err);
+    return acquire(m, &key, 1, false, owner, &r, o, out, err);
 }
 
 fg_code fg_mem_semaphore_acquire(fg_mem_locks *m, const char *key, int64_t capacity,
@@ -581,28 +523,13 @@ fg_code fg_mem_semaphore_acquire(fg_mem_locks *m, const char *key, int64_t capac
                          .mode = FG_LOCK_EXCLUSIVE,
                          .count = permits,
                          .capacity = capacity};
-    fg_code rc = check_not_durable(o, err);
-    if (rc == FG_CODE_OK) rc = check_integer(capacity, "capacity", 1, FG_LOCK_MAX_CAPACITY, err);
-    if (rc == FG_CODE_OK) rc = check_owner(owner, &r, err);
-    if (rc == FG_CODE_OK) rc = check_integer(permits, "permits", 1, FG_LOCK_MAX_CAPACITY, err);
-    if (rc == FG_CODE_OK) rc = check_lease(o->lease_ms, &r.lease_us, err);
-    if (rc == FG_CODE_OK) rc = check_wait(o, err);
-    if (rc == FG_CODE_OK && permits > capacity)
-        rc = fg_set_error(err, FG_CODE_INVALID, FG_ERR_LOCK_PERMITS);
-    if (rc != FG_CODE_OK) return rc;
-    return acquire(m, &key, 1, false, &r, o, out, err);
+    return acquire(m, &key, 1, false, owner, &r, o, out, err);
 }
 
 fg_code fg_mem_lock_multi(fg_mem_locks *m, const char *const *keys, size_t count, const char *owner,
                           const fg_lock_options *o, fg_lock_grant *out, fg_error *err) {
     fg_lock_request r = {.kind = FG_LOCK_KIND_LOCK, .mode = FG_LOCK_EXCLUSIVE, .count = 1};
-    fg_code rc = check_not_durable(o, err);
-    if (rc == FG_CODE_OK) rc = check_distinct(keys, count, err);
-    if (rc == FG_CODE_OK) rc = check_owner(owner, &r, err);
-    if (rc == FG_CODE_OK) rc = check_lease(o->lease_ms, &r.lease_us, err);
-    if (rc == FG_CODE_OK) rc = check_wait(o, err);
-    if (rc != FG_CODE_OK) return rc;
-    return acquire(m, keys, count, true, &r, o, out, err);
+    return acquire(m, keys, count, true, owner, &r, o, out, err);
 }
 
 /* ------------------------------------------------------------ releasing */
@@ -611,9 +538,7 @@ fg_code fg_mem_lock_multi(fg_mem_locks *m, const char *const *keys, size_t count
  * the owner still holds, -1 when nothing. */
 static fg_code release_one(fg_mem_locks *m, const char *key, uint8_t kind, const char *owner,
                            int64_t count, int64_t *left, fg_error *err) {
-    fg_lock_request r;
-    fg_code rc = check_owner(owner, &r, err);
-    if (rc != FG_CODE_OK) return rc;
+    fg_code rc = FG_CODE_OK;
     int64_t held = -1;
     pthread_mutex_lock(&m->mu);
     entry *e = entry_pin(m, key, false);
@@ -623,7 +548,7 @@ static fg_code release_one(fg_mem_locks *m, const char *key, uint8_t kind, const
         if (kind_differs(e, kind))
             rc = refuse(ERR_WRONGTYPE, err);
         else
-            held = fg_lock_release(&e->state, r.owner, r.owner_len, count, &heap);
+            held = fg_lock_release(&e->state, owner, strlen(owner), count, &heap);
         /* A semaphore's queue may fit in the permits given back. */
         if (held == 0 || (held > 0 && kind == FG_LOCK_KIND_SEMAPHORE)) serve(m, &e, 1, now);
         entry_unpin(m, e);
@@ -641,20 +566,12 @@ fg_code fg_mem_unlock(fg_mem_locks *m, const char *key, const char *owner, int64
 
 fg_code fg_mem_semaphore_release(fg_mem_locks *m, const char *key, const char *owner,
                                  int64_t permits, int64_t *permits_left, fg_error *err) {
-    /* lock.c sends permits only when > 0 (0: all). */
-    if (permits > 0) {
-        fg_code rc = check_integer(permits, "permits", 1, FG_LOCK_MAX_CAPACITY, err);
-        if (rc != FG_CODE_OK) return rc;
-    }
     return release_one(m, key, FG_LOCK_KIND_SEMAPHORE, owner, permits, permits_left, err);
 }
 
 fg_code fg_mem_unlock_multi(fg_mem_locks *m, const char *const *keys, size_t count,
                             const char *owner, int64_t *released, fg_error *err) {
-    fg_lock_request r;
-    fg_code rc = check_distinct(keys, count, err);
-    if (rc == FG_CODE_OK) rc = check_owner(owner, &r, err);
-    if (rc != FG_CODE_OK) return rc;
+    fg_code rc = FG_CODE_OK;
     entry *es[MULTI_MAX];
     int64_t n = 0;
     pthread_mutex_lock(&m->mu);
@@ -667,7 +584,7 @@ fg_code fg_mem_unlock_multi(fg_mem_locks *m, const char *const *keys, size_t cou
             rc = refuse(ERR_WRONGTYPE, err);
     for (size_t i = 0; i < count && rc == FG_CODE_OK; i++) {
         int64_t left =
-            es[i] != NULL ? fg_lock_release(&es[i]->state, r.owner, r.owner_len, 1, &heap) : -1;
+            es[i] != NULL ? fg_lock_release(&es[i]->state, owner, strlen(owner), 1, &heap) : -1;
         n += left >= 0;
         if (left == 0) serve(m, &es[i], 1, now);
     }
@@ -688,27 +605,18 @@ static bool extend_held(fg_mem_locks *m, const char *key, const char *owner, int
     if (e == NULL) return false;
     int64_t now = clock_now(m);
     prune_and_serve(m, e, now);
-    const fg_lock_holder *held = fg_lock_find(&e->state, owner, strlen(owner));
-    if (held != NULL) {
-        fg_lock_holder h = *held;
-        bool shorter = lease_end(now, lease_us) < h.expires_us;
-        h.expires_us = lease_end(now, lease_us);
-        fg_lock_put(&e->state, e->state.kind, e->state.capacity, &h, &heap); /* in place */
-        if (shorter) wake_queue(e); /* their sleep may now be too long */
-    }
+    bool shorter = false;
+    bool held = fg_lock_extend(&e->state, owner, strlen(owner), now, lease_us, &shorter) != NULL;
+    if (shorter) wake_queue(e); /* their sleep may now be too long */
     entry_unpin(m, e);
-    return held != NULL;
+    return held;
 }
 
 fg_code fg_mem_extend(fg_mem_locks *m, const char *key, const char *owner, int64_t lease_ms,
                       bool *extended, fg_error *err) {
-    fg_lock_request r;
-    int64_t lease_us;
-    fg_code rc = check_owner(owner, &r, err);
-    if (rc == FG_CODE_OK) rc = check_lease(lease_ms, &lease_us, err);
-    if (rc != FG_CODE_OK) return rc;
+    (void)err;
     pthread_mutex_lock(&m->mu);
-    bool held = extend_held(m, key, owner, lease_us);
+    bool held = extend_held(m, key, owner, lease_ms * 1000);
     pthread_mutex_unlock(&m->mu);
     if (extended != NULL) *extended = held;
     return FG_CODE_OK;

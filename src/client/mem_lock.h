@@ -5,10 +5,10 @@
  * program written against mem: behaves the same on redis://. See
  * mem_lock.c.
  *
- * lock.c calls these after its own checks (a client, the arguments given,
- * the options, 1 to 64 keys); they check the rest exactly as the module
- * parses its commands, with the module's messages. Every function may be
- * called from any number of threads at once, except fg_mem_locks_free.
+ * lock.c calls these after its checks (a client, the arguments given, the
+ * options, 1 to 64 keys, and the arguments as the module parses them);
+ * they refuse only what mem: cannot do (durable mode). Every function may
+ * be called from any number of threads at once, except fg_mem_locks_free.
  */
 #ifndef FG_MEM_LOCK_H
 #define FG_MEM_LOCK_H

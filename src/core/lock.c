@@ -599,6 +599,32 @@ size_t fg_lock_memory(const fg_lock_state *s) {
 
 /* ---------------------------------------------------------------- tokens */
 
+int64_t fg_lock_busy_until(const fg_lock_state *s, const fg_lock_request *r, int64_t now_us) {
+    if (s == NULL || s->len == 0 || s->kind != r->kind) return 0;
+    fg_lock_request head = *r;
+    head.queued_ahead = false;
+    fg_lock_decision d;
+    fg_lock_decide(s, &head, now_us, &d);
+    return d.outcome == FG_LOCK_BUSY ? d.busy_until_us : 0;
+}
+
+const fg_lock_holder *fg_lock_extend(fg_lock_state *s, const char *owner, size_t owner_len,
+                                     int64_t now_us, int64_t lease_us, bool *shortened) {
+    fg_lock_node *n = find_node(s, owner, owner_len);
+    if (n == NULL) return NULL;
+    int64_t end = lease_end(now_us, lease_us);
+    *shortened = end < n->h.expires_us;
+    change_hold(s, n, n->h.count, end);
+    return &n->h;
+}
+
+int64_t fg_lock_ttl_ms(int64_t at_us, int64_t now_us) {
+    int64_t left;
+    if (at_us <= now_us) return 0;
+    if (!fg_sub(at_us, now_us, &left)) return INT64_MAX / 1000;
+    return fg_us_to_ms_ceil(left);
+}
+
 uint64_t fg_lock_next_token(uint64_t last, int64_t now_us) {
     if (last >= FG_LOCK_TOKEN_CEILING - 1) return 0;
     uint64_t floor = now_us > 0 ? (uint64_t)now_us : 0;

@@ -156,6 +156,21 @@ void fg_lock_decide(const fg_lock_state *s, const fg_lock_request *r, int64_t no
 void fg_lock_decide_all(const fg_lock_state *const *states, const bool *queued_ahead, size_t n,
                         const fg_lock_request *r, int64_t now_us, fg_lock_decision *d);
 
+/* When the request, refused now, could be granted on s as the head of its
+ * queue: the busy_until_us of fg_lock_decide, or 0 when s is empty or of
+ * another kind (a refused WAIT answers it as its retry time). */
+int64_t fg_lock_busy_until(const fg_lock_state *s, const fg_lock_request *r, int64_t now_us);
+
+/* FG.EXTEND: the owner's lease ends lease_us from now, sooner or later
+ * than it did, in place. The hold, or NULL when the owner holds nothing;
+ * *shortened tells whether the lease now ends sooner. */
+const fg_lock_holder *fg_lock_extend(fg_lock_state *s, const char *owner, size_t owner_len,
+                                     int64_t now_us, int64_t lease_us, bool *shortened);
+
+/* Milliseconds from now until at_us, rounded up (0 when past): the time
+ * left that replies give for a lease or a retry. */
+int64_t fg_lock_ttl_ms(int64_t at_us, int64_t now_us);
+
 /* The owner's hold, or NULL. s may be NULL. The pointer stays valid until
  * the hold is removed (a put replacing it keeps it). */
 const fg_lock_holder *fg_lock_find(const fg_lock_state *s, const char *owner, size_t owner_len);

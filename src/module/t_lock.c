@@ -47,6 +47,7 @@
 
 #include <string.h>
 
+#include "../core/checked.h"
 #include "../core/lock.h"
 #include "../core/messages.h"
 #include "args.h"
@@ -149,10 +150,6 @@ static void waiter_grant(RedisModuleCtx *ctx, waiter *w, uint64_t token, long lo
 static void key_changed(RedisModuleCtx *ctx, RedisModuleString *keyname, const char *event) {
     RedisModule_SignalModifiedKey(ctx, keyname);
     RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, event, keyname);
-}
-
-static long long ttl_ms_until(int64_t at_us, int64_t now_us) {
-    return at_us > now_us ? fg_us_to_ms_ceil(at_us - now_us) : 0;
 }
 
 /* FG.HOLD key kind capacity owner mode count expires_us token */
@@ -288,7 +285,7 @@ static bool serve_single(const fg_wait_serving *r, key_queue *q, waiter *w) {
     if (o == FG_LOCK_NEVER)
         waiter_fail(ctx, w, d.why);
     else
-        waiter_grant(ctx, w, d.holder.token, ttl_ms_until(d.holder.expires_us, r->now_us),
+        waiter_grant(ctx, w, d.holder.token, fg_lock_ttl_ms(d.holder.expires_us, r->now_us),
                      d.holder.count);
     return true;
 }
@@ -351,7 +348,7 @@ static bool serve_multi(const fg_wait_serving *r, waiter *w) {
     if (error)
         waiter_fail(ctx, w, error);
     else
-        waiter_grant(ctx, w, token, ttl_ms_until(r->now_us + w->req.lease_us, r->now_us), n);
+        waiter_grant(ctx, w, token, fg_lock_ttl_ms(r->now_us + w->req.lease_us, r->now_us), n);
     return true;
 }
 
@@ -477,16 +474,11 @@ static long long waiter_retry_ms(RedisModuleCtx *ctx, waiter *w, int64_t now_us)
     for (uint32_t i = 0; i < w->base.nlinks; i++) {
         RedisModuleKey *key = RedisModule_OpenKey(ctx, queue_of(&w->links[i])->key, REDISMODULE_READ);
         fg_lock_state *s = NULL;
-        if (lockstate_lookup(key, &s) == LOCK_FOUND && s->kind == w->req.kind) {
-            fg_lock_request req = w->req;
-            req.queued_ahead = false;
-            fg_lock_decision d;
-            fg_lock_decide(s, &req, now_us, &d);
-            if (d.outcome == FG_LOCK_BUSY && d.busy_until_us > until) until = d.busy_until_us;
-        }
+        if (lockstate_lookup(key, &s) == LOCK_FOUND)
+            until = fg_max(until, fg_lock_busy_until(s, &w->req, now_us));
         RedisModule_CloseKey(key);
     }
-    return ttl_ms_until(until, now_us);
+    return fg_lock_ttl_ms(until, now_us);
 }
 
 /* The waiter's deadline passed: it is told it was not granted, and those
@@ -613,7 +605,7 @@ static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, fg_lock_requ
     switch (o) {
     case FG_LOCK_GRANTED:
     case FG_LOCK_REENTERED:
-        reply_grant(ctx, 1, (long long)d.holder.token, ttl_ms_until(d.holder.expires_us, now_us),
+        reply_grant(ctx, 1, (long long)d.holder.token, fg_lock_ttl_ms(d.holder.expires_us, now_us),
                     d.holder.count);
         return REDISMODULE_OK;
     case FG_LOCK_NEVER: return RedisModule_ReplyWithError(ctx, d.why);
@@ -623,7 +615,7 @@ static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, fg_lock_requ
         enqueue(ctx, r, &keyname, 1, wo->timeout_ms, now_us);
         return REDISMODULE_OK;
     }
-    reply_grant(ctx, 0, 0, ttl_ms_until(d.busy_until_us, now_us), 0);
+    reply_grant(ctx, 0, 0, fg_lock_ttl_ms(d.busy_until_us, now_us), 0);
     return REDISMODULE_OK;
 }
 
@@ -720,11 +712,9 @@ static int extend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (open_lock_key(ctx, argv[1], 0, &key, &s) == KEY_WRONGTYPE)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     uint32_t pruned = prune(ctx, key, argv[1], &s, now_us);
-    const fg_lock_holder *held = fg_lock_find(s, r.owner, r.owner_len);
+    bool shortened;
+    const fg_lock_holder *held = fg_lock_extend(s, r.owner, r.owner_len, now_us, lease_us, &shortened);
     if (held) {
-        fg_lock_holder h = *held;
-        h.expires_us = now_us + lease_us;
-        fg_lock_put(s, s->kind, s->capacity, &h, &module_allocator); /* in place */
         replicate_hold(ctx, argv[1], s, held);
         lockstate_settle(key, s);
         key_changed(ctx, argv[1], "fg.extend");
@@ -862,11 +852,11 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     bool all_free = d.outcome == FG_LOCK_GRANTED;
     if (error) return RedisModule_ReplyWithError(ctx, error);
     if (all_free) {
-        reply_grant(ctx, 1, (long long)token, ttl_ms_until(now_us + r.lease_us, now_us), n);
+        reply_grant(ctx, 1, (long long)token, fg_lock_ttl_ms(now_us + r.lease_us, now_us), n);
     } else if (wo.wait && client_can_block(ctx)) {
         enqueue(ctx, &r, keys, n, wo.timeout_ms, now_us);
     } else {
-        reply_grant(ctx, 0, 0, ttl_ms_until(d.busy_until_us, now_us), 0);
+        reply_grant(ctx, 0, 0, fg_lock_ttl_ms(d.busy_until_us, now_us), 0);
     }
     return REDISMODULE_OK;
 }
@@ -914,7 +904,7 @@ static void reply_holders(RedisModuleCtx *ctx, const fg_lock_state *s, int64_t n
         RedisModule_ReplyWithStringBuffer(ctx, h->owner, h->owner_len);
         RedisModule_ReplyWithCString(ctx, lock_mode_name(h->mode));
         RedisModule_ReplyWithLongLong(ctx, h->count);
-        RedisModule_ReplyWithLongLong(ctx, ttl_ms_until(h->expires_us, now_us));
+        RedisModule_ReplyWithLongLong(ctx, fg_lock_ttl_ms(h->expires_us, now_us));
         RedisModule_ReplyWithLongLong(ctx, (long long)h->token);
         n++;
     }

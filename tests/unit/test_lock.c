@@ -230,6 +230,68 @@ static void test_a_held_lock_is_busy_until_its_lease_ends(void **state) {
     fg_lock_clear(&s, &alloc);
 }
 
+/* What a refused request answers as its retry time: the head's view,
+ * whoever waits ahead; nothing for an empty state or another kind. */
+static void test_busy_until_is_the_heads_view(void **state) {
+    (void)state;
+    fg_lock_state s = {0};
+    fg_lock_request bob = lock_req("bob", FG_LOCK_EXCLUSIVE);
+    expect_i64(fg_lock_busy_until(NULL, &bob, T0), 0);
+    expect_i64(fg_lock_busy_until(&s, &bob, T0), 0);
+    take_lock(&s, "alice", FG_LOCK_EXCLUSIVE, T0, 30 * SEC_US, 1);
+    bob.queued_ahead = true;
+    expect_i64(fg_lock_busy_until(&s, &bob, T0 + SEC_US), T0 + 30 * SEC_US);
+    fg_lock_request alice = lock_req("alice", FG_LOCK_EXCLUSIVE);
+    alice.reentrant = true; /* would re-enter: not busy */
+    expect_i64(fg_lock_busy_until(&s, &alice, T0 + SEC_US), 0);
+    fg_lock_request sem = sem_req("carol", 1, 2);
+    expect_i64(fg_lock_busy_until(&s, &sem, T0 + SEC_US), 0);
+    fg_lock_clear(&s, &alloc);
+    /* A reader behind a queue would share with the readers as its head. */
+    take_lock(&s, "alice", FG_LOCK_SHARED, T0, 30 * SEC_US, 1);
+    fg_lock_request dave = lock_req("dave", FG_LOCK_SHARED);
+    dave.queued_ahead = true;
+    expect_i64(decide(&s, &dave, T0).outcome, FG_LOCK_BUSY);
+    expect_i64(fg_lock_busy_until(&s, &dave, T0), 0);
+    fg_lock_clear(&s, &alloc);
+}
+
+/* FG.EXTEND: the lease ends lease_us from now, sooner or later, and the
+ * lease order follows. */
+static void test_extend_moves_the_lease_either_way(void **state) {
+    (void)state;
+    fg_lock_state s = {0};
+    bool shortened = true;
+    assert_null(fg_lock_extend(&s, "alice", 5, T0, SEC_US, &shortened));
+    take_lock(&s, "alice", FG_LOCK_SHARED, T0, 30 * SEC_US, 1);
+    take_lock(&s, "bob", FG_LOCK_SHARED, T0, 20 * SEC_US, 2);
+    expect_i64(fg_lock_next_expiry_us(&s), T0 + 20 * SEC_US);
+    const fg_lock_holder *h = fg_lock_extend(&s, "alice", 5, T0 + SEC_US, 5 * SEC_US, &shortened);
+    assert_ptr_equal(h, holder_at(&s, 0));
+    assert_true(shortened);
+    expect_holder(&s, 0, "alice", FG_LOCK_SHARED, 1, T0 + 6 * SEC_US, 1);
+    expect_i64(fg_lock_next_expiry_us(&s), T0 + 6 * SEC_US);
+    expect_i64(fg_lock_expires_at_us(&s), T0 + 20 * SEC_US);
+    assert_non_null(fg_lock_extend(&s, "alice", 5, T0 + 2 * SEC_US, 60 * SEC_US, &shortened));
+    assert_false(shortened);
+    expect_i64(fg_lock_expires_at_us(&s), T0 + 62 * SEC_US);
+    assert_null(fg_lock_extend(&s, "carol", 5, T0, SEC_US, &shortened));
+    assert_true(fg_lock_state_storable(&s));
+    fg_lock_clear(&s, &alloc);
+}
+
+/* Replies round the time left up to the millisecond, and never go below 0
+ * or overflow. */
+static void test_ttl_ms_rounds_up(void **state) {
+    (void)state;
+    expect_i64(fg_lock_ttl_ms(T0, T0), 0);
+    expect_i64(fg_lock_ttl_ms(T0 - 1, T0), 0);
+    expect_i64(fg_lock_ttl_ms(T0 + 1, T0), 1);
+    expect_i64(fg_lock_ttl_ms(T0 + 1000, T0), 1);
+    expect_i64(fg_lock_ttl_ms(T0 + 1001, T0), 2);
+    expect_i64(fg_lock_ttl_ms(INT64_MAX, -1000), INT64_MAX / 1000);
+}
+
 /* ------------------------------------------------------ readers/writers */
 
 static void test_readers_share_and_a_writer_waits_for_the_last(void **state) {
@@ -1593,6 +1655,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         lock_test(test_a_free_lock_is_granted),
         lock_test(test_a_held_lock_is_busy_until_its_lease_ends),
+        lock_test(test_busy_until_is_the_heads_view),
+        lock_test(test_extend_moves_the_lease_either_way),
+        lock_test(test_ttl_ms_rounds_up),
         lock_test(test_readers_share_and_a_writer_waits_for_the_last),
         lock_test(test_a_writer_holds_off_readers),
         lock_test(test_someone_waiting_ahead_keeps_a_newcomer_out),
