@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+import redis
 
 from harness import Server, free_port, s, wait_for, wait_replica_synced
 from test_client import program
@@ -166,6 +167,30 @@ def test_errors_map_like_the_rest_of_the_library(client, r):
     assert client("lock k o 1000 wait=-2").startswith("err invalid wait_ms")
     assert client("lock k o 1000 durable=1 durable_timeout=0").startswith("err invalid durable")
     assert r.exists("k", "sem") == 0
+
+
+def test_bad_arguments_are_refused_as_the_server_would_without_a_round_trip(client, r):
+    """lib/lock.c checks the arguments as the module parses them, for every
+    backend: the server's words, and nothing sent (even to no server)."""
+    cases = (("lock k o 0", ("FG.LOCK", "k", "o", 0)),
+             ("lock k o 1000 wait=1000000000001",
+              ("FG.LOCK", "k", "o", 1000, "WAIT", 1000000000001)),
+             ("lock k %s 1000" % ("o" * 300), ("FG.LOCK", "k", "o" * 300, 1000)),
+             ("sacquire s 2 o 3 1000", ("FG.ACQUIRE", "s", 2, "o", 3, 1000)),
+             ("sacquire s 2 o 0 1000", ("FG.ACQUIRE", "s", 2, "o", 0, 1000)),
+             ("srelease s o 1000001", ("FG.RELEASE", "s", "o", 1000001)),
+             ("extend k o 0", ("FG.EXTEND", "k", "o", 0)),
+             ("mlock o 1000 a a", ("FG.MLOCK", 2, "a", "a", "o", 1000)),
+             ("munlock o a a", ("FG.MUNLOCK", 2, "a", "a", "o")))
+    before = client("stats").split()[1]
+    nowhere = LockClient("redis://127.0.0.1:%d" % free_port())
+    for line, command in cases:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command(*command)
+        assert client(line) == "err invalid ERR " + str(e.value), line
+        assert nowhere(line) == "err invalid ERR " + str(e.value), line
+    assert client("stats").split()[1] == before
+    nowhere.close()
 
 
 def test_locks_unsupported_on_cluster():
