@@ -19,9 +19,9 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARNINGS)
 
 CORE_SRC   := $(wildcard src/core/*.c)
-CLIENT_SRC := $(wildcard src/client/*.c)
+CLIENT_SRC := $(wildcard src/client/*.c src/client/mem/*.c src/client/remote/*.c)
 MODULE_SRC := $(wildcard src/module/*.c)
-HEADERS    := $(wildcard src/core/*.h src/client/*.h src/module/*.h)
+HEADERS    := $(wildcard src/core/*.h src/client/*.h src/client/*/*.h src/module/*.h)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 ASAN_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit-asan/%,$(UNIT_SRC))
@@ -235,8 +235,13 @@ test-servers: module $(CLIENT_TEST_BINS) cli
 	done; \
 	if [ -n "$$failed" ]; then echo "test-servers failed on:$$failed"; exit 1; fi
 
+# The benchmarks are built (not run) by make test, so that none rots.
+BENCH_BINS := $(addprefix $(BUILD)/bench/,client_bench server_bench lock_bench bloom_bench uv_bench \
+                mem_store_bench)
+
 test: deps
-	@$(MAKE) --no-print-directory module unit unit-asan unit-tsan fuzz-smoke fuzz-bloom-smoke fuzz-uv-smoke
+	@$(MAKE) --no-print-directory module unit unit-asan unit-tsan fuzz-smoke fuzz-bloom-smoke fuzz-uv-smoke \
+		$(BENCH_BINS)
 	@$(MAKE) --no-print-directory integration example-check
 
 run: deps module

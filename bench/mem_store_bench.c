@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mem_store.h"
+#include "mem/mem_store.h"
 
 #define T0_US 1704067200000000LL /* 2024-01-01 */
 #define MANY_KEYS 1000000u
@@ -30,7 +30,7 @@
 typedef struct scenario {
     const char *family_name;
     const char *keys_name;
-    fg_mem_limit lim;
+    fg_limiter lim;
     unsigned nkeys; /* 1 = the hot key */
     int threads;
 } scenario;
@@ -150,10 +150,10 @@ int main(int argc, char **argv) {
      * Many keys: each key sees a request every few simulated ms, so the
      * limits are per second (10 at once, one more per second), which keeps
      * every key alive during the run. */
-    const fg_mem_limit hot_bucket = {FG_LIMITER_BUCKET, .p.bucket = {8, 1000}};
-    const fg_mem_limit hot_fixed = {FG_LIMITER_FIXED, .p.fixed = {128000, 1000}};
-    const fg_mem_limit many_bucket = {FG_LIMITER_BUCKET, .p.bucket = {1000000000LL, 10}};
-    const fg_mem_limit many_fixed = {FG_LIMITER_FIXED, .p.fixed = {10, 1000000}};
+    const fg_limiter hot_bucket = {FG_LIMITER_BUCKET, .p.bucket = {8, 1000}};
+    const fg_limiter hot_fixed = {FG_LIMITER_FIXED, .p.fixed = {128000, 1000}};
+    const fg_limiter many_bucket = {FG_LIMITER_BUCKET, .p.bucket = {1000000000LL, 10}};
+    const fg_limiter many_fixed = {FG_LIMITER_FIXED, .p.fixed = {10, 1000000}};
     const scenario scenarios[] = {
         {"bucket", "1 hot", hot_bucket, 1, 1},     {"bucket", "1 hot", hot_bucket, 1, 2},
         {"bucket", "1M", many_bucket, MANY_KEYS, 1}, {"bucket", "1M", many_bucket, MANY_KEYS, 2},

@@ -30,10 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "conn.h"
 #include "floodgate.h"
 #include "limit_args.h"
 #include "policy.h"
+#include "stats.h"
 #include "text.h"
 #include "uv.h"
 
@@ -46,12 +46,6 @@ typedef enum fg_family {
     FG_FAMILY_POLICIES, /* fg_policy_* */
     FG_FAMILIES
 } fg_family;
-
-/* The counters of fg_stats: the client's, moved by its backend. */
-typedef struct fg_counters {
-    atomic_uint_fast64_t decisions, denials_cached, lease_hits;
-    fg_net_counters net; /* round trips, failures, reconnects */
-} fg_counters;
 
 /* What a backend opens its states with: fg_open's URL and the client's
  * options and counters (both live as long as the client), and what the
@@ -79,9 +73,9 @@ typedef struct fg_backend_args {
  * refuses a truncated one). */
 typedef struct fg_limit_ops {
     FG_FAMILY_STATE;
-    fg_code (*check)(void *s, const char *key, const fg_limit *l, const fg_mem_limit *ml,
+    fg_code (*check)(void *s, const char *key, const fg_limit *l, const fg_limiter *ml,
                      int64_t cost, bool peek, int64_t now, fg_result *out, fg_error *err);
-    fg_code (*batch)(void *s, fg_request *reqs, size_t n, const fg_mem_limit *mls, size_t valid,
+    fg_code (*batch)(void *s, fg_request *reqs, size_t n, const fg_limiter *mls, size_t valid,
                      int64_t now, fg_error *err);
     fg_code (*reset)(void *s, const char *key, bool *existed, fg_error *err);
     fg_code (*inspect)(void *s, const char *key, fg_text *t, fg_error *err);

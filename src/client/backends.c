@@ -11,9 +11,9 @@
  */
 #include "backends.h"
 
-#include "backend_mem.h"
-#include "backend_remote.h"
-#include "cluster.h"
+#include "mem/backend_mem.h"
+#include "remote/backend_remote.h"
+#include "remote/cluster.h"
 #include "url.h"
 
 const fg_backend *fg_backend_for(const char *url, fg_error *err) {

@@ -10,17 +10,42 @@
  * client's table on mem: (mem_bloom.c), the module's BF.* commands on a
  * server or cluster (remote_bloom.c).
  *
- * fg_filter is a core filter with memory from malloc: no key, no lock.
+ * fg_filter is a core filter with memory from malloc: no key, no lock. It
+ * is made as mem:'s filters and policy lists are (filter.h, here).
  */
 #include <stdlib.h>
 
 #include "backend.h"
 #include "client.h"
-#include "command.h"
 #include "error.h"
-#include "mem_bloom.h"
+#include "filter.h"
 #include "messages.h"
 #include "params.h"
+
+const fg_bloom_allocator fg_bf_heap = {{realloc, free}, calloc};
+
+/* In-process filters (filter.h). */
+
+/* Checked options leave fg_bloom_init two reasons to refuse, told apart
+ * as the module does: the first level's bits would exceed the core's
+ * bound (its geometry cannot be had), or the memory could not be. */
+fg_code fg_bloom_create(fg_bloom *f, const fg_bloom_options *o, const fg_bloom_allocator *a,
+                        fg_error *err) {
+    uint32_t expansion = (uint32_t)o->expansion;
+    if (fg_bloom_init(f, o->error_rate, (uint64_t)o->capacity, expansion, a) == FG_OK)
+        return FG_CODE_OK;
+    uint64_t bytes;
+    if (fg_bloom_first_level_bytes(o->error_rate, (uint64_t)o->capacity, expansion, &bytes) != FG_OK)
+        return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_TOO_BIG);
+    return fg_set_error(err, FG_CODE_NOMEM, FG_ERR_BF_NO_FILTER);
+}
+
+/* A level that cannot be had is the module's "problem inserting", whether
+ * the chain is at its last level or memory ran out. */
+fg_code fg_bloom_add_error(fg_bloom_add_result r, fg_error *err) {
+    if (r == FG_BLOOM_FULL) return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_FULL);
+    return fg_set_error(err, FG_CODE_INVALID, FG_ERR_BF_NO_LEVEL);
+}
 
 struct fg_filter {
     fg_bloom bloom;

@@ -119,9 +119,9 @@ static family family_of(const fg_backend *b, fg_family f) {
 }
 
 fg_code fg_client_family(fg_client *c, fg_family f, fg_family_ref *out, fg_error *err) {
-    if (c->family[f].s == NULL)
+    *out = c->family[f]; /* always set: no caller reads an uninitialized ref */
+    if (out->s == NULL)
         return fg_set_error(err, FG_CODE_UNSUPPORTED, "%s", c->backend->without[f]);
-    *out = c->family[f];
     return FG_CODE_OK;
 }
 
@@ -178,7 +178,7 @@ fg_client *fg_open(const char *url, const fg_options *opts, fg_error *err) {
 
 static fg_code decide(fg_client *c, const char *key, const fg_limit *l, int64_t cost, bool peek,
                       fg_result *out, fg_error *err) {
-    fg_mem_limit ml;
+    fg_limiter ml;
     fg_family_ref lim;
     if (c == NULL || key == NULL || out == NULL)
         return fg_set_error(err, FG_CODE_INVALID, "client, key and result are required");
@@ -201,7 +201,7 @@ fg_code fg_peek(fg_client *c, const char *key, const fg_limit *limit, int64_t co
 }
 
 /* Validates every request: an invalid one gets its code and is not sent. */
-static size_t batch_validate(fg_request *reqs, size_t n, fg_mem_limit *mls) {
+static size_t batch_validate(fg_request *reqs, size_t n, fg_limiter *mls) {
     size_t valid = 0;
     for (size_t i = 0; i < n; i++) {
         fg_request *r = &reqs[i];
@@ -217,7 +217,7 @@ fg_code fg_check_batch(fg_client *c, fg_request *reqs, size_t n, fg_error *err) 
     if (c == NULL || (reqs == NULL && n > 0))
         return fg_set_error(err, FG_CODE_INVALID, "client and requests are required");
     if (n == 0) return FG_CODE_OK;
-    fg_mem_limit *mls = malloc(n * sizeof(*mls));
+    fg_limiter *mls = malloc(n * sizeof(*mls));
     if (mls == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     size_t valid = batch_validate(reqs, n, mls);
     int64_t now = now_us(c);

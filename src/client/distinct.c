@@ -12,9 +12,8 @@
  */
 #include "backend.h"
 #include "client.h"
-#include "command.h"
 #include "error.h"
-#include "mem_distinct.h"
+#include "uv.h"
 #include "messages.h"
 #include "params.h"
 
@@ -62,18 +61,18 @@ static fg_code window_convert(const fg_window *w, fg_uv_window *out, fg_error *e
         *out = (fg_uv_window){.last = true, .seconds = w->n * (int64_t)w->unit};
         return FG_CODE_OK;
     }
-    if (check_integer(w->start_us, "start_us", 0, FG_DISTINCT_MAX_US + 1, err) != FG_CODE_OK ||
-        check_integer(w->end_us, "end_us", 0, FG_DISTINCT_MAX_US + 1, err) != FG_CODE_OK)
+    if (check_integer(w->start_us, "start_us", 0, FG_UV_MAX_US + 1, err) != FG_CODE_OK ||
+        check_integer(w->end_us, "end_us", 0, FG_UV_MAX_US + 1, err) != FG_CODE_OK)
         return FG_CODE_INVALID;
-    *out = (fg_uv_window){.start = w->start_us / FG_DISTINCT_US_PER_SEC,
-                               .end = w->end_us / FG_DISTINCT_US_PER_SEC};
+    *out = (fg_uv_window){.start = w->start_us / FG_UV_US_PER_SEC,
+                               .end = w->end_us / FG_UV_US_PER_SEC};
     return out->start < out->end ? FG_CODE_OK : refuse(FG_ERR_UV_ORDER, err);
 }
 
 /* FG.UVADDAT's instant as the module parses it (the future limit needs
  * the clock: the backend checks it). */
 static fg_code at_check(int64_t at_us, fg_error *err) {
-    return check_integer(at_us, "unix_us", 0, FG_DISTINCT_MAX_US, err);
+    return check_integer(at_us, "unix_us", 0, FG_UV_MAX_US, err);
 }
 
 /* A client, nkeys >= 1 keys, a result, and the window, converted. */

@@ -42,7 +42,7 @@ static fg_code convert_gcra(const fg_limit *l, fg_gcra_params *p, fg_error *err)
     return FG_CODE_OK;
 }
 
-static fg_code convert_params(const fg_limit *l, fg_mem_limit *out, fg_error *err) {
+static fg_code convert_params(const fg_limit *l, fg_limiter *out, fg_error *err) {
     switch (l->algorithm) {
     case FG_FIXED_WINDOW:
         out->family = FG_LIMITER_FIXED;
@@ -69,7 +69,7 @@ static fg_code convert_params(const fg_limit *l, fg_mem_limit *out, fg_error *er
 }
 
 /* The module's order: the positional arguments, then COST. */
-fg_code fg_limit_convert(const fg_limit *l, int64_t cost, fg_mem_limit *out, fg_error *err) {
+fg_code fg_limit_convert(const fg_limit *l, int64_t cost, fg_limiter *out, fg_error *err) {
     if (l == NULL) return fg_set_error(err, FG_CODE_INVALID, "ERR no limit given");
     if (convert_params(l, out, err) != FG_CODE_OK) return FG_CODE_INVALID;
     char msg[160];

@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "floodgate.h"
-#include "mem_store.h"
+#include "limiter.h"
 
 /* The longest argument fg_limit_format_args writes, with its NUL. */
 #define FG_ARG_MAX 32
@@ -22,7 +22,7 @@
 /* Validates `l` and `cost` with the module's ranges and converts `l` to the
  * core's parameters. Returns FG_CODE_OK, or FG_CODE_INVALID with the
  * module's error text in err (which may be NULL). */
-fg_code fg_limit_convert(const fg_limit *l, int64_t cost, fg_mem_limit *out, fg_error *err);
+fg_code fg_limit_convert(const fg_limit *l, int64_t cost, fg_limiter *out, fg_error *err);
 
 /* The command (FG.TOKEN ...) and FG.PEEK family word (TOKEN ...) of l. */
 const char *fg_limit_command(const fg_limit *l);

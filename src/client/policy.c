@@ -22,7 +22,6 @@
 
 #include "backend.h"
 #include "client.h"
-#include "command.h"
 #include "error.h"
 #include "policy_def.h"
 

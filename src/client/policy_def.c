@@ -25,7 +25,7 @@ fg_code fg_policy_name_check(const char *name, fg_error *err) {
 fg_code fg_policy_limit_convert(const fg_limit *l, fg_policy_limit *out, fg_error *err) {
     if (l->algorithm == FG_SLIDING_LOG)
         return fg_set_error(err, FG_CODE_INVALID, FG_ERR_POLICY_ALGORITHM, "SLIDELOG");
-    fg_mem_limit ml;
+    fg_limiter ml;
     if (fg_limit_convert(l, 0, &ml, err) != FG_CODE_OK) return FG_CODE_INVALID;
     switch (l->algorithm) {
     case FG_TOKEN_BUCKET: out->algorithm = FG_POLICY_TOKEN; break;

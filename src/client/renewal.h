@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "conn.h"
+#include "remote/conn.h"
 #include "floodgate.h"
 #include "url.h"
 

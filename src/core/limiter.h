@@ -28,6 +28,12 @@ typedef union fg_limiter_params {
     fg_slog_params slidelog;
 } fg_limiter_params;
 
+/* A limit as the core decides it. */
+typedef struct fg_limiter {
+    fg_limiter_family family;
+    fg_limiter_params p;
+} fg_limiter;
+
 typedef union fg_limiter_state {
     int64_t tat_ns; /* 0: full */
     fg_fixed_state fixed;

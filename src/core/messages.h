@@ -75,7 +75,7 @@
 #define FG_ERR_UV_LAST_TOO_LONG                                                                    \
     "ERR LAST window of %lld seconds is longer than the SPAN of '%.*s' (%lld seconds)"
 #define FG_ERR_UV_OFF_GRID "ERR BETWEEN edge %lld is not on the grid of '%.*s' (%s)"
-/* FG.UVADDAT's instant, more than FG_DISTINCT_FUTURE_US ahead of the clock. */
+/* FG.UVADDAT's instant, more than FG_UV_FUTURE_US ahead of the clock. */
 #define FG_ERR_UV_FUTURE "ERR unix_us is more than 60 seconds in the future"
 /* The clock that gives "now" is outside the core's seconds; `whose` is a
  * string literal, "server" or "client". */

@@ -2,7 +2,7 @@
  * policy_check.h - one check of a request against a named policy: the
  * order of its steps, its answer, its counting and whether it waits
  * (docs/policies.md). The module's FG.CHECK (src/module/t_policy.c) and the
- * in-process backend (src/client/mem_policy.c) both run it; they keep the
+ * in-process backend (src/client/mem/mem_policy.c) both run it; they keep the
  * storage (the policies, their lists, the keys' states) and their own way
  * of waiting.
  *

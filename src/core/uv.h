@@ -51,6 +51,13 @@
 #define FG_UV_TILE_REGISTERS 64
 #define FG_UV_MAX_SPAN (180LL * 86400)
 #define FG_UV_MAX_SECOND 4294967295LL /* stored as u32 */
+
+/* Commands take instants in microseconds: the latest is the last second's
+ * last microsecond, and FG.UVADDAT adds at most a minute ahead of the
+ * clock. */
+#define FG_UV_US_PER_SEC 1000000LL
+#define FG_UV_MAX_US     ((FG_UV_MAX_SECOND + 1) * FG_UV_US_PER_SEC - 1)
+#define FG_UV_FUTURE_US  (60 * FG_UV_US_PER_SEC)
 #define FG_UV_HLL_BYTES 12304         /* a dense Redis HLL string */
 #define FG_UV_TIERS 3                 /* minutes, hours, days */
 #define FG_UV_MAX_MINUTES 1440

@@ -37,9 +37,6 @@
 #include "effects.h"
 #include "uv_types.h"
 
-#define US_PER_SEC       1000000LL
-#define MAX_US           ((FG_UV_MAX_SECOND + 1) * US_PER_SEC - 1)
-#define FUTURE_LIMIT_US  (60 * US_PER_SEC)
 #define WINDOW_ARGS      3 /* LAST n unit | BETWEEN start end */
 #define REFUSAL_MAX      256 /* reply_error_fmt's room: refusals are cut as it cuts them */
 
@@ -73,10 +70,10 @@ static int parse_window(RedisModuleCtx *ctx, RedisModuleString **args, fg_uv_win
         return 1;
     }
     if (!arg_is(args[0], "BETWEEN")) return RedisModule_ReplyWithError(ctx, ERR_WINDOW), 0;
-    if (!parse_integer(ctx, args[1], "start_us", 0, MAX_US + 1, &a) ||
-        !parse_integer(ctx, args[2], "end_us", 0, MAX_US + 1, &b))
+    if (!parse_integer(ctx, args[1], "start_us", 0, FG_UV_MAX_US + 1, &a) ||
+        !parse_integer(ctx, args[2], "end_us", 0, FG_UV_MAX_US + 1, &b))
         return 0;
-    *w = (fg_uv_window){.last = false, .start = a / US_PER_SEC, .end = b / US_PER_SEC};
+    *w = (fg_uv_window){.last = false, .start = a / FG_UV_US_PER_SEC, .end = b / FG_UV_US_PER_SEC};
     if (w->start >= w->end) return RedisModule_ReplyWithError(ctx, FG_ERR_UV_ORDER), 0;
     return 1;
 }
@@ -98,7 +95,7 @@ static int window_registers(RedisModuleCtx *ctx, RedisModuleString *keyname, con
  * fit. */
 static int union_registers(RedisModuleCtx *ctx, RedisModuleString **keys, int nkeys,
                            const fg_uv_window *w, uint8_t regs[FG_UV_REGISTERS]) {
-    int64_t now = server_clock_us() / US_PER_SEC;
+    int64_t now = server_clock_us() / FG_UV_US_PER_SEC;
     uint8_t part[FG_UV_REGISTERS];
     if (w->last && (now < 0 || now > FG_UV_MAX_SECOND))
         return RedisModule_ReplyWithError(ctx, FG_ERR_UV_CLOCK("server")), 0;
@@ -197,7 +194,7 @@ static int info_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             {"hours", uv->tiers[1].count},
             {"days", uv->tiers[2].count},
             {"tzoffset", uv->tzoffset},
-            {"newest_us", uv->entries ? uv->newest * US_PER_SEC : 0},
+            {"newest_us", uv->entries ? uv->newest * FG_UV_US_PER_SEC : 0},
             {"entries", (long long)uv->entries},
             {"buckets", (long long)uv->buckets},
             {"bytes", (long long)fg_uv_bytes(uv)},
@@ -248,7 +245,7 @@ static int add_items(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, in
     }
     RedisModuleString **items = argv + 2 + skip;
     int n = argc - 2 - skip, changed = 0;
-    int64_t sec = at_us / US_PER_SEC;
+    int64_t sec = at_us / FG_UV_US_PER_SEC;
     /* argv is the server's: the items to replicate are gathered aside. */
     RedisModuleString **sent = RedisModule_Alloc(sizeof(*sent) * (size_t)n);
     for (int i = 0; i < n; i++) {
@@ -272,7 +269,7 @@ static int add_items(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, in
 static int add_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 3) return RedisModule_WrongArity(ctx);
     int64_t now_us = server_clock_us();
-    if (now_us < 0 || now_us > MAX_US)
+    if (now_us < 0 || now_us > FG_UV_MAX_US)
         return RedisModule_ReplyWithError(ctx, FG_ERR_UV_CLOCK("server"));
     return add_items(ctx, argv, argc, 0, now_us);
 }
@@ -282,8 +279,8 @@ static int addat_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     if (!timed_effect_allowed(ctx, argv[0])) return REDISMODULE_OK;
     if (argc < 4) return RedisModule_WrongArity(ctx);
     int64_t at_us;
-    if (!parse_integer(ctx, argv[2], "unix_us", 0, MAX_US, &at_us)) return REDISMODULE_OK;
-    if (!decided_elsewhere(ctx) && at_us > server_clock_us() + FUTURE_LIMIT_US)
+    if (!parse_integer(ctx, argv[2], "unix_us", 0, FG_UV_MAX_US, &at_us)) return REDISMODULE_OK;
+    if (!decided_elsewhere(ctx) && at_us > server_clock_us() + FG_UV_FUTURE_US)
         return RedisModule_ReplyWithError(ctx, FG_ERR_UV_FUTURE);
     return add_items(ctx, argv, argc, 1, at_us);
 }

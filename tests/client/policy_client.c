@@ -56,7 +56,7 @@
 #include <unistd.h>
 
 #include "floodgate.h"
-#include "mem_policy.h" /* fg_policy_get: the waited counter */
+#include "mem/mem_policy.h" /* fg_policy_get: the waited counter */
 
 #define LINE_MAX_LEN 65536
 #define WORDS_MAX    4096

@@ -45,7 +45,7 @@
 #include <time.h>
 
 #include "floodgate.h"
-#include "mem_policy.h" /* fg_policy_get: the policy's counters */
+#include "mem/mem_policy.h" /* fg_policy_get: the policy's counters */
 
 #define KEYS       3
 #define MAX_COST   3

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "cluster.h"
+#include "remote/cluster.h"
 #include "floodgate.h"
 
 static unsigned slot(const char *key) { return fg_cluster_slot(key, strlen(key)); }

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "lease.h"
+#include "remote/lease.h"
 
 #define NOW 1700000000000000LL
 

@@ -20,7 +20,7 @@
 
 #include "floodgate.h"
 #include "lock.h"
-#include "mem_lock.h"
+#include "mem/mem_lock.h"
 
 #define MS_US 1000LL
 #define T0    1700000000000000LL /* the injected clock's start, us */

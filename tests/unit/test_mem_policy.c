@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "floodgate.h"
-#include "mem_policy.h"
+#include "mem/mem_policy.h"
 
 #define MS_US 1000LL
 #define T0    1700000000000000LL /* a whole second */

@@ -11,42 +11,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mem_store.h"
+#include "mem/mem_store.h"
 
 #define MINUTE_US 60000000LL
 
 static const fg_allocator model_alloc = {realloc, free};
 
-static fg_mem_limit bucket_limit(int64_t capacity, int64_t emission_ns) {
-    fg_mem_limit l = {.family = FG_LIMITER_BUCKET};
+static fg_limiter bucket_limit(int64_t capacity, int64_t emission_ns) {
+    fg_limiter l = {.family = FG_LIMITER_BUCKET};
     l.p.bucket.capacity = capacity;
     l.p.bucket.emission_ns = emission_ns;
     return l;
 }
 
-static fg_mem_limit fixed_limit(int64_t limit, int64_t window_us) {
-    fg_mem_limit l = {.family = FG_LIMITER_FIXED};
+static fg_limiter fixed_limit(int64_t limit, int64_t window_us) {
+    fg_limiter l = {.family = FG_LIMITER_FIXED};
     l.p.fixed.limit = limit;
     l.p.fixed.window_us = window_us;
     return l;
 }
 
-static fg_mem_limit sliding_limit(int64_t limit, int64_t window_us) {
-    fg_mem_limit l = {.family = FG_LIMITER_SLIDING};
+static fg_limiter sliding_limit(int64_t limit, int64_t window_us) {
+    fg_limiter l = {.family = FG_LIMITER_SLIDING};
     l.p.sliding.limit = limit;
     l.p.sliding.window_us = window_us;
     return l;
 }
 
-static fg_mem_limit slidelog_limit(int64_t limit, int64_t window_us) {
-    fg_mem_limit l = {.family = FG_LIMITER_SLIDELOG};
+static fg_limiter slidelog_limit(int64_t limit, int64_t window_us) {
+    fg_limiter l = {.family = FG_LIMITER_SLIDELOG};
     l.p.slidelog.limit = limit;
     l.p.slidelog.window_us = window_us;
     return l;
 }
 
 /* A check that must succeed. */
-static fg_decision check_ok(fg_mem_store *s, const char *key, const fg_mem_limit *l, int64_t now,
+static fg_decision check_ok(fg_mem_store *s, const char *key, const fg_limiter *l, int64_t now,
                             int64_t cost, bool peek) {
     fg_decision d;
     expect_i64(fg_mem_check(s, key, strlen(key), l, now, cost, peek, &d), FG_MEM_OK);
@@ -55,7 +55,7 @@ static fg_decision check_ok(fg_mem_store *s, const char *key, const fg_mem_limit
 }
 
 /* What the key holds now, without writing (cost 0). */
-static fg_decision peek_ok(fg_mem_store *s, const char *key, const fg_mem_limit *l, int64_t now) {
+static fg_decision peek_ok(fg_mem_store *s, const char *key, const fg_limiter *l, int64_t now) {
     return check_ok(s, key, l, now, 0, true);
 }
 
@@ -77,7 +77,7 @@ static void model_clear(model *m) {
     memset(m, 0, sizeof(*m));
 }
 
-static fg_status model_check(model *m, const fg_mem_limit *l, int64_t now, int64_t cost,
+static fg_status model_check(model *m, const fg_limiter *l, int64_t now, int64_t cost,
                              bool peek, fg_decision *d) {
     if (m->present && m->expires_us <= now) model_clear(m);
     bool commit = !peek && cost > 0;
@@ -138,7 +138,7 @@ static void expect_same_decision(const fg_decision *a, const fg_decision *b) {
 /* Random traffic on one key (and a bystander key that must not be
  * disturbed): small steps, bursts at one instant, jumps past the expiry, the
  * clock stepping back, peeks, cost 0 and costs above the limit. */
-static void drive_against_model(const fg_mem_limit *l, int64_t limit, int64_t scale_us,
+static void drive_against_model(const fg_limiter *l, int64_t limit, int64_t scale_us,
                                 uint64_t seed, int steps) {
     fg_mem_store *s = fg_mem_store_new(4);
     assert_non_null(s);
@@ -193,15 +193,15 @@ static void test_every_family_matches_the_core(void **state) {
         test_rng r = {seed * 7919};
         int64_t cap = rng_range(&r, 1, 40);
         int64_t emission_ns = rng_range(&r, 1, 3000000);
-        fg_mem_limit b = bucket_limit(cap, emission_ns);
+        fg_limiter b = bucket_limit(cap, emission_ns);
         drive_against_model(&b, cap, emission_ns * cap / 1000 / 4 + 1, seed, 3000);
 
         int64_t limit = rng_range(&r, 1, 40), window = rng_range(&r, 1, 5000000);
-        fg_mem_limit f = fixed_limit(limit, window);
+        fg_limiter f = fixed_limit(limit, window);
         drive_against_model(&f, limit, window / 8 + 1, seed + 100, 3000);
-        fg_mem_limit sl = sliding_limit(limit, window);
+        fg_limiter sl = sliding_limit(limit, window);
         drive_against_model(&sl, limit, window / 8 + 1, seed + 200, 3000);
-        fg_mem_limit lg = slidelog_limit(limit, window);
+        fg_limiter lg = slidelog_limit(limit, window);
         drive_against_model(&lg, limit, window / 8 + 1, seed + 300, 3000);
     }
 }
@@ -212,20 +212,20 @@ static void test_exact_answers_through_the_store(void **state) {
     fg_mem_store *s = fg_mem_store_new(0);
     assert_non_null(s);
     /* Token bucket of 10, 1 per second. */
-    fg_mem_limit b = bucket_limit(10, SEC);
+    fg_limiter b = bucket_limit(10, SEC);
     expect_decision(check_ok(s, "b", &b, T2024_US, 1, false), true, 10, 9, -1, 1 * SEC);
     expect_decision(check_ok(s, "b", &b, T2024_US, 9, false), true, 10, 0, -1, 10 * SEC);
     expect_decision(check_ok(s, "b", &b, T2024_US, 1, false), false, 10, 0, 1 * SEC, 10 * SEC);
     expect_decision(check_ok(s, "b", &b, T2024_US + 2500000, 2, false), true, 10, 0, -1,
                     9500 * MS);
     /* Fixed window of 10 per minute. */
-    fg_mem_limit f = fixed_limit(10, MINUTE_US);
+    fg_limiter f = fixed_limit(10, MINUTE_US);
     expect_decision(check_ok(s, "f", &f, T2024_US + 12500000, 1, false), true, 10, 9, -1,
                     47500 * MS);
     expect_decision(check_ok(s, "f", &f, T2024_US + 12500000, 10, false), false, 10, 9,
                     47500 * MS, 47500 * MS);
     /* Sliding log of 2 per second. */
-    fg_mem_limit lg = slidelog_limit(2, 1000000);
+    fg_limiter lg = slidelog_limit(2, 1000000);
     expect_decision(check_ok(s, "l", &lg, T2024_US, 1, false), true, 2, 1, -1, 1 * SEC);
     expect_decision(check_ok(s, "l", &lg, T2024_US + 400000, 1, false), true, 2, 0, -1, 1 * SEC);
     expect_decision(check_ok(s, "l", &lg, T2024_US + 500000, 1, false), false, 2, 0, 500 * MS,
@@ -241,10 +241,10 @@ static void test_exact_answers_through_the_store(void **state) {
 static void test_peeks_denials_and_cost_zero_write_nothing(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(0);
-    const fg_mem_limit limits[] = {bucket_limit(5, SEC), fixed_limit(5, MINUTE_US),
+    const fg_limiter limits[] = {bucket_limit(5, SEC), fixed_limit(5, MINUTE_US),
                                    sliding_limit(5, MINUTE_US), slidelog_limit(5, MINUTE_US)};
     for (size_t i = 0; i < 4; i++) {
-        const fg_mem_limit *l = &limits[i];
+        const fg_limiter *l = &limits[i];
         fg_decision d = check_ok(s, "k", l, T2024_US, 3, true); /* peek */
         expect_i64(d.allowed, true);
         expect_i64(d.remaining, 2);
@@ -273,7 +273,7 @@ static void test_key_is_absent_from_its_expiry_on(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(0);
     /* Bucket: 3 units of 1.5 us each -> TAT now + 4.5 us, expiry rounded up. */
-    fg_mem_limit b = bucket_limit(10, 1500);
+    fg_limiter b = bucket_limit(10, 1500);
     check_ok(s, "b", &b, T2024_US, 3, false);
     int64_t expiry = fg_gcra_expires_at_us(T2024_US * 1000 + 4500);
     expect_i64(expiry, T2024_US + 5);
@@ -287,7 +287,7 @@ static void test_key_is_absent_from_its_expiry_on(void **state) {
     expect_i64(fg_mem_size(s), 0); /* dropped by the access, even a peek */
 
     /* Fixed: the end of the window. */
-    fg_mem_limit f = fixed_limit(4, 1000);
+    fg_limiter f = fixed_limit(4, 1000);
     check_ok(s, "f", &f, T2024_US + 250, 4, false);
     expect_i64(peek_ok(s, "f", &f, T2024_US + 999).remaining, 0);
     expect_i64(fg_mem_size(s), 1);
@@ -296,7 +296,7 @@ static void test_key_is_absent_from_its_expiry_on(void **state) {
     expect_i64(fg_mem_size(s), 0);
 
     /* Sliding: two windows after the last admitted one. */
-    fg_mem_limit sl = sliding_limit(4, 1000);
+    fg_limiter sl = sliding_limit(4, 1000);
     check_ok(s, "s", &sl, T2024_US + 250, 4, false);
     peek_ok(s, "s", &sl, T2024_US + 1999);
     expect_i64(fg_mem_size(s), 1);
@@ -304,7 +304,7 @@ static void test_key_is_absent_from_its_expiry_on(void **state) {
     expect_i64(fg_mem_size(s), 0);
 
     /* Slidelog: newest entry + window. */
-    fg_mem_limit lg = slidelog_limit(4, 1000);
+    fg_limiter lg = slidelog_limit(4, 1000);
     check_ok(s, "l", &lg, T2024_US, 1, false);
     check_ok(s, "l", &lg, T2024_US + 600, 1, false);
     expect_i64(peek_ok(s, "l", &lg, T2024_US + 999).remaining, 2);
@@ -318,7 +318,7 @@ static void test_key_is_absent_from_its_expiry_on(void **state) {
 static void test_reset(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(0);
-    fg_mem_limit f = fixed_limit(2, MINUTE_US);
+    fg_limiter f = fixed_limit(2, MINUTE_US);
     assert_false(fg_mem_reset(s, "k", 1, T2024_US)); /* absent */
     check_ok(s, "k", &f, T2024_US, 2, false);
     expect_i64(check_ok(s, "k", &f, T2024_US, 1, false).allowed, false);
@@ -339,7 +339,7 @@ static void test_reset(void **state) {
 static void test_full_sweep_after_a_partial_one(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(1);
-    fg_mem_limit f = fixed_limit(10, 1000);
+    fg_limiter f = fixed_limit(10, 1000);
     char key[32];
     for (int i = 0; i < 1000; i++) {
         snprintf(key, sizeof(key), "key:%d", i);
@@ -356,13 +356,13 @@ static void test_full_sweep_after_a_partial_one(void **state) {
 static void test_sweep(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(8);
-    fg_mem_limit early = fixed_limit(10, 1000), late = fixed_limit(10, 1000000);
-    fg_mem_limit log = slidelog_limit(10, 1000);
+    fg_limiter early = fixed_limit(10, 1000), late = fixed_limit(10, 1000000);
+    fg_limiter log = slidelog_limit(10, 1000);
     char key[32];
     for (int i = 0; i < 3000; i++) {
         snprintf(key, sizeof(key), "key:%d", i);
         /* early: windows ending at T + 1000; late: at T + 1 s; logs: T + 1000 */
-        const fg_mem_limit *l = i % 3 == 0 ? &early : i % 3 == 1 ? &late : &log;
+        const fg_limiter *l = i % 3 == 0 ? &early : i % 3 == 1 ? &late : &log;
         check_ok(s, key, l, T2024_US, 1 + i % 5, false);
     }
     expect_i64(fg_mem_size(s), 3000);
@@ -400,7 +400,7 @@ static void test_sweep(void **state) {
 static void test_wrongtype_across_families(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(0);
-    const fg_mem_limit limits[] = {bucket_limit(5, SEC), fixed_limit(5, MINUTE_US),
+    const fg_limiter limits[] = {bucket_limit(5, SEC), fixed_limit(5, MINUTE_US),
                                    sliding_limit(5, MINUTE_US), slidelog_limit(5, MINUTE_US)};
     for (size_t held = 0; held < 4; held++) {
         check_ok(s, "k", &limits[held], T2024_US, 2, false);
@@ -417,7 +417,7 @@ static void test_wrongtype_across_families(void **state) {
         }
         /* Parameters out of range answer INVALID first, as the module's
          * argument parsing does. */
-        fg_mem_limit bad = limits[(held + 1) % 4];
+        fg_limiter bad = limits[(held + 1) % 4];
         bad.p.fixed.limit = 0; /* both fields of every family's parameters */
         bad.p.fixed.window_us = 0;
         fg_decision d;
@@ -437,7 +437,7 @@ static void test_wrongtype_across_families(void **state) {
 static void test_token_leaky_and_gcra_share_one_bucket(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(0);
-    fg_mem_limit token = bucket_limit(10, SEC / 2), leaky = bucket_limit(10, SEC / 2),
+    fg_limiter token = bucket_limit(10, SEC / 2), leaky = bucket_limit(10, SEC / 2),
                  gcra = bucket_limit(10, 500 * MS);
     expect_decision(check_ok(s, "u", &token, T2024_US, 4, false), true, 10, 6, -1, 2 * SEC);
     expect_decision(check_ok(s, "u", &leaky, T2024_US, 4, false), true, 10, 2, -1, 4 * SEC);
@@ -446,7 +446,7 @@ static void test_token_leaky_and_gcra_share_one_bucket(void **state) {
     expect_decision(check_ok(s, "u", &gcra, T2024_US + 500000, 3, false), true, 10, 0, -1,
                     5 * SEC);
     /* A bucket with other parameters reads the same TAT. */
-    fg_mem_limit big = bucket_limit(100, SEC / 2);
+    fg_limiter big = bucket_limit(100, SEC / 2);
     expect_decision(peek_ok(s, "u", &big, T2024_US + 500000), true, 100, 90, -1, 5 * SEC);
     expect_i64(fg_mem_size(s), 1);
     fg_mem_store_free(s);
@@ -457,7 +457,7 @@ static void test_token_leaky_and_gcra_share_one_bucket(void **state) {
 static void test_binary_keys(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(2);
-    fg_mem_limit f = fixed_limit(100, MINUTE_US);
+    fg_limiter f = fixed_limit(100, MINUTE_US);
     static const unsigned char k1[] = {'a', 0, 'b'}, k2[] = {'a', 0, 'c'}, k3[] = {'a', 0},
                                k4[] = {0}, k5[] = {0, 0}, k6[] = {'a'};
     const struct {
@@ -491,7 +491,7 @@ static void test_binary_keys(void **state) {
     unsigned char buf[80];
     memset(buf, 0, sizeof(buf));
     for (size_t n = 1; n <= 70; n++) {
-        fg_mem_limit one = fixed_limit(1, MINUTE_US);
+        fg_limiter one = fixed_limit(1, MINUTE_US);
         for (size_t pos = 0; pos < n; pos++) {
             buf[pos] = 1;
             expect_i64(fg_mem_check(s, buf, n, &one, T2024_US, 1, false, &d), FG_MEM_OK);
@@ -512,14 +512,14 @@ static void test_binary_keys(void **state) {
 static void grow_and_shrink(unsigned shards) {
     fg_mem_store *s = fg_mem_store_new(shards);
     assert_non_null(s);
-    fg_mem_limit f = fixed_limit(1000, MINUTE_US);
-    fg_mem_limit b = bucket_limit(1000, MS);
+    fg_limiter f = fixed_limit(1000, MINUTE_US);
+    fg_limiter b = bucket_limit(1000, MS);
     char key[32];
     const int n = 100000;
     for (int i = 0; i < n; i++) {
         int len = snprintf(key, sizeof(key), "user:%08d", i);
         fg_decision d;
-        const fg_mem_limit *l = i % 2 ? &f : &b;
+        const fg_limiter *l = i % 2 ? &f : &b;
         expect_i64(fg_mem_check(s, key, (size_t)len, l, T2024_US, 1 + i % 7, false, &d),
                    FG_MEM_OK);
     }
@@ -527,7 +527,7 @@ static void grow_and_shrink(unsigned shards) {
     for (int i = 0; i < n; i++) {
         int len = snprintf(key, sizeof(key), "user:%08d", i);
         fg_decision d;
-        const fg_mem_limit *l = i % 2 ? &f : &b;
+        const fg_limiter *l = i % 2 ? &f : &b;
         expect_i64(fg_mem_check(s, key, (size_t)len, l, T2024_US, 0, false, &d), FG_MEM_OK);
         expect_i64(d.remaining, 1000 - 1 - i % 7);
     }
@@ -558,7 +558,7 @@ static void test_growth_to_100k_keys(void **state) {
 static void test_free_with_live_keys(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(3); /* rounded up to 4 */
-    fg_mem_limit lg = slidelog_limit(1000, MINUTE_US);
+    fg_limiter lg = slidelog_limit(1000, MINUTE_US);
     char key[16];
     for (int i = 0; i < 500; i++) {
         snprintf(key, sizeof(key), "log%d", i);
@@ -578,12 +578,12 @@ static void test_errors_change_nothing(void **state) {
     (void)state;
     fg_mem_store *s = fg_mem_store_new(0);
     fg_decision d = {.limit = 777};
-    fg_mem_limit ok = bucket_limit(10, SEC);
-    fg_mem_limit zero_cap = bucket_limit(0, SEC), zero_rate = bucket_limit(10, 0);
-    fg_mem_limit huge_log = slidelog_limit(FG_SLOG_MAX_LIMIT + 1, 1000);
-    fg_mem_limit zero_window = fixed_limit(10, 0);
-    fg_mem_limit overflow = bucket_limit(INT64_MAX / 2, 3); /* T * capacity */
-    fg_mem_limit bad_family = ok;
+    fg_limiter ok = bucket_limit(10, SEC);
+    fg_limiter zero_cap = bucket_limit(0, SEC), zero_rate = bucket_limit(10, 0);
+    fg_limiter huge_log = slidelog_limit(FG_SLOG_MAX_LIMIT + 1, 1000);
+    fg_limiter zero_window = fixed_limit(10, 0);
+    fg_limiter overflow = bucket_limit(INT64_MAX / 2, 3); /* T * capacity */
+    fg_limiter bad_family = ok;
     bad_family.family = (fg_limiter_family)7;
     expect_i64(fg_mem_check(s, "k", 1, &zero_cap, T2024_US, 1, false, &d), FG_MEM_INVALID);
     expect_i64(fg_mem_check(s, "k", 1, &zero_rate, T2024_US, 1, false, &d), FG_MEM_INVALID);
@@ -617,7 +617,7 @@ static void test_errors_change_nothing(void **state) {
 
 typedef struct hammer {
     fg_mem_store *s;
-    fg_mem_limit hot, many;
+    fg_limiter hot, many;
     int64_t now;
     atomic_llong hot_units;
     atomic_llong units[MANY];
@@ -658,7 +658,7 @@ static void *hammer_run(void *arg) {
 /* After the storm, each key's admitted units are exactly what its state
  * says (remaining = limit - admitted), hence never above the limit, and the
  * saturated hot key is full to within one request. */
-static void hammer_family(fg_mem_limit hot, fg_mem_limit many) {
+static void hammer_family(fg_limiter hot, fg_limiter many) {
     hammer *h = calloc(1, sizeof(*h));
     assert_non_null(h);
     h->s = fg_mem_store_new(4); /* few shards: many keys contend too */
@@ -711,7 +711,7 @@ typedef struct churn_thread {
 static void *churn_run(void *arg) {
     churn_thread *t = arg;
     test_rng rng = {77 + (uint64_t)t->role};
-    fg_mem_limit limits[] = {bucket_limit(5, 100 * US), fixed_limit(5, 200),
+    fg_limiter limits[] = {bucket_limit(5, 100 * US), fixed_limit(5, 200),
                              sliding_limit(5, 200), slidelog_limit(5, 200)};
     char key[32];
     int64_t now = T2024_US;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "floodgate.h"
-#include "mem_policy.h"
+#include "mem/mem_policy.h"
 #include "policy_file.h"
 
 static char path[64];

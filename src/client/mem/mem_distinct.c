@@ -1,13 +1,12 @@
 /*
  * mem_distinct.c - the unique counters of a mem: client: a table of core
  * counters (src/core/uv.c) that answers as the module's FG.UV* commands do
- * (src/module/t_uv.c), and the argument checks every backend shares.
+ * (src/module/t_uv.c).
  *
- * The checks are the module's, in its order and with its words, so that a
- * bad argument is the same FG_CODE_INVALID on every backend and a server is
- * only sent commands it accepts. What depends on a counter (a LAST window
- * longer than its SPAN, a BETWEEN edge off its grid) is checked here for
- * mem: and by the server otherwise, with the same messages.
+ * distinct.c checks the arguments for every backend, as the module does.
+ * What depends on a counter (a LAST window longer than its SPAN, a BETWEEN
+ * edge off its grid) is checked here for mem: and by the server otherwise,
+ * with the same messages.
  *
  * Time. Where a server reads its clock (FG.UVADD's second, LAST windows'
  * end, FG.UVADDAT's future limit) the table reads the client's, once per
@@ -142,11 +141,11 @@ fg_code fg_mem_uv_create(fg_mem_distincts *m, const char *key, const fg_distinct
 static int64_t add_instant(const fg_mem_distincts *m, int64_t at_us, fg_error *err) {
     int64_t now = clock_now_us(m);
     if (at_us >= 0) {
-        if (at_us - FG_DISTINCT_FUTURE_US <= now) return at_us;
+        if (at_us - FG_UV_FUTURE_US <= now) return at_us;
         refused(FG_ERR_UV_FUTURE, err);
         return -1;
     }
-    if (now >= 0 && now <= FG_DISTINCT_MAX_US) return now;
+    if (now >= 0 && now <= FG_UV_MAX_US) return now;
     refused(ERR_CLOCK, err);
     return -1;
 }
@@ -157,7 +156,7 @@ fg_code fg_mem_uv_add(fg_mem_distincts *m, const char *key, const void *const *i
                                                  FG_UV_DEFAULT_HOURS, FG_UV_DEFAULT_DAYS, 0};
     int64_t us = add_instant(m, at_us, err);
     if (us < 0) return FG_CODE_INVALID;
-    int64_t sec = us / FG_DISTINCT_US_PER_SEC;
+    int64_t sec = us / FG_UV_US_PER_SEC;
     fg_code rc = FG_CODE_OK;
     size_t len = strlen(key);
     uint64_t hash = fg_key_hash(key, len);
@@ -209,8 +208,8 @@ fg_code fg_mem_uv_registers(fg_mem_distincts *m, const char *const *keys, size_t
                             const fg_uv_window *w, uint8_t regs[FG_UV_REGISTERS],
                             fg_error *err) {
     int64_t now = clock_now_us(m);
-    if (w->last && (now < 0 || now > FG_DISTINCT_MAX_US)) return refused(ERR_CLOCK, err);
-    now /= FG_DISTINCT_US_PER_SEC;
+    if (w->last && (now < 0 || now > FG_UV_MAX_US)) return refused(ERR_CLOCK, err);
+    now /= FG_UV_US_PER_SEC;
     uint8_t part[FG_UV_REGISTERS];
     uint32_t mask = shards_of(keys, nkeys);
     fg_code rc = FG_CODE_OK;

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_mem.h"
+#include "mem/backend_mem.h"
 #include "conn.h"
 #include "error.h"
 #include "lease.h"
@@ -244,7 +244,7 @@ static fg_code parse_decision(const redisReply *r, fg_result *out, fg_error *err
 /* ------------------------------------------------------- failure policy */
 
 /* The failure policy's fallback: the in-process table decides. */
-static fg_code fallback(limits *lim, const char *key, const fg_limit *l, const fg_mem_limit *ml,
+static fg_code fallback(limits *lim, const char *key, const fg_limit *l, const fg_limiter *ml,
                         int64_t cost, bool peek, int64_t now, fg_result *out, fg_error *err) {
     fg_code rc = fg_backend_mem.limits->check(lim->fallback, key, l, ml, cost, peek, now, out, err);
     if (rc == FG_CODE_OK) out->source = FG_SOURCE_FALLBACK;
@@ -252,7 +252,7 @@ static fg_code fallback(limits *lim, const char *key, const fg_limit *l, const f
 }
 
 /* The answer the failure policy gives instead of FG_CODE_IO. */
-static fg_code on_failure(limits *lim, const char *key, const fg_limit *l, const fg_mem_limit *ml,
+static fg_code on_failure(limits *lim, const char *key, const fg_limit *l, const fg_limiter *ml,
                           int64_t cost, bool peek, int64_t now, fg_result *out, fg_error *err) {
     switch (lim->opts->on_failure) {
     case FG_ON_FAILURE_OPEN:
@@ -276,7 +276,7 @@ static fg_code on_failure(limits *lim, const char *key, const fg_limit *l, const
 
 /* One check or peek sent to the server. */
 static fg_code server_decide(limits *lim, const char *key, const fg_limit *l,
-                             const fg_mem_limit *ml, int64_t cost, bool peek, int64_t now,
+                             const fg_limiter *ml, int64_t cost, bool peek, int64_t now,
                              fg_result *out, fg_error *err) {
     fg_command cmd;
     redisReply *reply;
@@ -370,7 +370,7 @@ static fg_code request_lease(limits *lim, const char *key, const fg_limit *l, fg
  * takes a new lease and serves the request from it; when the server denies
  * the lease, the plain check decides (a second round trip), and so it does
  * alone for the key's next checks during lease_ms (lease.c). */
-static fg_code lease_decide(limits *lim, const char *key, const fg_limit *l, const fg_mem_limit *ml,
+static fg_code lease_decide(limits *lim, const char *key, const fg_limit *l, const fg_limiter *ml,
                             int64_t cost, int64_t now, fg_result *out, fg_error *err) {
     fg_lease old[FG_LEASE_RETURNS];
     size_t nold, slot;
@@ -421,7 +421,7 @@ static void give_back_leases(limits *lim) {
 
 /* ---------------------------------------------------------------- checks */
 
-static fg_code check(void *s, const char *key, const fg_limit *l, const fg_mem_limit *ml,
+static fg_code check(void *s, const char *key, const fg_limit *l, const fg_limiter *ml,
                      int64_t cost, bool peek, int64_t now, fg_result *out, fg_error *err) {
     limits *lim = s;
     if (!peek && cache_lookup(lim, key, l, cost, now, out)) {
@@ -436,7 +436,7 @@ static fg_code check(void *s, const char *key, const fg_limit *l, const fg_mem_l
  * answered by the failure policy when it was lost to I/O. The batch fails
  * (returns that code) only when no request could be answered at all, as a
  * single server's batch does when the server is down. */
-static fg_code batch_answers(limits *lim, fg_request *reqs, size_t n, const fg_mem_limit *mls,
+static fg_code batch_answers(limits *lim, fg_request *reqs, size_t n, const fg_limiter *mls,
                              int64_t now, redisReply **replies, const fg_code *codes) {
     size_t k = 0, sent = 0, unanswered = 0;
     fg_code failure = FG_CODE_OK;
@@ -462,7 +462,7 @@ static fg_code batch_answers(limits *lim, fg_request *reqs, size_t n, const fg_m
     return unanswered == sent ? failure : FG_CODE_OK;
 }
 
-static fg_code batch(void *s, fg_request *reqs, size_t n, const fg_mem_limit *mls, size_t valid,
+static fg_code batch(void *s, fg_request *reqs, size_t n, const fg_limiter *mls, size_t valid,
                      int64_t now, fg_error *err) {
     limits *lim = s;
     /* calloc: GCC cannot tell that every command gets built. */

@@ -33,10 +33,6 @@ void fg_argv_num(fg_argv *a, int64_t v) {
     a->argv[a->argc++] = num;
 }
 
-void fg_count(atomic_uint_fast64_t *counter, uint64_t n) {
-    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
-}
-
 fg_code fg_reply_error(const redisReply *r, fg_error *err) {
     fg_code code = FG_CODE_SERVER;
     if (strncmp(r->str, "WRONGTYPE", 9) == 0)

@@ -10,7 +10,6 @@
 #ifndef FG_CONN_H
 #define FG_CONN_H
 
-#include "monotonic.h"
 #include <hiredis/hiredis.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,6 +17,8 @@
 
 #include "floodgate.h"
 #include "limit_args.h"
+#include "monotonic.h"
+#include "stats.h"
 #include "url.h"
 
 #define FG_RECONNECT_DELAY_MS 100
@@ -34,11 +35,6 @@ typedef struct fg_command {
     size_t keylen;
     char nums[FG_LIMIT_MAX_ARGS + 2][FG_ARG_MAX]; /* storage of numeric arguments */
 } fg_command;
-
-/* The counters of fg_stats that the network layer moves. */
-typedef struct fg_net_counters {
-    atomic_uint_fast64_t round_trips, failures, reconnects;
-} fg_net_counters;
 
 /* What every connection of a client shares. */
 typedef struct fg_conn_config {
@@ -70,7 +66,6 @@ void fg_argv_init(fg_argv *a, const char *name);
 void fg_argv_str(fg_argv *a, const char *s);
 void fg_argv_num(fg_argv *a, int64_t v);
 
-void fg_count(atomic_uint_fast64_t *counter, uint64_t n);
 
 /* CLOCK_MONOTONIC in microseconds: for durations, never for decisions. */
 

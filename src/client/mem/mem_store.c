@@ -258,7 +258,7 @@ static fg_mem_status store_next(check *c, fg_limiter_family family, const fg_lim
 }
 
 fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
-                           const fg_mem_limit *lim, int64_t now_us, int64_t cost, bool peek,
+                           const fg_limiter *lim, int64_t now_us, int64_t cost, bool peek,
                            fg_decision *out) {
     if (s == NULL || lim == NULL || out == NULL || !valid_key(key, keylen) ||
         (unsigned)lim->family >= FG_LIMITER_FAMILIES)

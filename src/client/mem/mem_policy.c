@@ -46,7 +46,7 @@
 #include "monotonic.h"
 #include "error.h"
 #include "key_table.h"
-#include "mem_bloom.h"  /* fg_bf_item_hash */
+#include "filter.h"
 #include "messages.h"
 #include "params.h"
 #include "policy_check.h"

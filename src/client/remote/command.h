@@ -1,7 +1,7 @@
 /*
  * command.h - the module's commands as the family files send them
- * (internal): bloom.c, distinct.c and policy.c check what a call is given
- * with the same messages, and build fg_commands (conn.h) the same way.
+ * (internal): the remote family files build fg_commands (conn.h) the same
+ * way.
  *
  * A call of many items, or of many keys, may become several commands sent
  * in one round trip (fg_pipeline: remote.c's round trip, routed by key on a
@@ -17,23 +17,6 @@
 
 #include "floodgate.h"
 #include "remote.h"
-
-/* ------------------------------------------------------------- checks */
-
-/* FG_CODE_INVALID with the server's message for a command given too few
- * arguments: "ERR wrong number of arguments for 'command' command". */
-fg_code fg_arity_error(const char *command, fg_error *err);
-
-/* A client and a key (not NULL). */
-fg_code fg_require_key(const fg_client *c, const char *key, fg_error *err);
-
-/* A place for the result (not NULL). */
-fg_code fg_require_result(const void *out, fg_error *err);
-
-/* n >= 1 items, each given unless empty; `command` names the call for the
- * server's arity message. */
-fg_code fg_require_items(const void *const *items, const size_t *lens, size_t n,
-                         const char *command, fg_error *err);
 
 /* ------------------------------------------------------------ building */
 

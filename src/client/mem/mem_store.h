@@ -23,11 +23,6 @@
 
 typedef struct fg_mem_store fg_mem_store;
 
-typedef struct fg_mem_limit {
-    fg_limiter_family family;
-    fg_limiter_params p;
-} fg_mem_limit;
-
 typedef enum fg_mem_status {
     FG_MEM_OK,
     FG_MEM_WRONGTYPE, /* the key holds a state of another family */
@@ -53,7 +48,7 @@ void fg_mem_store_free(fg_mem_store *s);
  * in the parameters win over FG_MEM_WRONGTYPE, as in the module (which parses
  * its arguments before it opens the key). */
 fg_mem_status fg_mem_check(fg_mem_store *s, const void *key, size_t keylen,
-                           const fg_mem_limit *lim, int64_t now_us, int64_t cost, bool peek,
+                           const fg_limiter *lim, int64_t now_us, int64_t cost, bool peek,
                            fg_decision *out);
 
 /* FG.RESET: deletes the key, whatever its family. True when a live key (expiry

@@ -96,7 +96,7 @@ static void maybe_sweep(limits *lim, int64_t now) {
     if (tick % SWEEP_EVERY == 0) fg_mem_expire(lim->store, now, SWEEP_ENTRIES);
 }
 
-static fg_code check(void *s, const char *key, const fg_limit *l, const fg_mem_limit *ml,
+static fg_code check(void *s, const char *key, const fg_limit *l, const fg_limiter *ml,
                      int64_t cost, bool peek, int64_t now, fg_result *out, fg_error *err) {
     limits *lim = s;
     fg_decision d;
@@ -108,7 +108,7 @@ static fg_code check(void *s, const char *key, const fg_limit *l, const fg_mem_l
     return FG_CODE_OK;
 }
 
-static fg_code batch(void *s, fg_request *reqs, size_t n, const fg_mem_limit *mls, size_t valid,
+static fg_code batch(void *s, fg_request *reqs, size_t n, const fg_limiter *mls, size_t valid,
                      int64_t now, fg_error *err) {
     (void)valid;
     (void)err;

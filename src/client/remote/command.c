@@ -1,5 +1,5 @@
 /*
- * command.c - checking, building and sending the module's commands for the
+ * command.c - building and sending the module's commands for the remote
  * family files (see command.h).
  */
 #include "command.h"
@@ -9,34 +9,6 @@
 #include <string.h>
 
 #include "error.h"
-
-/* ------------------------------------------------------------- checks */
-
-fg_code fg_arity_error(const char *command, fg_error *err) {
-    return fg_set_error(err, FG_CODE_INVALID, "ERR wrong number of arguments for '%s' command",
-                        command);
-}
-
-fg_code fg_require_key(const fg_client *c, const char *key, fg_error *err) {
-    if (c != NULL && key != NULL) return FG_CODE_OK;
-    return fg_set_error(err, FG_CODE_INVALID, "a client and a key are required");
-}
-
-fg_code fg_require_result(const void *out, fg_error *err) {
-    if (out != NULL) return FG_CODE_OK;
-    return fg_set_error(err, FG_CODE_INVALID, "a result is required");
-}
-
-fg_code fg_require_items(const void *const *items, const size_t *lens, size_t n,
-                         const char *command, fg_error *err) {
-    if (n == 0) return fg_arity_error(command, err);
-    if (items == NULL || lens == NULL)
-        return fg_set_error(err, FG_CODE_INVALID, "items and their lengths are required");
-    for (size_t i = 0; i < n; i++)
-        if (items[i] == NULL && lens[i] > 0)
-            return fg_set_error(err, FG_CODE_INVALID, "item %zu is NULL", i);
-    return FG_CODE_OK;
-}
 
 /* ------------------------------------------------------------ building */
 

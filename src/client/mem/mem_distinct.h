@@ -1,7 +1,7 @@
 /*
- * mem_distinct.h - the unique counters of a client (internal): the checks
- * that every backend makes before anything is sent, and the in-process
- * table of a mem: client. See mem_distinct.c and distinct.c.
+ * mem_distinct.h - the unique counters of a mem: client (internal): the
+ * in-process table (distinct.c checks the arguments first). See
+ * mem_distinct.c.
  *
  * The table maps a key to a core counter (src/core/uv.h) and answers as the
  * module's FG.UV* commands do (docs/uv.md): the same defaults, the same
@@ -18,12 +18,6 @@
 
 #include "floodgate.h"
 #include "uv.h"
-
-#define FG_DISTINCT_US_PER_SEC 1000000LL
-/* The latest instant a command takes (the core's last second, to the µs). */
-#define FG_DISTINCT_MAX_US ((FG_UV_MAX_SECOND + 1) * FG_DISTINCT_US_PER_SEC - 1)
-/* How far ahead of the clock FG.UVADDAT may add. */
-#define FG_DISTINCT_FUTURE_US (60 * FG_DISTINCT_US_PER_SEC)
 
 typedef struct fg_mem_distincts fg_mem_distincts;
 
