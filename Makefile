@@ -19,9 +19,9 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARNINGS)
 
 CORE_SRC   := $(wildcard src/core/*.c)
-CLIENT_SRC := $(wildcard src/client/*.c src/client/mem/*.c src/client/remote/*.c)
+CLIENT_SRC := $(wildcard src/client/*.c src/client/*/*.c)
 MODULE_SRC := $(wildcard src/module/*.c)
-HEADERS    := $(wildcard src/core/*.h src/client/*.h src/client/*/*.h src/module/*.h)
+HEADERS    := $(wildcard include/*.h src/core/*.h src/client/*.h src/client/*/*.h src/module/*.h)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 ASAN_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit-asan/%,$(UNIT_SRC))
@@ -71,6 +71,11 @@ $(LIB_SO): $(LIB_OBJ) src/client/libfloodgate.map
 library: $(LIB_A) $(LIB_SO)
 
 # Test programs of the client library, driven by tests/integration.
+$(BUILD)/client/async_client: tests/client/async_client.c tests/client/limit_text.h $(LIB_A) \
+		include/floodgate_async.h include/floodgate_libevent.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iinclude -o $@ $< $(LIB_A) -lhiredis -lconfig -levent -lm -lpthread
+
 $(BUILD)/client/%: tests/client/%.c $(LIB_A) include/floodgate.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iinclude -Isrc/core -Isrc/client -o $@ $< $(LIB_A) -lhiredis -lconfig -lm -lpthread
@@ -112,6 +117,12 @@ $(BUILD)/unit/%: tests/unit/%.c $(LIB_OBJ) $(HEADERS)
 $(BUILD)/unit-asan/%: tests/unit/%.c $(ASAN_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O1 $(SANITIZE) $(UNIT_INCLUDES) -o $@ $< $(ASAN_OBJ) $(UNIT_LIBS)
+
+# The same driver on the ASan+UBSan objects: test_async.py runs both.
+$(BUILD)/client/async_client_asan: tests/client/async_client.c tests/client/limit_text.h $(ASAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O1 $(SANITIZE) $(UNIT_INCLUDES) -o $@ $< $(ASAN_OBJ) \
+		-lhiredis -lconfig -levent -lm -lpthread
 
 $(BUILD)/unit-tsan/%: tests/unit/%.c $(TSAN_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -220,7 +231,7 @@ unit-tsan: $(TSAN_BINS)
 	@for t in $(TSAN_BINS); do echo "== $$t (thread sanitizer)"; \
 		TSAN_OPTIONS=halt_on_error=1 $$t || exit 1; done
 
-integration: module $(CLIENT_TEST_BINS) cli
+integration: module $(CLIENT_TEST_BINS) $(BUILD)/client/async_client_asan cli
 	$(PYTHON) -m pytest -q tests/integration
 
 # The integration suite once per server binary; FLOODGATE_REDIS_SERVER names
@@ -260,7 +271,8 @@ run: deps module
 install: module library cli
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/redis/modules
-	install -m 644 include/floodgate.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/floodgate.h include/floodgate_async.h include/floodgate_libevent.h \
+		$(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libfloodgate.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfloodgate.so.$(SO_MAJOR)

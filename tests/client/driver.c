@@ -25,42 +25,7 @@
 #include <time.h>
 
 #include "floodgate.h"
-
-static const char *source_names[] = {"server", "memory", "denial_cache", "failed_open",
-                                     "failed_closed", "fallback", "lease"};
-
-/* Parses "ALGO LIMIT X [Y]" from strtok; returns the number of fields used
- * after ALGO LIMIT X (0 or 1 for Y), -1 on error. */
-static int parse_limit(fg_limit *l) {
-    const char *algo = strtok(NULL, " \n");
-    const char *limit = strtok(NULL, " \n");
-    const char *x = strtok(NULL, " \n");
-    if (algo == NULL || limit == NULL || x == NULL) return -1;
-    int64_t n = atoll(limit);
-    double xv = atof(x);
-    if (strcmp(algo, "fixed") == 0) *l = fg_fixed_window(n, xv);
-    else if (strcmp(algo, "sliding") == 0) *l = fg_sliding_window(n, xv);
-    else if (strcmp(algo, "slidelog") == 0) *l = fg_sliding_log(n, xv);
-    else if (strcmp(algo, "token") == 0) *l = fg_token_bucket(n, xv);
-    else if (strcmp(algo, "leaky") == 0) *l = fg_leaky_bucket(n, xv);
-    else if (strcmp(algo, "gcra") == 0) {
-        const char *y = strtok(NULL, " \n");
-        if (y == NULL) return -1;
-        *l = fg_gcra(n, xv, atof(y));
-    } else {
-        return -1;
-    }
-    return 0;
-}
-
-static void print_result(fg_code rc, const fg_result *r, const fg_error *err) {
-    if (rc != FG_CODE_OK)
-        printf("err %s %s\n", fg_code_name(rc), err->message);
-    else
-        printf("ok %d %lld %lld %lld %lld %s\n", r->allowed, (long long)r->limit,
-               (long long)r->remaining, (long long)r->retry_after_ms,
-               (long long)r->reset_after_ms, source_names[r->source]);
-}
+#include "limit_text.h"
 
 static void do_check(fg_client *c, bool peek) {
     const char *key = strtok(NULL, " \n");

@@ -66,9 +66,6 @@ void fg_argv_init(fg_argv *a, const char *name);
 void fg_argv_str(fg_argv *a, const char *s);
 void fg_argv_num(fg_argv *a, int64_t v);
 
-
-/* CLOCK_MONOTONIC in microseconds: for durations, never for decisions. */
-
 /* An error reply as a code: WRONGTYPE, ERR unknown command (the module is
  * not loaded: FG_CODE_PROTOCOL), ERR (the module's argument errors:
  * FG_CODE_INVALID), anything else (FG_CODE_SERVER). */

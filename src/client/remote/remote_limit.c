@@ -274,21 +274,47 @@ static fg_code on_failure(limits *lim, const char *key, const fg_limit *l, const
 
 /* ------------------------------------------------------------ decisions */
 
+/* A check or peek in two halves (remote_limit.h), which the synchronous
+ * path below and the asynchronous client share. */
+
+void fg_remote_limits_command(void *s, fg_limit_call *c, fg_command *cmd) {
+    limits *lim = s;
+    build_check(lim, cmd, c->key, &c->limit, c->cost, c->peek, c->now);
+    c->resets = cache_resets(lim);
+}
+
+fg_code fg_remote_limits_answer(void *s, const fg_limit_call *c, const redisReply *reply,
+                                fg_result *out, fg_error *err) {
+    limits *lim = s;
+    if (reply == NULL)
+        return on_failure(lim, c->key, &c->limit, &c->ml, c->cost, c->peek, c->now, out, err);
+    fg_code rc = parse_decision(reply, out, err);
+    if (rc == FG_CODE_OK && !c->peek)
+        cache_store(lim, c->key, &c->limit, c->cost, c->now, out, c->resets);
+    return rc;
+}
+
+bool fg_remote_limits_cached(void *s, const fg_limit_call *c, fg_result *out) {
+    limits *lim = s;
+    if (c->peek || !cache_lookup(lim, c->key, &c->limit, c->cost, c->now, out)) return false;
+    fg_count(&lim->counters->denials_cached, 1);
+    return true;
+}
+
 /* One check or peek sent to the server. */
 static fg_code server_decide(limits *lim, const char *key, const fg_limit *l,
                              const fg_limiter *ml, int64_t cost, bool peek, int64_t now,
                              fg_result *out, fg_error *err) {
+    fg_limit_call c = {key, *l, *ml, cost, peek, now, 0};
     fg_command cmd;
     redisReply *reply;
     fg_code rc;
-    build_check(lim, &cmd, key, l, cost, peek, now);
-    uint64_t resets = cache_resets(lim);
+    fg_remote_limits_command(lim, &c, &cmd);
     fg_remote_exchange(lim->remote, &cmd, 1, &reply, &rc, err);
-    if (rc == FG_CODE_IO) return on_failure(lim, key, l, ml, cost, peek, now, out, err);
+    if (rc == FG_CODE_IO) return fg_remote_limits_answer(lim, &c, NULL, out, err);
     if (rc != FG_CODE_OK) return rc;
-    rc = parse_decision(reply, out, err);
+    rc = fg_remote_limits_answer(lim, &c, reply, out, err);
     freeReplyObject(reply);
-    if (rc == FG_CODE_OK && !peek) cache_store(lim, key, l, cost, now, out, resets);
     return rc;
 }
 
@@ -424,10 +450,8 @@ static void give_back_leases(limits *lim) {
 static fg_code check(void *s, const char *key, const fg_limit *l, const fg_limiter *ml,
                      int64_t cost, bool peek, int64_t now, fg_result *out, fg_error *err) {
     limits *lim = s;
-    if (!peek && cache_lookup(lim, key, l, cost, now, out)) {
-        fg_count(&lim->counters->denials_cached, 1);
-        return FG_CODE_OK;
-    }
+    fg_limit_call c = {key, *l, *ml, cost, peek, now, 0};
+    if (fg_remote_limits_cached(lim, &c, out)) return FG_CODE_OK;
     if (!peek && leased(lim, l, cost)) return lease_decide(lim, key, l, ml, cost, now, out, err);
     return server_decide(lim, key, l, ml, cost, peek, now, out, err);
 }

@@ -1,0 +1,102 @@
+/*
+ * floodgate_async.h - libfloodgate without waiting: the calls of floodgate.h
+ * on a server, answered by callback from the application's event loop.
+ *
+ * An fg_async is a client of one server (redis://, unix://) on one
+ * connection, made for a loop such as nginx's or libevent's: a call sends
+ * its command at once, concurrent calls share the connection and are
+ * pipelined, and the reply runs the call's callback from the loop. Nothing
+ * blocks, not even the connect (give the server as an address, not a name
+ * to resolve). The checks, the messages, the timeouts and the failure
+ * policies are those of the synchronous client: a call given bad input is
+ * refused at once, with the same FG_CODE_INVALID and message; a call whose
+ * server is down, or does not answer within command_timeout_ms, is
+ * answered by opts.on_failure, as fg_check's would be.
+ *
+ * The loop is reached through an fg_loop, filled by an adapter: watching a
+ * file descriptor for readiness, and one-shot timers, in the way hiredis's
+ * adapters work. floodgate_libevent.h is one; nginx's module has its own.
+ * A client and its calls belong to the loop's thread.
+ */
+#ifndef FLOODGATE_ASYNC_H
+#define FLOODGATE_ASYNC_H
+
+#include <floodgate.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ the loop */
+
+enum { FG_EV_READ = 1, FG_EV_WRITE = 2 };
+
+/* What a client asks of the loop. `loop` is the adapter's and is passed
+ * back to watch and timer. A watch tells ready(arg, events) when fd is
+ * ready for the events last asked with want (FG_EV_* bits; 0: none); a
+ * timer calls fire(arg) once, after_ms after it was armed (arming an armed
+ * timer moves it). watch and timer return NULL when out of memory. The
+ * client frees what it made: unwatch before it closes the descriptor. */
+typedef struct fg_loop {
+    void *loop;
+    void *(*watch)(void *loop, int fd, void (*ready)(void *arg, int events), void *arg);
+    void (*want)(void *watch, int events);
+    void (*unwatch)(void *watch);
+    void *(*timer)(void *loop, void (*fire)(void *arg), void *arg);
+    void (*arm)(void *timer, int64_t after_ms);
+    void (*disarm)(void *timer);
+    void (*free_timer)(void *timer);
+} fg_loop;
+
+/* ----------------------------------------------------------- the client */
+
+typedef struct fg_async fg_async;
+
+/* A client of the server at url (redis:// or unix://; redis+cluster:// is
+ * not supported yet: FG_CODE_UNSUPPORTED) with opts (NULL: the defaults of
+ * fg_options_init; lease_units must be 0: token leases are not supported
+ * yet), on loop (copied). It connects at the first call. NULL, with err
+ * filled, when the URL or the options are refused or memory is short. */
+fg_async *fg_async_open(const char *url, const fg_options *opts, const fg_loop *loop,
+                        fg_error *err);
+
+/* Closes the connection; the calls still waiting are answered first, as
+ * lost to I/O (by the failure policy). From the loop's thread, never from
+ * inside a callback of this client. */
+void fg_async_close(fg_async *a);
+
+/* What fg_get_stats counts, for this client. */
+void fg_async_get_stats(fg_async *a, fg_stats *out);
+
+/* ---------------------------------------------------------------- calls */
+
+/* A call waiting for its answer, as fg_async_cancel takes it. */
+typedef struct fg_async_call fg_async_call;
+
+/* The answer of a check or peek: rc and result as fg_check's (result only
+ * when rc is FG_CODE_OK), err its message otherwise. */
+typedef void fg_async_check_cb(fg_code rc, const fg_result *result, const fg_error *err,
+                               void *arg);
+
+/* fg_check and fg_peek without waiting. FG_CODE_OK: done(…, arg) will run
+ * exactly once, from the loop, never inside this call (a denial the client
+ * remembers, or a failure policy's answer, comes at the loop's next turn),
+ * unless the call is cancelled; *call (when call is not NULL) is the call
+ * until then. Any other code: refused at once, err says why, done never
+ * runs. */
+fg_code fg_async_check(fg_async *a, const char *key, const fg_limit *limit, int64_t cost,
+                       fg_async_check_cb *done, void *arg, fg_async_call **call,
+                       fg_error *err);
+fg_code fg_async_peek(fg_async *a, const char *key, const fg_limit *limit,
+                      fg_async_check_cb *done, void *arg, fg_async_call **call,
+                      fg_error *err);
+
+/* The call's callback will not run (the owner of arg is going away). A
+ * command already sent still gets its reply, which is then dropped. */
+void fg_async_cancel(fg_async_call *call);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

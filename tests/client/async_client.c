@@ -1,0 +1,189 @@
+/*
+ * async_client.c - floodgate_async.h on a libevent loop, driven line by
+ * line, for tests/integration/test_async.py.
+ *
+ *   async_client URL [policy=error|open|closed|fallback] [cache] [timeout_ms=N]
+ *
+ * Reads commands on stdin; the loop runs only inside `wait` and `sleep`,
+ * so that every answer comes from the loop, never from inside a call:
+ *
+ *   check ID KEY ALGO LIMIT X [Y] [COST]   starts a check: nothing, or
+ *                                          "ID err CODE MSG" when refused
+ *   peek ID KEY ALGO LIMIT X [Y]           the same, a peek
+ *   burst N ID KEY ALGO LIMIT X [Y]        N checks of cost 1, started at once
+ *   cancel ID                              the call ID answers nothing
+ *   wait                                   runs the loop until every call
+ *                                          answered, printing each answer as
+ *                                          "ID ok ..." or "ID err ..." (as
+ *                                          driver.c prints them), then "done MS"
+ *                                          (how long it waited)
+ *   sleep MS                               runs the loop MS ms: "ok"
+ *   stats                                  ok DECISIONS ROUND_TRIPS CACHED
+ *                                          FAILURES RECONNECTS
+ *   close                                  fg_async_close: answers, then "closed"
+ *
+ * ALGO and the answers are limit_text.h's. An answer that came inside a
+ * call is a bug, printed as "ID inside".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "floodgate_libevent.h"
+#include "limit_text.h"
+
+#define CALLS_MAX 4096
+
+typedef struct pending {
+    char id[64];
+    fg_async_call *call;
+    bool waiting;
+} pending;
+
+static struct event_base *base;
+static fg_async *client;
+static pending calls[CALLS_MAX];
+static int ncalls, waiting;
+static bool in_call;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void answered(fg_code rc, const fg_result *r, const fg_error *err, void *arg) {
+    pending *p = arg;
+    printf("%s ", p->id);
+    if (in_call) printf("inside ");
+    print_result(rc, r, err);
+    p->waiting = false;
+    waiting--;
+    if (waiting == 0) event_base_loopbreak(base);
+}
+
+static void start(const char *id, const char *key, const fg_limit *l, int64_t cost, bool peek) {
+    if (ncalls == CALLS_MAX) {
+        printf("%s err driver too many calls\n", id);
+        return;
+    }
+    pending *p = &calls[ncalls++];
+    snprintf(p->id, sizeof(p->id), "%s", id);
+    fg_error err;
+    in_call = true;
+    fg_code rc = peek ? fg_async_peek(client, key, l, answered, p, &p->call, &err)
+                      : fg_async_check(client, key, l, cost, answered, p, &p->call, &err);
+    in_call = false;
+    if (rc != FG_CODE_OK) {
+        printf("%s err %s %s\n", id, fg_code_name(rc), err.message);
+        return;
+    }
+    p->waiting = true;
+    waiting++;
+}
+
+static void do_start(bool peek) {
+    const char *id = strtok(NULL, " \n");
+    const char *key = strtok(NULL, " \n");
+    fg_limit l;
+    if (id == NULL || key == NULL || parse_limit(&l) < 0) {
+        printf("err usage\n");
+        return;
+    }
+    const char *cost = strtok(NULL, " \n");
+    start(id, key, &l, cost != NULL ? atoll(cost) : 1, peek);
+}
+
+static void do_burst(void) {
+    const char *n = strtok(NULL, " \n");
+    const char *id = strtok(NULL, " \n");
+    const char *key = strtok(NULL, " \n");
+    fg_limit l;
+    if (n == NULL || id == NULL || key == NULL || parse_limit(&l) < 0) {
+        printf("err usage\n");
+        return;
+    }
+    for (int i = 0; i < atoi(n); i++) {
+        char each[64];
+        snprintf(each, sizeof(each), "%s.%d", id, i);
+        start(each, key, &l, 1, false);
+    }
+}
+
+static void do_cancel(void) {
+    const char *id = strtok(NULL, " \n");
+    for (int i = 0; id != NULL && i < ncalls; i++)
+        if (calls[i].waiting && strcmp(calls[i].id, id) == 0) {
+            fg_async_cancel(calls[i].call);
+            calls[i].waiting = false;
+            waiting--;
+        }
+}
+
+static void run_for(double ms) {
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((long)ms % 1000) * 1000};
+    event_base_loopexit(base, &tv);
+    event_base_dispatch(base);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: async_client URL [policy=...] [cache] [timeout_ms=N]\n");
+        return 2;
+    }
+    fg_options o;
+    fg_options_init(&o);
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "policy=open") == 0) o.on_failure = FG_ON_FAILURE_OPEN;
+        else if (strcmp(argv[i], "policy=closed") == 0) o.on_failure = FG_ON_FAILURE_CLOSED;
+        else if (strcmp(argv[i], "policy=fallback") == 0) o.on_failure = FG_ON_FAILURE_FALLBACK;
+        else if (strcmp(argv[i], "cache") == 0) o.cache_denials = true;
+        else if (strncmp(argv[i], "timeout_ms=", 11) == 0)
+            o.command_timeout_ms = o.connect_timeout_ms = atoi(argv[i] + 11);
+    }
+    base = event_base_new();
+    fg_loop loop = fg_libevent_loop(base);
+    fg_error err;
+    client = fg_async_open(argv[1], &o, &loop, &err);
+    printf(client != NULL ? "open ok\n" : "open err %s %s\n", fg_code_name(err.code), err.message);
+    fflush(stdout);
+    char line[4096];
+    while (fgets(line, sizeof(line), stdin) != NULL) {
+        const char *cmd = strtok(line, " \n");
+        if (cmd == NULL) continue;
+        if (client == NULL) {
+            printf("err no client\n");
+        } else if (strcmp(cmd, "check") == 0 || strcmp(cmd, "peek") == 0) {
+            do_start(strcmp(cmd, "peek") == 0);
+        } else if (strcmp(cmd, "burst") == 0) {
+            do_burst();
+        } else if (strcmp(cmd, "cancel") == 0) {
+            do_cancel();
+        } else if (strcmp(cmd, "wait") == 0) {
+            double t0 = now_ms();
+            if (waiting > 0) event_base_dispatch(base);
+            printf("done %.1f\n", now_ms() - t0);
+        } else if (strcmp(cmd, "sleep") == 0) {
+            const char *ms = strtok(NULL, " \n");
+            run_for(ms != NULL ? atof(ms) : 0);
+            printf("ok\n");
+        } else if (strcmp(cmd, "stats") == 0) {
+            fg_stats s;
+            fg_async_get_stats(client, &s);
+            printf("ok %llu %llu %llu %llu %llu\n", (unsigned long long)s.decisions,
+                   (unsigned long long)s.round_trips, (unsigned long long)s.denials_cached,
+                   (unsigned long long)s.failures, (unsigned long long)s.reconnects);
+        } else if (strcmp(cmd, "close") == 0) {
+            fg_async_close(client);
+            client = NULL;
+            printf("closed\n");
+        } else {
+            printf("err unknown command\n");
+        }
+        fflush(stdout);
+    }
+    fg_async_close(client);
+    event_base_free(base);
+    return 0;
+}

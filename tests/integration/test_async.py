@@ -1,0 +1,304 @@
+"""floodgate_async.h on a libevent loop (tests/client/async_client.c) against
+real servers: the synchronous client's answers and messages, one pipelined
+connection for concurrent calls, callbacks only from the loop, cancelling,
+the denial cache, timeouts and the failure policies, reconnection, AUTH
+and SELECT, unix sockets.
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import redis
+
+from harness import Server, free_port, wait_for
+from test_client import POLICY_ANSWERS, Driver, program, url
+
+SLOW = "token 3 0.001"  # 3 at once, then one unit every 1000 s: nothing refills during a test
+
+
+@pytest.fixture(autouse=True, params=["async_client", "async_client_asan"])
+def build(request):
+    """Every test runs on the plain library and on its ASan+UBSan build."""
+    AsyncClient.program = request.param
+
+
+class AsyncClient:
+    """async_client: calls start at once; `wait` runs the loop and returns
+    the answers by id (each once), and how long the loop ran."""
+
+    program = "async_client"
+
+    def __init__(self, address, *opts):
+        self.proc = subprocess.Popen([program(self.program), address, *opts],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     bufsize=1)
+        self.opened = self.proc.stdout.readline().strip()
+        self.refused = {}
+
+    def send(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def call(self, line):
+        """A command that answers one line at once (sleep, stats, close)."""
+        self.send(line)
+        return self.proc.stdout.readline().strip()
+
+    def start(self, line):
+        """A check or peek, answered at the next wait."""
+        self.send(line)
+
+    def refusal(self, line):
+        """A check or peek refused at once: its line."""
+        self.send(line)
+        return self.proc.stdout.readline().strip()
+
+    def wait(self):
+        self.send("wait")
+        answers, order = {}, []
+        while True:
+            line = self.proc.stdout.readline().strip()
+            assert line, "the driver ended"
+            if line.startswith("done "):
+                return answers, order, float(line.split()[1])
+            ident, rest = line.split(" ", 1)
+            assert ident not in answers, "answered twice: " + line
+            answers[ident] = rest
+            order.append(ident)
+
+    def stats(self):
+        fields = self.call("stats").split()[1:]
+        return dict(zip(["decisions", "round_trips", "cached", "failures", "reconnects"],
+                        map(int, fields)))
+
+    def close(self):
+        """Ends the driver, which closes its client: it exits 0 (a sanitized
+        build exits otherwise on a memory error or a leak)."""
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=10) == 0
+
+
+@pytest.fixture
+def server():
+    s = Server().start()
+    yield s
+    s.stop()
+
+
+def allowed(answers):
+    return sum(1 for a in answers.values() if a.startswith("ok 1 "))
+
+
+# ----------------------------------------------------------------- answers
+
+def test_the_same_answers_as_the_synchronous_client(server):
+    """The same sequence of checks and peeks on two keys, one through each
+    client: the same answers, field for field, but the reset time that the
+    server counts from its own clock."""
+    sync = Driver(url(server))
+    a = AsyncClient(url(server))
+    assert a.opened == "open ok"
+    steps = ["check %s " + SLOW, "peek %s " + SLOW, "check %s " + SLOW + " 2",
+             "check %s " + SLOW, "peek %s " + SLOW, "check %s fixed 2 60000 0",
+             "check %s " + SLOW + " 5"]
+    for i, step in enumerate(steps):
+        expected = sync(step % "sync")
+        a.start(step.replace(" %s ", " s%d async " % i, 1).replace("%s", "async"))
+        answers, _, _ = a.wait()
+        got = answers["s%d" % i]
+        # allowed, limit, remaining, source; the durations count from each
+        # key's own instants
+        fields = [0, 1, 2, 3, 6]
+        assert [got.split()[f] for f in fields] == [expected.split()[f] for f in fields], \
+            (step, got, expected)
+    sync.close()
+    a.close()
+
+
+def test_bad_input_is_refused_at_once_with_the_synchronous_message(server):
+    sync = Driver(url(server))
+    a = AsyncClient(url(server))
+    for bad in ("token 0 1", "token 3 1 -1", "fixed 5 0", "slidelog 100001 1000"):
+        refusal = a.refusal("check x k " + bad)
+        assert refusal.startswith("x err invalid "), refusal
+        assert refusal[2:] == sync("check k " + bad)
+    assert a.stats()["round_trips"] == 0
+    sync.close()
+    a.close()
+
+
+def test_concurrent_calls_share_one_pipelined_connection(server):
+    r = server.client()
+    before = r.info("clients")["connected_clients"]
+    a = AsyncClient(url(server))
+    a.start("burst 200 b hot " + SLOW)
+    answers, order, _ = a.wait()
+    assert len(answers) == 200
+    # The server saw them in the order they were sent: the first three won.
+    assert [i for i in order if answers[i].startswith("ok 1 ")] == ["b.0", "b.1", "b.2"]
+    assert allowed(answers) == 3
+    assert r.info("clients")["connected_clients"] == before + 1
+    st = a.stats()
+    assert st["round_trips"] == 200 and st["decisions"] == 200 and st["reconnects"] == 0
+    a.close()
+
+
+def test_answers_come_from_the_loop_never_inside_a_call(server):
+    """Server answers, cached denials and failure answers alike."""
+    a = AsyncClient(url(server), "cache")
+    a.start("burst 4 c k " + SLOW)
+    answers, _, _ = a.wait()
+    a.start("check d k " + SLOW)  # answered by the denial cache
+    answers2, _, _ = a.wait()
+    assert answers2["d"].endswith("denial_cache")
+    assert a.stats()["cached"] == 1
+    down = AsyncClient("redis://127.0.0.1:%d" % free_port(), "policy=open")
+    down.start("check e k " + SLOW)
+    answers3, _, _ = down.wait()
+    for ans in list(answers.values()) + list(answers2.values()) + list(answers3.values()):
+        assert not ans.startswith("inside"), ans
+    down.close()
+    a.close()
+
+
+def test_a_cancelled_call_answers_nothing(server):
+    a = AsyncClient(url(server))
+    a.start("check one k " + SLOW)
+    a.start("check two k " + SLOW)
+    a.send("cancel one")
+    answers, _, _ = a.wait()
+    assert list(answers) == ["two"]
+    assert answers["two"].startswith("ok 1 3 1 ")  # one's command still went
+    a.close()
+
+
+def test_close_answers_the_calls_waiting(server):
+    a = AsyncClient(url(server), "policy=closed")
+    a.start("check w k " + SLOW)
+    a.send("close")
+    line = a.proc.stdout.readline().strip()
+    assert line.startswith("w ok 0 ") and line.endswith("failed_closed"), line
+    assert a.proc.stdout.readline().strip() == "closed"
+    a.close()
+
+
+# ---------------------------------------------------------------- failures
+
+@pytest.mark.parametrize("policy", sorted(POLICY_ANSWERS))
+def test_policy_nothing_listening(policy):
+    a = AsyncClient("redis://127.0.0.1:%d" % free_port(), "policy=" + policy)
+    assert a.opened == "open ok"
+    a.start("check p k token 5 5")
+    answers, _, _ = a.wait()
+    assert answers["p"].startswith(POLICY_ANSWERS[policy]), answers
+    assert a.stats()["failures"] >= 1
+    a.close()
+
+
+def test_a_stopped_server_is_answered_within_the_timeout_then_back(server):
+    a = AsyncClient(url(server), "timeout_ms=300", "policy=closed")
+    a.start("check first k fixed 10 1000")
+    answers, _, _ = a.wait()
+    assert answers["first"].endswith("server")
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        a.start("burst 3 late k fixed 10 1000")
+        answers, _, waited = a.wait()
+        assert all(v.endswith("failed_closed") for v in answers.values()), answers
+        # The 300 ms timeout ended the calls, not the server (stopped until
+        # SIGCONT): a bound far from both.
+        assert 250 < waited < 10000, waited
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+
+    def back():
+        a.start("check again k fixed 10 1000")
+        return a.wait()[0]["again"].endswith("server")
+    # the stopped server's replies to the lost calls may still arrive on the
+    # old connection: the new one is clean
+    wait_for(back, timeout=5)
+    st = a.stats()
+    assert st["reconnects"] == 1 and st["failures"] >= 1
+    a.close()
+
+
+def test_server_killed_then_back(server):
+    a = AsyncClient(url(server), "policy=open")
+    a.start("check k1 k " + SLOW)
+    assert a.wait()[0]["k1"].endswith("server")
+    server.kill9()
+    a.start("check k2 k " + SLOW)
+    assert a.wait()[0]["k2"].endswith("failed_open")
+    server.start()
+
+    def back():
+        a.start("check k3 k " + SLOW)
+        return a.wait()[0]["k3"].endswith("server")
+    wait_for(back, timeout=5)
+    assert a.stats()["reconnects"] == 1
+    a.close()
+
+
+def test_fallback_decides_in_process_while_the_server_is_down():
+    a = AsyncClient("redis://127.0.0.1:%d" % free_port(), "policy=fallback")
+    a.start("burst 5 f k " + SLOW)
+    answers, _, _ = a.wait()
+    assert all(v.endswith("fallback") for v in answers.values())
+    assert allowed(answers) == 3
+    a.close()
+
+
+# ----------------------------------------------------------- addresses
+
+def test_password_and_db_from_the_url():
+    s = Server().start()
+    s.client().config_set("requirepass", "s3cret")
+    try:
+        a = AsyncClient("redis://:s3cret@127.0.0.1:%d/3" % s.port)
+        a.start("check x dbkey fixed 5 60000")
+        assert a.wait()[0]["x"].endswith("server")
+        a.close()
+        r3 = redis.Redis(host="127.0.0.1", port=s.port, password="s3cret", db=3)
+        assert r3.exists("dbkey") == 1
+        a = AsyncClient("redis://default:s3cret@127.0.0.1:%d" % s.port)
+        a.start("check y key0 fixed 5 60000")
+        assert a.wait()[0]["y"].endswith("server")
+        a.close()
+        # A refused AUTH drops the connection: the call is lost to I/O.
+        a = AsyncClient("redis://:wrong@127.0.0.1:%d" % s.port)
+        a.start("check z k fixed 5 60000")
+        assert a.wait()[0]["z"].startswith("err io")
+        a.close()
+        a = AsyncClient("redis://127.0.0.1:%d" % s.port)  # no password: NOAUTH
+        a.start("check n k fixed 5 60000")
+        assert a.wait()[0]["n"].startswith("err server NOAUTH")
+        a.close()
+    finally:
+        s.stop()
+
+
+def test_unix_socket():
+    s = Server()
+    sock = os.path.join(s.dir, "redis.sock")
+    s.extra_args += ["--unixsocket", sock]
+    s.start()
+    try:
+        a = AsyncClient("unix://%s?db=2" % sock)
+        a.start("check u u fixed 5 60000")
+        assert a.wait()[0]["u"].endswith("server")
+        a.close()
+        assert redis.Redis(unix_socket_path=sock, db=2).exists("u") == 1
+    finally:
+        s.stop()
+
+
+def test_what_it_does_not_take():
+    for address, opts, code in (("redis+cluster://127.0.0.1:1", (), "unsupported"),
+                                ("mem:", (), "unsupported"),
+                                ("ftp://x", (), "invalid")):
+        a = AsyncClient(address, *opts)
+        assert a.opened.startswith("open err " + code), a.opened
+        a.close()
