@@ -41,10 +41,14 @@ CLIENT_TEST_SRC  := $(wildcard tests/client/*.c)
 CLIENT_TEST_BINS := $(patsubst tests/client/%.c,$(BUILD)/client/%,$(CLIENT_TEST_SRC))
 CLI_SRC    := $(wildcard src/cli/*.c)
 SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+NGINX_SRC   := /usr/share/nginx/src
+NGINX_BUILD := $(BUILD)/nginx
+NGINX_SO    := $(NGINX_BUILD)/objs/ngx_http_floodgate_module.so
+NGINX_MODULES_DIR := /usr/lib/nginx/modules
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module library cli install example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers bench bench-mem bench-client bench-server clean
+.PHONY: all module library cli install install-nginx nginx example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers bench bench-mem bench-client bench-server clean
 
 all: module library cli
 
@@ -231,7 +235,7 @@ unit-tsan: $(TSAN_BINS)
 	@for t in $(TSAN_BINS); do echo "== $$t (thread sanitizer)"; \
 		TSAN_OPTIONS=halt_on_error=1 $$t || exit 1; done
 
-integration: module $(CLIENT_TEST_BINS) $(BUILD)/client/async_client_asan cli
+integration: module $(CLIENT_TEST_BINS) $(BUILD)/client/async_client_asan cli $(NGINX_SO)
 	$(PYTHON) -m pytest -q tests/integration
 
 # The integration suite once per server binary; FLOODGATE_REDIS_SERVER names
@@ -245,6 +249,33 @@ test-servers: module $(CLIENT_TEST_BINS) cli
 			|| failed="$$failed $$server"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-servers failed on:$$failed"; exit 1; fi
+
+# The nginx module (nginx/), built against Debian's nginx-dev: nginx's
+# tree is copied and configured once with Debian's own flags (the module
+# must match the binary's), then only the module is rebuilt.
+
+nginx: $(NGINX_SO)
+
+$(NGINX_BUILD)/objs/Makefile: nginx/config
+	@rm -rf $(NGINX_BUILD) && mkdir -p $(dir $(NGINX_BUILD))
+	cp -a $(NGINX_SRC) $(NGINX_BUILD)
+	cd $(NGINX_BUILD) && FLOODGATE_LIB=$(abspath $(LIB_A)) bash -c \
+		'. ./conf_flags && ./configure "$${NGX_CONF_FLAGS[@]}" --add-dynamic-module=$(CURDIR)/nginx' \
+		> configure.log 2>&1 || { tail -20 configure.log; exit 1; }
+
+$(NGINX_SO): nginx/ngx_http_floodgate_module.c include/floodgate.h include/floodgate_async.h \
+		$(LIB_A) $(NGINX_BUILD)/objs/Makefile
+	$(MAKE) --no-print-directory -C $(NGINX_BUILD) -f objs/Makefile modules
+	@touch $@
+
+# Where Debian's nginx loads modules from, enabled as Debian's own modules are.
+install-nginx: $(NGINX_SO)
+	install -D -m 644 $(NGINX_SO) $(DESTDIR)$(NGINX_MODULES_DIR)/ngx_http_floodgate_module.so
+	install -d $(DESTDIR)/usr/share/nginx/modules-available $(DESTDIR)/etc/nginx/modules-enabled
+	echo 'load_module modules/ngx_http_floodgate_module.so;' \
+		> $(DESTDIR)/usr/share/nginx/modules-available/mod-http-floodgate.conf
+	ln -sf /usr/share/nginx/modules-available/mod-http-floodgate.conf \
+		$(DESTDIR)/etc/nginx/modules-enabled/50-mod-http-floodgate.conf
 
 # The benchmarks are built (not run) by make test, so that none rots.
 BENCH_BINS := $(addprefix $(BUILD)/bench/,client_bench server_bench lock_bench bloom_bench uv_bench \

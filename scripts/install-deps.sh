@@ -3,7 +3,7 @@
 set -euo pipefail
 
 packages=(gcc make clang libclang-rt-14-dev pkg-config redis-server redis-tools python3 python3-pytest
-          python3-redis libcmocka-dev libhiredis-dev libconfig-dev libxxhash-dev libevent-dev gnuplot-nox
+          python3-redis libcmocka-dev libhiredis-dev libconfig-dev libxxhash-dev libevent-dev nginx nginx-dev gnuplot-nox
           util-linux)
 
 missing=()
@@ -19,3 +19,5 @@ $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 # Debian starts a redis-server service on install; floodgate runs its own.
 $sudo systemctl disable --now redis-server >/dev/null 2>&1 || true
+# The same for nginx: the tests start their own on free ports.
+$sudo systemctl disable --now nginx >/dev/null 2>&1 || true

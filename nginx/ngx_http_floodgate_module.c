@@ -1,0 +1,704 @@
+/*
+ * ngx_http_floodgate_module.c - nginx's limit_req for a whole fleet: the
+ * state of every zone lives in Redis (floodgate's module), so all the
+ * nginx servers that share a Redis admit one rate between them.
+ *
+ * The directives are limit_req's, prefixed, and behave as its own do
+ * (docs/nginx.md): a zone names a key and a rate; floodgate_limit_req
+ * takes a burst and nodelay or delay=n; a request beyond the burst is
+ * rejected with floodgate_limit_req_status (503), one within it is delayed
+ * to conform to the rate unless nodelay; $floodgate_limit_req_status tells
+ * which. nginx's leaky bucket (an "excess" in milli-requests draining at
+ * the rate) is floodgate's leaky bucket of capacity burst + 1 at the same
+ * rate: the same requests pass, and a passed request's delay is the time
+ * its place in the bucket takes to drain, less one request's.
+ *
+ * Nothing blocks a worker. In PREACCESS every limit of the location is
+ * checked at once through floodgate_async.h (one pipelined connection per
+ * worker, on nginx's own events and timers: the fg_loop below), the
+ * request is suspended (r->main->count) and resumed by the last answer. A
+ * request that ends first cancels its checks in its pool cleanup, which
+ * also keeps the request's state across internal redirects, so that a
+ * request is counted once. When Redis cannot answer within the server's
+ * timeout, fail=open passes the request and fail=closed rejects it.
+ */
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <floodgate_async.h>
+
+#define FGX_NODELAY NGX_MAX_INT_T_VALUE
+
+/* $floodgate_limit_req_status, as $limit_req_status's values. */
+enum { FGX_PASSED = 1, FGX_DELAYED, FGX_REJECTED, FGX_DELAYED_DRY_RUN, FGX_REJECTED_DRY_RUN };
+
+static ngx_str_t fgx_status_names[] = {
+    ngx_null_string,          ngx_string("PASSED"),           ngx_string("DELAYED"),
+    ngx_string("REJECTED"), ngx_string("DELAYED_DRY_RUN"), ngx_string("REJECTED_DRY_RUN"),
+};
+
+typedef struct {
+    ngx_str_t name;
+    ngx_http_complex_value_t key;
+    ngx_uint_t rate; /* milli-requests per second, as limit_req keeps it */
+} fgx_zone_t;
+
+typedef struct {
+    ngx_str_t url; /* NUL-terminated */
+    ngx_msec_t timeout;
+    ngx_flag_t fail_closed;
+    ngx_array_t zones; /* fgx_zone_t */
+    fg_async *client;  /* this worker's */
+} fgx_main_conf_t;
+
+typedef struct {
+    ngx_str_t zone_name;
+    fgx_zone_t *zone;
+    ngx_uint_t burst;
+    ngx_uint_t delay; /* excess requests passed without a delay */
+    fg_limit limit;
+} fgx_limit_t;
+
+typedef struct {
+    ngx_array_t *limits; /* fgx_limit_t; inherited only when a level has none */
+    ngx_uint_t status_code;
+    ngx_flag_t dry_run;
+    ngx_uint_t log_level;
+} fgx_loc_conf_t;
+
+enum { FGX_WAITING = 1, FGX_ANSWERED, FGX_DONE };
+
+typedef struct fgx_ctx_s fgx_ctx_t;
+
+typedef struct {
+    fgx_ctx_t *ctx;
+    fg_async_call *call;
+    ngx_uint_t checked;
+    fg_code rc;
+    fg_result result;
+} fgx_answer_t;
+
+struct fgx_ctx_s {
+    ngx_http_request_t *r;
+    ngx_uint_t state;
+    ngx_uint_t status;
+    ngx_uint_t pending;
+    ngx_uint_t n;
+    fgx_answer_t *answers;
+};
+
+static ngx_int_t fgx_init(ngx_conf_t *cf);
+static ngx_int_t fgx_add_variables(ngx_conf_t *cf);
+static void *fgx_create_main_conf(ngx_conf_t *cf);
+static void *fgx_create_loc_conf(ngx_conf_t *cf);
+static char *fgx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
+static char *fgx_server(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *fgx_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *fgx_limit_req(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static ngx_int_t fgx_init_process(ngx_cycle_t *cycle);
+static void fgx_exit_process(ngx_cycle_t *cycle);
+
+static ngx_conf_enum_t fgx_log_levels[] = {
+    {ngx_string("info"), NGX_LOG_INFO},
+    {ngx_string("notice"), NGX_LOG_NOTICE},
+    {ngx_string("warn"), NGX_LOG_WARN},
+    {ngx_string("error"), NGX_LOG_ERR},
+    {ngx_null_string, 0},
+};
+
+static ngx_conf_num_bounds_t fgx_status_bounds = {ngx_conf_check_num_bounds, 400, 599};
+
+static ngx_command_t fgx_commands[] = {
+    {ngx_string("floodgate_server"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE123, fgx_server,
+     NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    {ngx_string("floodgate_limit_req_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE3, fgx_zone,
+     NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    {ngx_string("floodgate_limit_req"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE123, fgx_limit_req,
+     NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
+    {ngx_string("floodgate_limit_req_log_level"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, log_level),
+     &fgx_log_levels},
+    {ngx_string("floodgate_limit_req_status"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, status_code),
+     &fgx_status_bounds},
+    {ngx_string("floodgate_limit_req_dry_run"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
+     ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, dry_run), NULL},
+    ngx_null_command,
+};
+
+static ngx_http_module_t fgx_module_ctx = {
+    fgx_add_variables,    /* preconfiguration */
+    fgx_init,             /* postconfiguration */
+    fgx_create_main_conf, /* create main configuration */
+    NULL,                 /* init main configuration */
+    NULL,                 /* create server configuration */
+    NULL,                 /* merge server configuration */
+    fgx_create_loc_conf,  /* create location configuration */
+    fgx_merge_loc_conf,   /* merge location configuration */
+};
+
+ngx_module_t ngx_http_floodgate_module = {
+    NGX_MODULE_V1,
+    &fgx_module_ctx,  /* module context */
+    fgx_commands,     /* module directives */
+    NGX_HTTP_MODULE,  /* module type */
+    NULL,             /* init master */
+    NULL,             /* init module */
+    fgx_init_process, /* init process */
+    NULL,             /* init thread */
+    NULL,             /* exit thread */
+    fgx_exit_process, /* exit process */
+    NULL,             /* exit master */
+    NGX_MODULE_V1_PADDING,
+};
+
+/* ================================================= the loop: nginx's events */
+
+/* A watch is an nginx connection around hiredis's socket, with
+ * level-triggered events: hiredis reads once per readiness. hiredis owns
+ * the descriptor and closes it after unwatch. */
+typedef struct {
+    ngx_connection_t *c;
+    void (*ready)(void *arg, int events);
+    void *arg;
+} fgx_watch_t;
+
+static void fgx_on_io(ngx_event_t *ev) {
+    ngx_connection_t *c = ev->data;
+    fgx_watch_t *w = c->data;
+    w->ready(w->arg, ev->write ? FG_EV_WRITE : FG_EV_READ);
+}
+
+static void *fgx_watch(void *loop, int fd, void (*ready)(void *arg, int events), void *arg) {
+    fgx_watch_t *w = ngx_calloc(sizeof(*w), ngx_cycle->log);
+    if (w == NULL) return NULL;
+    ngx_connection_t *c = ngx_get_connection(fd, ngx_cycle->log);
+    if (c == NULL) {
+        ngx_free(w);
+        return NULL;
+    }
+    c->data = w;
+    c->log = ngx_cycle->log;
+    c->read->log = c->log;
+    c->write->log = c->log;
+    c->read->handler = fgx_on_io;
+    c->write->handler = fgx_on_io;
+    w->c = c;
+    w->ready = ready;
+    w->arg = arg;
+    return w;
+}
+
+static void fgx_want_one(ngx_event_t *ev, ngx_int_t event, int wanted) {
+    if (wanted && !ev->active)
+        (void)ngx_add_event(ev, event, NGX_LEVEL_EVENT);
+    else if (!wanted && ev->active)
+        (void)ngx_del_event(ev, event, 0);
+}
+
+static void fgx_want(void *p, int events) {
+    fgx_watch_t *w = p;
+    fgx_want_one(w->c->read, NGX_READ_EVENT, events & FG_EV_READ);
+    fgx_want_one(w->c->write, NGX_WRITE_EVENT, events & FG_EV_WRITE);
+}
+
+static void fgx_unwatch(void *p) {
+    fgx_watch_t *w = p;
+    ngx_connection_t *c = w->c;
+    fgx_want(w, 0);
+    if (c->read->timer_set) ngx_del_timer(c->read);
+    if (c->write->timer_set) ngx_del_timer(c->write);
+    /* ngx_delete_posted_event is two statements: braces, not a bare if */
+    if (c->read->posted) {
+        ngx_delete_posted_event(c->read);
+    }
+    if (c->write->posted) {
+        ngx_delete_posted_event(c->write);
+    }
+    ngx_free_connection(c);
+    c->fd = (ngx_socket_t)-1;
+    ngx_free(w);
+}
+
+typedef struct {
+    ngx_event_t ev;
+    void (*fire)(void *arg);
+    void *arg;
+} fgx_timer_t;
+
+static void fgx_on_timer(ngx_event_t *ev) {
+    fgx_timer_t *t = ev->data;
+    t->fire(t->arg);
+}
+
+static void *fgx_timer(void *loop, void (*fire)(void *arg), void *arg) {
+    fgx_timer_t *t = ngx_calloc(sizeof(*t), ngx_cycle->log);
+    if (t == NULL) return NULL;
+    t->ev.handler = fgx_on_timer;
+    t->ev.data = t;
+    t->ev.log = ngx_cycle->log;
+    t->fire = fire;
+    t->arg = arg;
+    return t;
+}
+
+/* nginx ignores a new time within 300 ms of the old one: delete first. */
+static void fgx_arm(void *p, int64_t after_ms) {
+    fgx_timer_t *t = p;
+    if (t->ev.timer_set) ngx_del_timer(&t->ev);
+    ngx_add_timer(&t->ev, (ngx_msec_t)after_ms);
+}
+
+static void fgx_disarm(void *p) {
+    fgx_timer_t *t = p;
+    if (t->ev.timer_set) ngx_del_timer(&t->ev);
+}
+
+static void fgx_free_timer(void *p) {
+    fgx_disarm(p);
+    ngx_free(p);
+}
+
+static const fg_loop fgx_loop = {NULL,    fgx_watch,  fgx_want,  fgx_unwatch,
+                                 fgx_timer, fgx_arm, fgx_disarm, fgx_free_timer};
+
+/* ====================================================== the worker's client */
+
+static ngx_int_t fgx_init_process(ngx_cycle_t *cycle) {
+    fgx_main_conf_t *mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_floodgate_module);
+    if (mcf == NULL || mcf->url.len == 0) return NGX_OK;
+    fg_options o;
+    fg_options_init(&o);
+    o.connect_timeout_ms = o.command_timeout_ms = (int)mcf->timeout;
+    o.on_failure = mcf->fail_closed ? FG_ON_FAILURE_CLOSED : FG_ON_FAILURE_OPEN;
+    fg_error err;
+    mcf->client = fg_async_open((const char *)mcf->url.data, &o, &fgx_loop, &err);
+    /* Never fail a worker (it would not be respawned): requests pass. */
+    if (mcf->client == NULL)
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "floodgate: %s: limits are off", err.message);
+    return NGX_OK;
+}
+
+static void fgx_exit_process(ngx_cycle_t *cycle) {
+    fgx_main_conf_t *mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_floodgate_module);
+    if (mcf != NULL && mcf->client != NULL) fg_async_close(mcf->client);
+    if (mcf != NULL) mcf->client = NULL;
+}
+
+/* ============================================================ the requests */
+
+/* The request's state lives in a pool cleanup, found again after an
+ * internal redirect zeroes the module contexts (the realip module's way). */
+static void fgx_cleanup(void *data) {
+    fgx_ctx_t *ctx = data;
+    for (ngx_uint_t i = 0; ctx->state == FGX_WAITING && i < ctx->n; i++)
+        fg_async_cancel(ctx->answers[i].call);
+}
+
+static fgx_ctx_t *fgx_get_ctx(ngx_http_request_t *r) {
+    fgx_ctx_t *ctx = ngx_http_get_module_ctx(r, ngx_http_floodgate_module);
+    if (ctx != NULL) return ctx;
+    for (ngx_pool_cleanup_t *cln = r->pool->cleanup; cln != NULL; cln = cln->next)
+        if (cln->handler == fgx_cleanup) {
+            ctx = cln->data;
+            ngx_http_set_ctx(r, ctx, ngx_http_floodgate_module);
+            return ctx;
+        }
+    return NULL;
+}
+
+static fgx_ctx_t *fgx_new_ctx(ngx_http_request_t *r, ngx_uint_t n) {
+    ngx_pool_cleanup_t *cln = ngx_pool_cleanup_add(r->pool, sizeof(fgx_ctx_t));
+    if (cln == NULL) return NULL;
+    fgx_ctx_t *ctx = cln->data;
+    ngx_memzero(ctx, sizeof(*ctx));
+    ctx->answers = ngx_pcalloc(r->pool, n * sizeof(fgx_answer_t));
+    if (ctx->answers == NULL) return NULL;
+    ctx->r = r;
+    ctx->n = n;
+    cln->handler = fgx_cleanup;
+    ngx_http_set_ctx(r, ctx, ngx_http_floodgate_module);
+    return ctx;
+}
+
+/* "zone:key", the key's bytes in hex when any is not printable
+ * ($binary_remote_addr): Redis keys here are C strings. */
+static char *fgx_redis_key(ngx_http_request_t *r, const fgx_zone_t *z, const ngx_str_t *v) {
+    ngx_uint_t printable = 1;
+    for (size_t i = 0; i < v->len; i++)
+        if (v->data[i] <= ' ' || v->data[i] >= 0x7f) printable = 0;
+    size_t len = z->name.len + 1 + (printable ? v->len : 2 * v->len + 1);
+    u_char *key = ngx_pnalloc(r->pool, len + 1), *p = key;
+    if (key == NULL) return NULL;
+    p = ngx_cpymem(p, z->name.data, z->name.len);
+    *p++ = ':';
+    if (printable) {
+        p = ngx_cpymem(p, v->data, v->len);
+    } else {
+        *p++ = '~'; /* apart from any printable key */
+        p = ngx_hex_dump(p, v->data, v->len);
+    }
+    *p = '\0';
+    return (char *)key;
+}
+
+static void fgx_answered(fg_code rc, const fg_result *result, const fg_error *err, void *arg) {
+    fgx_answer_t *a = arg;
+    fgx_ctx_t *ctx = a->ctx;
+    ngx_http_request_t *r = ctx->r;
+    a->call = NULL;
+    a->rc = rc;
+    if (result != NULL) a->result = *result;
+    if (rc != FG_CODE_OK)
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "floodgate: %s", err->message);
+    if (--ctx->pending > 0) return;
+    ctx->state = FGX_ANSWERED;
+    r->main->count--;
+    r->read_event_handler = ngx_http_block_reading;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_connection_t *c = r->connection;
+    ngx_http_core_run_phases(r);
+    ngx_http_run_posted_requests(c);
+}
+
+/* Sends the checks of every limit; NGX_DONE when the request waits. */
+static ngx_int_t fgx_start(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc_conf_t *lcf,
+                           fgx_ctx_t *ctx) {
+    fgx_limit_t *limits = lcf->limits->elts;
+    for (ngx_uint_t i = 0; i < ctx->n; i++) {
+        fgx_answer_t *a = &ctx->answers[i];
+        ngx_str_t v;
+        a->ctx = ctx;
+        if (ngx_http_complex_value(r, &limits[i].zone->key, &v) != NGX_OK) return NGX_ERROR;
+        if (v.len == 0) continue; /* as limit_req: an empty key is not limited */
+        char *key = fgx_redis_key(r, limits[i].zone, &v);
+        if (key == NULL) return NGX_ERROR;
+        fg_error err;
+        if (fg_async_check(mcf->client, key, &limits[i].limit, 1, fgx_answered, a, &a->call,
+                           &err) != FG_CODE_OK) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "floodgate: %s", err.message);
+            continue;
+        }
+        a->checked = 1;
+        ctx->pending++;
+    }
+    if (ctx->pending == 0) {
+        ctx->state = FGX_ANSWERED;
+        return NGX_AGAIN; /* decided now, by the caller */
+    }
+    ctx->state = FGX_WAITING;
+    r->main->count++;
+    r->read_event_handler = ngx_http_test_reading;
+    r->write_event_handler = ngx_http_request_empty_handler;
+    return NGX_DONE;
+}
+
+/* As limit_req's: the phases go on once the write event's timer fired. */
+static void fgx_delay(ngx_http_request_t *r) {
+    ngx_event_t *wev = r->connection->write;
+    if (wev->delayed) {
+        if (ngx_handle_write_event(wev, 0) != NGX_OK)
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+    if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+    r->read_event_handler = ngx_http_block_reading;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+}
+
+/* How long a passed request waits, in ms: its place in the bucket drains
+ * in reset_after, less one request's time (the request itself), less the
+ * delay=n requests that pass at once. */
+static ngx_msec_t fgx_wait_ms(const fgx_limit_t *l, const fg_result *res) {
+    if (l->delay == FGX_NODELAY) return 0;
+    int64_t per_request = (int64_t)(1000000 / l->zone->rate);
+    int64_t wait = res->reset_after_ms - per_request * (int64_t)(1 + l->delay);
+    return wait > 0 ? (ngx_msec_t)wait : 0;
+}
+
+static ngx_int_t fgx_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc_conf_t *lcf,
+                            fgx_ctx_t *ctx) {
+    fgx_limit_t *limits = lcf->limits->elts;
+    ngx_msec_t delay = 0;
+    ngx_uint_t rejected_by = ctx->n;
+    for (ngx_uint_t i = 0; i < ctx->n; i++) {
+        fgx_answer_t *a = &ctx->answers[i];
+        if (!a->checked) continue;
+        ngx_uint_t allowed = a->rc == FG_CODE_OK ? a->result.allowed : !mcf->fail_closed;
+        if (!allowed && rejected_by == ctx->n) rejected_by = i;
+        if (allowed && a->rc == FG_CODE_OK) delay = ngx_max(delay, fgx_wait_ms(&limits[i], &a->result));
+    }
+    ctx->state = FGX_DONE;
+    if (rejected_by < ctx->n) {
+        ctx->status = lcf->dry_run ? FGX_REJECTED_DRY_RUN : FGX_REJECTED;
+        ngx_uint_t level = lcf->log_level;
+        ngx_log_error(level, r->connection->log, 0, "limiting requests%s by zone \"%V\"",
+                      lcf->dry_run ? ", dry run," : "", &limits[rejected_by].zone->name);
+        return lcf->dry_run ? NGX_DECLINED : (ngx_int_t)lcf->status_code;
+    }
+    if (delay == 0) {
+        ctx->status = FGX_PASSED;
+        return NGX_DECLINED;
+    }
+    ctx->status = lcf->dry_run ? FGX_DELAYED_DRY_RUN : FGX_DELAYED;
+    ngx_uint_t level = lcf->log_level == NGX_LOG_INFO ? NGX_LOG_INFO : lcf->log_level + 1;
+    ngx_log_error(level, r->connection->log, 0, "delaying request%s, %M ms",
+                  lcf->dry_run ? ", dry run" : "", delay);
+    if (lcf->dry_run) return NGX_DECLINED;
+    if (r->connection->read->ready) {
+        ngx_post_event(r->connection->read, &ngx_posted_events); /* a macro with an if */
+    } else if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    r->read_event_handler = ngx_http_test_reading;
+    r->write_event_handler = fgx_delay;
+    r->connection->write->delayed = 1;
+    ngx_add_timer(r->connection->write, delay);
+    return NGX_AGAIN;
+}
+
+static ngx_int_t fgx_handler(ngx_http_request_t *r) {
+    if (r->main != r) return NGX_DECLINED;
+    fgx_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_floodgate_module);
+    fgx_main_conf_t *mcf = ngx_http_get_module_main_conf(r, ngx_http_floodgate_module);
+    if (lcf->limits == NULL || mcf->client == NULL) return NGX_DECLINED;
+    fgx_ctx_t *ctx = fgx_get_ctx(r);
+    if (ctx == NULL) {
+        if ((ctx = fgx_new_ctx(r, lcf->limits->nelts)) == NULL) return NGX_ERROR;
+        ngx_int_t rc = fgx_start(r, mcf, lcf, ctx);
+        if (rc != NGX_AGAIN) return rc;
+    }
+    switch (ctx->state) {
+    case FGX_WAITING: return NGX_AGAIN;
+    case FGX_ANSWERED: return fgx_decide(r, mcf, lcf, ctx);
+    default: return NGX_DECLINED; /* decided before a delay or a redirect */
+    }
+}
+
+static ngx_int_t fgx_status_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+                                     uintptr_t data) {
+    fgx_ctx_t *ctx = fgx_get_ctx(r->main);
+    if (ctx == NULL || ctx->status == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+    v->len = fgx_status_names[ctx->status].len;
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+    v->data = fgx_status_names[ctx->status].data;
+    return NGX_OK;
+}
+
+/* ========================================================= configuration */
+
+static ngx_int_t fgx_add_variables(ngx_conf_t *cf) {
+    static ngx_str_t name = ngx_string("floodgate_limit_req_status");
+    ngx_http_variable_t *var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_NOCACHEABLE);
+    if (var == NULL) return NGX_ERROR;
+    var->get_handler = fgx_status_variable;
+    return NGX_OK;
+}
+
+static ngx_int_t fgx_init(ngx_conf_t *cf) {
+    ngx_http_core_main_conf_t *cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+    ngx_http_handler_pt *h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
+    if (h == NULL) return NGX_ERROR;
+    *h = fgx_handler;
+    return NGX_OK;
+}
+
+static void *fgx_create_main_conf(ngx_conf_t *cf) {
+    fgx_main_conf_t *mcf = ngx_pcalloc(cf->pool, sizeof(*mcf));
+    if (mcf == NULL) return NULL;
+    mcf->timeout = 1000;
+    if (ngx_array_init(&mcf->zones, cf->pool, 4, sizeof(fgx_zone_t)) != NGX_OK) return NULL;
+    return mcf;
+}
+
+static void *fgx_create_loc_conf(ngx_conf_t *cf) {
+    fgx_loc_conf_t *lcf = ngx_pcalloc(cf->pool, sizeof(*lcf));
+    if (lcf == NULL) return NULL;
+    lcf->status_code = NGX_CONF_UNSET_UINT;
+    lcf->dry_run = NGX_CONF_UNSET;
+    lcf->log_level = NGX_CONF_UNSET_UINT;
+    return lcf;
+}
+
+/* A limit's zone, found by name among the http block's zones. */
+static char *fgx_resolve(ngx_conf_t *cf, fgx_limit_t *l) {
+    fgx_main_conf_t *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_floodgate_module);
+    fgx_zone_t *zones = mcf->zones.elts;
+    for (ngx_uint_t i = 0; i < mcf->zones.nelts; i++)
+        if (zones[i].name.len == l->zone_name.len &&
+            ngx_strncmp(zones[i].name.data, l->zone_name.data, l->zone_name.len) == 0) {
+            l->zone = &zones[i];
+            /* capacity burst + 1 at the zone's rate: limit_req's bucket */
+            l->limit = fg_leaky_bucket((int64_t)l->burst + 1, zones[i].rate / 1000.0);
+            return NGX_CONF_OK;
+        }
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "unknown floodgate_limit_req_zone \"%V\"",
+                       &l->zone_name);
+    return NGX_CONF_ERROR;
+}
+
+static char *fgx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child) {
+    fgx_loc_conf_t *prev = parent, *conf = child;
+    if (conf->limits == NULL) conf->limits = prev->limits;
+    fgx_limit_t *l = conf->limits != NULL ? conf->limits->elts : NULL;
+    for (ngx_uint_t i = 0; l != NULL && i < conf->limits->nelts; i++)
+        if (l[i].zone == NULL && fgx_resolve(cf, &l[i]) != NGX_CONF_OK) return NGX_CONF_ERROR;
+    ngx_conf_merge_uint_value(conf->status_code, prev->status_code, NGX_HTTP_SERVICE_UNAVAILABLE);
+    ngx_conf_merge_value(conf->dry_run, prev->dry_run, 0);
+    ngx_conf_merge_uint_value(conf->log_level, prev->log_level, NGX_LOG_ERR);
+    return NGX_CONF_OK;
+}
+
+/* floodgate_server URL [timeout] [fail=open|closed] */
+static char *fgx_server(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    fgx_main_conf_t *mcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    if (mcf->url.len != 0) return "is duplicate";
+    mcf->url.data = ngx_pnalloc(cf->pool, value[1].len + 1);
+    if (mcf->url.data == NULL) return NGX_CONF_ERROR;
+    ngx_memcpy(mcf->url.data, value[1].data, value[1].len);
+    mcf->url.data[value[1].len] = '\0';
+    mcf->url.len = value[1].len;
+    for (ngx_uint_t i = 2; i < cf->args->nelts; i++) {
+        if (ngx_strcmp(value[i].data, "fail=open") == 0) {
+            mcf->fail_closed = 0;
+        } else if (ngx_strcmp(value[i].data, "fail=closed") == 0) {
+            mcf->fail_closed = 1;
+        } else {
+            ngx_str_t t = value[i];
+            if (t.len > 8 && ngx_strncmp(t.data, "timeout=", 8) == 0) {
+                t.data += 8;
+                t.len -= 8;
+            }
+            ngx_int_t ms = ngx_parse_time(&t, 0);
+            if (ms == NGX_ERROR || ms < 1 || ms > 3600000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+            mcf->timeout = (ngx_msec_t)ms;
+        }
+    }
+    return NGX_CONF_OK;
+}
+
+/* floodgate_limit_req_zone key zone=name rate=Nr/s|Nr/m */
+static char *fgx_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    fgx_main_conf_t *mcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    fgx_zone_t z;
+    ngx_memzero(&z, sizeof(z));
+    ngx_http_compile_complex_value_t ccv;
+    ngx_memzero(&ccv, sizeof(ccv));
+    ccv.cf = cf;
+    ccv.value = &value[1];
+    ccv.complex_value = &z.key;
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) return NGX_CONF_ERROR;
+    for (ngx_uint_t i = 2; i < cf->args->nelts; i++) {
+        if (ngx_strncmp(value[i].data, "zone=", 5) == 0 && value[i].len > 5) {
+            z.name.data = value[i].data + 5;
+            z.name.len = value[i].len - 5;
+            /* a name, so that "zone:key" keys never run into each other */
+            for (size_t k = 0; k < z.name.len; k++)
+                if (z.name.data[k] == ':' || z.name.data[k] <= ' ') {
+                    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid zone name \"%V\"", &z.name);
+                    return NGX_CONF_ERROR;
+                }
+            continue;
+        }
+        if (ngx_strncmp(value[i].data, "rate=", 5) == 0) {
+            size_t len = value[i].len;
+            u_char *p = value[i].data + len - 3;
+            ngx_int_t scale = 1;
+            if (len > 8 && ngx_strncmp(p, "r/s", 3) == 0)
+                scale = 1;
+            else if (len > 8 && ngx_strncmp(p, "r/m", 3) == 0)
+                scale = 60;
+            else
+                len = 0;
+            ngx_int_t rate = len > 0 ? ngx_atoi(value[i].data + 5, len - 8) : NGX_ERROR;
+            if (rate <= 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid rate \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+            z.rate = (ngx_uint_t)(rate * 1000 / scale);
+            continue;
+        }
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
+    }
+    if (z.name.len == 0 || z.rate == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\" must have \"zone\" and \"rate\"",
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+    fgx_zone_t *zones = mcf->zones.elts;
+    for (ngx_uint_t i = 0; i < mcf->zones.nelts; i++)
+        if (zones[i].name.len == z.name.len &&
+            ngx_strncmp(zones[i].name.data, z.name.data, z.name.len) == 0)
+            return "has a duplicate zone";
+    fgx_zone_t *slot = ngx_array_push(&mcf->zones);
+    if (slot == NULL) return NGX_CONF_ERROR;
+    *slot = z;
+    return NGX_CONF_OK;
+}
+
+/* floodgate_limit_req zone=name [burst=n] [nodelay | delay=n] */
+static char *fgx_limit_req(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    fgx_loc_conf_t *lcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    fgx_limit_t l;
+    ngx_memzero(&l, sizeof(l));
+    for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
+        if (ngx_strncmp(value[i].data, "zone=", 5) == 0 && value[i].len > 5) {
+            l.zone_name.data = value[i].data + 5;
+            l.zone_name.len = value[i].len - 5;
+        } else if (ngx_strncmp(value[i].data, "burst=", 6) == 0) {
+            ngx_int_t n = ngx_atoi(value[i].data + 6, value[i].len - 6);
+            if (n < 0 || n > 1000000000) goto invalid;
+            l.burst = (ngx_uint_t)n;
+        } else if (ngx_strncmp(value[i].data, "delay=", 6) == 0) {
+            ngx_int_t n = ngx_atoi(value[i].data + 6, value[i].len - 6);
+            if (n <= 0 || n > 1000000000) goto invalid;
+            l.delay = (ngx_uint_t)n;
+        } else if (ngx_strcmp(value[i].data, "nodelay") == 0) {
+            l.delay = FGX_NODELAY;
+        } else {
+            goto invalid;
+        }
+        continue;
+    invalid:
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
+    }
+    if (l.zone_name.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\" must have \"zone\" parameter",
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+    if (lcf->limits == NULL &&
+        (lcf->limits = ngx_array_create(cf->pool, 1, sizeof(fgx_limit_t))) == NULL)
+        return NGX_CONF_ERROR;
+    fgx_limit_t *limits = lcf->limits->elts;
+    for (ngx_uint_t i = 0; i < lcf->limits->nelts; i++)
+        if (limits[i].zone_name.len == l.zone_name.len &&
+            ngx_strncmp(limits[i].zone_name.data, l.zone_name.data, l.zone_name.len) == 0)
+            return "is duplicate";
+    fgx_limit_t *slot = ngx_array_push(lcf->limits);
+    if (slot == NULL) return NGX_CONF_ERROR;
+    *slot = l;
+    return NGX_CONF_OK;
+}

@@ -1,0 +1,331 @@
+"""The nginx module (nginx/ngx_http_floodgate_module.c) in Debian's nginx,
+against real redis-servers: limit_req's directives and answers, one rate
+for several nginx servers, delays, dry runs, the failure policies, reloads
+and internal redirects.
+
+Each test writes an nginx.conf into a temporary prefix, starts
+/usr/sbin/nginx (FLOODGATE_NGINX) in the foreground on a free loopback
+port, and stops it by its PID. Zones refill at one request a minute, so no
+request is given back during a test unless the test waits for it.
+"""
+
+import http.client
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from harness import REPO, Server, free_port, wait_for
+
+NGINX = os.environ.get("FLOODGATE_NGINX", "/usr/sbin/nginx")
+MODULE = os.path.join(REPO, "build", "nginx", "objs", "ngx_http_floodgate_module.so")
+
+
+def build_module():
+    if not os.path.exists(MODULE):
+        subprocess.run(["make", "-C", REPO, "nginx"], check=True, stdout=subprocess.DEVNULL)
+
+
+class Nginx:
+    """An nginx with floodgate loaded, its http{} block's body given; PORT
+    in it is its own port, and html/ holds the files `ok` and `t`."""
+
+    def __init__(self, http, port=None):
+        build_module()
+        self.dir = tempfile.mkdtemp(prefix="floodgate-nginx-")
+        self.port = port or free_port()
+        for d in ("logs", "tmp", "html"):
+            os.makedirs(os.path.join(self.dir, d))
+        for name in ("ok", "t"):
+            with open(os.path.join(self.dir, "html", name), "w") as f:
+                f.write("ok\n")
+        user = "user root root;" if os.geteuid() == 0 else ""
+        self.conf = os.path.join(self.dir, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write("""load_module %s;
+daemon off;
+master_process on;
+worker_processes 2;
+%s
+pid logs/nginx.pid;
+error_log logs/error.log info;
+worker_shutdown_timeout 5s;
+events { worker_connections 256; }
+http {
+    access_log logs/access.log;
+    client_body_temp_path tmp/client_body;
+    proxy_temp_path tmp/proxy;
+    fastcgi_temp_path tmp/fastcgi;
+    uwsgi_temp_path tmp/uwsgi;
+    scgi_temp_path tmp/scgi;
+    %s
+}
+""" % (MODULE, user, http.replace("PORT", str(self.port))))
+        self.proc = None
+
+    def nginx(self, *args):
+        return subprocess.run([NGINX, "-p", self.dir + "/", "-c", "nginx.conf", *args],
+                              capture_output=True, text=True, timeout=30)
+
+    def start(self):
+        self.proc = subprocess.Popen([NGINX, "-p", self.dir + "/", "-c", "nginx.conf"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+        def up():
+            assert self.proc.poll() is None, self.proc.stderr.read().decode()
+            try:  # a connection, not a request, which a limit might count
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_for(up, timeout=20)
+        return self
+
+    def get(self, path="/ok"):
+        """(status, $floodgate_limit_req_status, seconds)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        start = time.monotonic()
+        c.request("GET", path)
+        r = c.getresponse()
+        r.read()
+        c.close()
+        return r.status, r.getheader("X-Limit", ""), time.monotonic() - start
+
+    def statuses(self, n, path="/ok"):
+        return [self.get(path)[:2] for _ in range(n)]
+
+    def reload(self):
+        out = self.nginx("-s", "reload")
+        assert out.returncode == 0, out.stderr
+
+    def log(self):
+        with open(os.path.join(self.dir, "logs", "error.log")) as f:
+            return f.read()
+
+    def alerts(self):
+        return [l for l in self.log().splitlines()
+                if any(w in l for w in ("[alert]", "[crit]", "[emerg]", "open socket"))]
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def server_block(redis, limits, zone="rate=1r/m", extra=""):
+    return """
+    floodgate_server redis://127.0.0.1:%d timeout=1s %s;
+    floodgate_limit_req_zone $remote_addr zone=z %s;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        add_header X-Limit $floodgate_limit_req_status always;
+        location /ok { %s }
+        location /t { }
+    }
+""" % (redis.port, extra, zone, limits)
+
+
+@pytest.fixture
+def redis_server():
+    s = Server().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def nginxes():
+    started = []
+
+    def start(http, port=None):
+        n = Nginx(http, port).start()
+        started.append(n)
+        return n
+    yield start
+    for n in started:
+        alerts = n.alerts()
+        n.stop()
+        assert not alerts, alerts
+
+
+# ------------------------------------------------------------ configuration
+
+@pytest.mark.parametrize("http, message", [
+    ("floodgate_limit_req_zone $remote_addr zone=z rate=1r/h;", "invalid rate"),
+    ("floodgate_limit_req_zone $remote_addr zone=a:b rate=1r/s;", "invalid zone name"),
+    ("floodgate_limit_req_zone $remote_addr rate=1r/s;", "invalid number of arguments"),
+    ("floodgate_limit_req_zone $remote_addr rate=1r/s rate=2r/s;", "must have \"zone\" and \"rate\""),
+    ("server { listen 127.0.0.1:PORT; floodgate_limit_req zone=nope; }",
+     "unknown floodgate_limit_req_zone \"nope\""),
+    ("floodgate_limit_req_zone $remote_addr zone=z rate=1r/s;"
+     "server { listen 127.0.0.1:PORT; floodgate_limit_req zone=z burst=-1; }",
+     "invalid parameter \"burst=-1\""),
+    ("floodgate_server redis://127.0.0.1:1 timeout=0;", "invalid parameter \"timeout=0\""),
+    ("floodgate_limit_req_status 200;", "value must be between 400 and 599"),
+])
+def test_bad_configurations_are_refused(http, message):
+    n = Nginx(http)
+    try:
+        out = n.nginx("-t")
+        assert out.returncode != 0 and message in out.stderr, out.stderr
+    finally:
+        n.stop()
+
+
+# ------------------------------------------------------------------ limits
+
+def test_burst_then_rejected_with_the_configured_status(redis_server, nginxes):
+    n = nginxes(server_block(redis_server, "floodgate_limit_req zone=z burst=2 nodelay;"
+                                           "floodgate_limit_req_status 429;"))
+    assert n.statuses(5) == [(200, "PASSED")] * 3 + [(429, "REJECTED")] * 2
+    # The state is Redis's, under "zone:key".
+    assert redis_server.client().exists("z:127.0.0.1") == 1
+
+
+def test_two_nginx_servers_share_one_rate(redis_server, nginxes):
+    conf = server_block(redis_server, "floodgate_limit_req zone=z burst=4 nodelay;")
+    a, b = nginxes(conf), nginxes(conf)
+    got = []
+    for _ in range(5):
+        got.append(a.get()[0])
+        got.append(b.get()[0])
+    assert got.count(200) == 5 and got.count(503) == 5, got
+    assert got[:5] == [200] * 5
+
+
+def test_delays_as_limit_req(redis_server, nginxes):
+    """2 r/s, burst 5, delay=1: the first two pass at once, the third waits
+    its turn (half a second, less the time the first two took)."""
+    n = nginxes(server_block(redis_server, "floodgate_limit_req zone=z burst=5 delay=1;",
+                             zone="rate=2r/s"))
+    first = n.get()
+    second = n.get()
+    third = n.get()
+    assert first[:2] == (200, "PASSED") and second[:2] == (200, "PASSED"), (first, second)
+    assert third[:2] == (200, "DELAYED"), third
+    # waited for the bucket: far more than a request takes, far less than forever
+    assert 0.25 < third[2] < 10, third
+
+
+def test_dry_run_passes_everything_and_says_what_it_would_do(redis_server, nginxes):
+    n = nginxes(server_block(redis_server, "floodgate_limit_req zone=z nodelay;"
+                                           "floodgate_limit_req_dry_run on;"))
+    assert n.statuses(3) == [(200, "PASSED"), (200, "REJECTED_DRY_RUN"),
+                             (200, "REJECTED_DRY_RUN")]
+    assert "limiting requests, dry run, by zone \"z\"" in n.log()
+
+
+def test_limits_are_inherited_only_by_levels_without_their_own(redis_server, nginxes):
+    conf = """
+    floodgate_server redis://127.0.0.1:%d;
+    floodgate_limit_req_zone $remote_addr zone=z rate=1r/m;
+    floodgate_limit_req_zone $remote_addr zone=wide rate=1r/m;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        add_header X-Limit $floodgate_limit_req_status always;
+        floodgate_limit_req zone=z burst=1 nodelay;
+        location /ok { }
+        location /t { floodgate_limit_req zone=wide burst=3 nodelay; }
+    }
+""" % redis_server.port
+    n = nginxes(conf)
+    assert [s for s, _ in n.statuses(3, "/ok")] == [200, 200, 503]
+    assert [s for s, _ in n.statuses(5, "/t")] == [200, 200, 200, 200, 503]
+
+
+def test_an_internal_redirect_counts_the_request_once(redis_server, nginxes):
+    """burst 0: a second count of the same request would reject it."""
+    conf = """
+    floodgate_server redis://127.0.0.1:%d;
+    floodgate_limit_req_zone $remote_addr zone=z rate=1r/m;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        add_header X-Limit $floodgate_limit_req_status always;
+        floodgate_limit_req zone=z nodelay;
+        location /r { try_files /missing /t; }
+        location /t { }
+    }
+""" % redis_server.port
+    n = nginxes(conf)
+    assert n.get("/r")[:2] == (200, "PASSED")
+    assert n.get("/t")[:2] == (503, "REJECTED")
+
+
+def test_reload_keeps_the_limits_and_leaks_nothing(redis_server, nginxes):
+    n = nginxes(server_block(redis_server, "floodgate_limit_req zone=z burst=3 nodelay;"))
+    assert [s for s, _ in n.statuses(2)] == [200, 200]
+    n.reload()
+    time.sleep(0.5)  # new workers take over; old ones exit once idle
+    assert [s for s, _ in n.statuses(3)] == [200, 200, 503]
+    wait_for(lambda: "exited with code 0" in n.log() or "exit" in n.log(), timeout=10)
+
+
+# ---------------------------------------------------------------- failures
+
+@pytest.mark.parametrize("fail, expected", [("fail=open", (200, "PASSED")),
+                                            ("fail=closed", (503, "REJECTED"))])
+def test_redis_unreachable(fail, expected, nginxes):
+    class Nowhere:
+        port = free_port()
+    n = nginxes(server_block(Nowhere, "floodgate_limit_req zone=z nodelay;", extra=fail))
+    assert n.statuses(2) == [expected] * 2
+
+
+def test_a_stopped_redis_is_answered_within_the_timeout_then_back(redis_server, nginxes):
+    n = nginxes(server_block(redis_server, "floodgate_limit_req zone=z burst=9 nodelay;",
+                             extra="fail=closed").replace("timeout=1s", "timeout=300ms"))
+    assert n.get()[:2] == (200, "PASSED")
+    os.kill(redis_server.proc.pid, signal.SIGSTOP)
+    try:
+        status, limit, took = n.get()
+        assert (status, limit) == (503, "REJECTED")
+        assert 0.25 < took < 10, took
+    finally:
+        os.kill(redis_server.proc.pid, signal.SIGCONT)
+    wait_for(lambda: n.get()[0] == 200, timeout=10)
+
+
+# ------------------------------------------------------- beside limit_req
+
+@pytest.mark.parametrize("options", ["burst=3", "burst=3 nodelay", "burst=3 delay=1"])
+def test_the_same_answers_as_stock_limit_req(redis_server, nginxes, options):
+    """Eight requests at once to a location limited by nginx's own limit_req
+    and eight to one limited by floodgate's, with the same rate and burst:
+    as many pass, wait and are rejected (within one, as the issue allows:
+    the two clocks tick apart)."""
+    import collections
+    import concurrent.futures
+    conf = """
+    floodgate_server redis://127.0.0.1:%d;
+    floodgate_limit_req_zone $remote_addr zone=fg rate=2r/s;
+    limit_req_zone $binary_remote_addr zone=stock:1m rate=2r/s;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        location /ok { limit_req zone=stock %s; add_header X-Limit $limit_req_status always; }
+        location /t { floodgate_limit_req zone=fg %s;
+                      add_header X-Limit $floodgate_limit_req_status always; }
+    }
+""" % (redis_server.port, options, options)
+    n = nginxes(conf)
+    counts = {}
+    for path in ("/ok", "/t"):
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: n.get(path)[:2], range(8)))
+        counts[path] = collections.Counter(limit for _, limit in answers)
+        assert all((s == 200) == (l != "REJECTED") for s, l in answers), answers
+    assert counts["/ok"]["REJECTED"] >= 3, counts  # the burst was exceeded
+    for status in ("PASSED", "DELAYED", "REJECTED"):
+        assert abs(counts["/ok"][status] - counts["/t"][status]) <= 1, counts
