@@ -64,6 +64,7 @@ typedef struct {
     ngx_array_t *limits; /* fgx_limit_t; inherited only when a level has none */
     ngx_uint_t status_code;
     ngx_flag_t dry_run;
+    ngx_flag_t headers;
     ngx_uint_t log_level;
 } fgx_loc_conf_t;
 
@@ -125,6 +126,9 @@ static ngx_command_t fgx_commands[] = {
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
      ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, status_code),
      &fgx_status_bounds},
+    {ngx_string("floodgate_limit_req_headers"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
+     ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, headers), NULL},
     {ngx_string("floodgate_limit_req_dry_run"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
      ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, dry_run), NULL},
@@ -425,6 +429,58 @@ static ngx_msec_t fgx_wait_ms(const fgx_limit_t *l, const fg_result *res) {
     return wait > 0 ? (ngx_msec_t)wait : 0;
 }
 
+static ngx_int_t fgx_add_header(ngx_http_request_t *r, const char *name, u_char *value,
+                                u_char *end) {
+    ngx_table_elt_t *h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) return NGX_ERROR;
+    h->hash = 1;
+    h->key.data = (u_char *)name;
+    h->key.len = ngx_strlen(name);
+    h->value.data = value;
+    h->value.len = end - value;
+    return NGX_OK;
+}
+
+static int64_t fgx_seconds(int64_t ms) {
+    return ms <= 0 ? 0 : (ms + 999) / 1000;
+}
+
+/* The IETF httpapi draft's fields, one list member per limit checked:
+ *   RateLimit-Policy: "zone";q=<burst + 1>;w=<seconds to drain them>
+ *   RateLimit: "zone";r=<remaining>;t=<seconds until full again>
+ * and Retry-After on a rejection. */
+static ngx_int_t fgx_add_headers(ngx_http_request_t *r, fgx_loc_conf_t *lcf, fgx_ctx_t *ctx,
+                                 ngx_uint_t rejected_by) {
+    fgx_limit_t *limits = lcf->limits->elts;
+    size_t room = 0;
+    for (ngx_uint_t i = 0; i < ctx->n; i++) room += limits[i].zone->name.len + 64;
+    u_char *policy = ngx_pnalloc(r->pool, room), *now = ngx_pnalloc(r->pool, room);
+    if (policy == NULL || now == NULL) return NGX_ERROR;
+    u_char *p = policy, *q = now;
+    for (ngx_uint_t i = 0; i < ctx->n; i++) {
+        fgx_answer_t *a = &ctx->answers[i];
+        if (!a->checked || a->rc != FG_CODE_OK) continue;
+        fgx_limit_t *l = &limits[i];
+        int64_t quota = (int64_t)l->burst + 1;
+        int64_t window = fgx_seconds(quota * 1000000 / (int64_t)l->zone->rate);
+        p = ngx_sprintf(p, "%s\"%V\";q=%L;w=%L", p == policy ? "" : ", ", &l->zone->name, quota,
+                        window);
+        q = ngx_sprintf(q, "%s\"%V\";r=%L;t=%L", q == now ? "" : ", ", &l->zone->name,
+                        a->result.remaining, fgx_seconds(a->result.reset_after_ms));
+    }
+    if (p == policy) return NGX_OK;
+    if (fgx_add_header(r, "RateLimit-Policy", policy, p) != NGX_OK ||
+        fgx_add_header(r, "RateLimit", now, q) != NGX_OK)
+        return NGX_ERROR;
+    if (rejected_by == ctx->n || ctx->answers[rejected_by].rc != FG_CODE_OK ||
+        ctx->answers[rejected_by].result.retry_after_ms < 0)
+        return NGX_OK;
+    u_char *retry = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+    if (retry == NULL) return NGX_ERROR;
+    u_char *end = ngx_sprintf(retry, "%L", fgx_seconds(ctx->answers[rejected_by].result.retry_after_ms));
+    return fgx_add_header(r, "Retry-After", retry, end);
+}
+
 static ngx_int_t fgx_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc_conf_t *lcf,
                             fgx_ctx_t *ctx) {
     fgx_limit_t *limits = lcf->limits->elts;
@@ -438,6 +494,7 @@ static ngx_int_t fgx_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc
         if (allowed && a->rc == FG_CODE_OK) delay = ngx_max(delay, fgx_wait_ms(&limits[i], &a->result));
     }
     ctx->state = FGX_DONE;
+    if (lcf->headers && fgx_add_headers(r, lcf, ctx, rejected_by) != NGX_OK) return NGX_ERROR;
     if (rejected_by < ctx->n) {
         ctx->status = lcf->dry_run ? FGX_REJECTED_DRY_RUN : FGX_REJECTED;
         ngx_uint_t level = lcf->log_level;
@@ -530,6 +587,7 @@ static void *fgx_create_loc_conf(ngx_conf_t *cf) {
     if (lcf == NULL) return NULL;
     lcf->status_code = NGX_CONF_UNSET_UINT;
     lcf->dry_run = NGX_CONF_UNSET;
+    lcf->headers = NGX_CONF_UNSET;
     lcf->log_level = NGX_CONF_UNSET_UINT;
     return lcf;
 }
@@ -559,6 +617,7 @@ static char *fgx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child) {
         if (l[i].zone == NULL && fgx_resolve(cf, &l[i]) != NGX_CONF_OK) return NGX_CONF_ERROR;
     ngx_conf_merge_uint_value(conf->status_code, prev->status_code, NGX_HTTP_SERVICE_UNAVAILABLE);
     ngx_conf_merge_value(conf->dry_run, prev->dry_run, 0);
+    ngx_conf_merge_value(conf->headers, prev->headers, 0);
     ngx_conf_merge_uint_value(conf->log_level, prev->log_level, NGX_LOG_ERR);
     return NGX_CONF_OK;
 }

@@ -94,6 +94,7 @@ http {
         r = c.getresponse()
         r.read()
         c.close()
+        self.headers = dict(r.getheaders())
         return r.status, r.getheader("X-Limit", ""), time.monotonic() - start
 
     def statuses(self, n, path="/ok"):
@@ -190,6 +191,25 @@ def test_burst_then_rejected_with_the_configured_status(redis_server, nginxes):
     assert n.statuses(5) == [(200, "PASSED")] * 3 + [(429, "REJECTED")] * 2
     # The state is Redis's, under "zone:key".
     assert redis_server.client().exists("z:127.0.0.1") == 1
+
+
+def test_ratelimit_headers_of_the_ietf_draft(redis_server, nginxes):
+    n = nginxes(server_block(redis_server, "floodgate_limit_req zone=z burst=2 nodelay;"
+                                           "floodgate_limit_req_headers on;"))
+    # 1r/m is 16 milli-requests a second, as nginx keeps it: 62.5 s a request
+    n.get()
+    assert n.headers["RateLimit-Policy"] == '"z";q=3;w=188'
+    assert n.headers["RateLimit"] == '"z";r=2;t=63'
+    assert "Retry-After" not in n.headers
+    n.get()
+    n.get()
+    assert n.headers["RateLimit"] == '"z";r=0;t=188'
+    assert n.get()[0] == 503
+    assert n.headers["RateLimit"] == '"z";r=0;t=188'
+    assert n.headers["Retry-After"] in ("62", "63")  # one request's time, less the test's
+    off = nginxes(server_block(redis_server, "floodgate_limit_req zone=z nodelay;"))
+    off.get()
+    assert "RateLimit" not in off.headers
 
 
 def test_two_nginx_servers_share_one_rate(redis_server, nginxes):
