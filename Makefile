@@ -48,7 +48,7 @@ NGINX_MODULES_DIR := /usr/lib/nginx/modules
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module library cli install install-nginx nginx example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers bench bench-mem bench-client bench-server clean
+.PHONY: all module library cli install install-nginx nginx example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers bench bench-mem bench-client bench-server bench-nginx clean
 
 all: module library cli
 
@@ -411,6 +411,9 @@ bench-uv-memory: deps module $(BUILD)/bench/uv_bench
 .PHONY: bench-policy
 bench-policy: deps module
 	$(PYTHON) bench/policy_bench.py
+
+bench-nginx: deps module $(NGINX_SO)
+	$(PYTHON) bench/nginx_bench.py
 
 $(BUILD)/bench/mem_store_bench: bench/mem_store_bench.c $(CORE_SRC) $(CLIENT_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
