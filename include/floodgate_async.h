@@ -68,7 +68,10 @@ void fg_async_close(fg_async *a);
 /* What fg_get_stats counts, for this client. */
 void fg_async_get_stats(fg_async *a, fg_stats *out);
 
-/* ---------------------------------------------------------------- calls */
+/* ---------------------------------------------------------------- calls
+ *
+ * Every call checks its arguments as its synchronous twin does, and is
+ * refused at once (its callback never runs) when they are bad. */
 
 /* A call waiting for its answer, as fg_async_cancel takes it. */
 typedef struct fg_async_call fg_async_call;
@@ -90,6 +93,36 @@ fg_code fg_async_check(fg_async *a, const char *key, const fg_limit *limit, int6
 fg_code fg_async_peek(fg_async *a, const char *key, const fg_limit *limit,
                       fg_async_check_cb *done, void *arg, fg_async_call **call,
                       fg_error *err);
+
+/* The answer of a semaphore's acquire: rc and grant as
+ * fg_semaphore_acquire's (grant only when rc is FG_CODE_OK). */
+typedef void fg_async_grant_cb(fg_code rc, const fg_lock_grant *grant, const fg_error *err,
+                               void *arg);
+
+/* The answer of a release (value: the permits the owner still holds, -1
+ * when it held none) or of an extend (value: 1 when extended, 0 when the
+ * owner held nothing). */
+typedef void fg_async_count_cb(fg_code rc, int64_t value, const fg_error *err, void *arg);
+
+/* fg_semaphore_acquire without waiting in the server (no WAIT): granted
+ * or not at once, with the lease given. The arguments are checked as
+ * fg_semaphore_acquire's; a server that cannot answer is FG_CODE_IO (locks
+ * have no failure policy). done runs as fg_async_check's does. */
+fg_code fg_async_semaphore_acquire(fg_async *a, const char *key, int64_t capacity,
+                                   const char *owner, int64_t permits, int64_t lease_ms,
+                                   fg_async_grant_cb *done, void *arg, fg_async_call **call,
+                                   fg_error *err);
+
+/* fg_semaphore_release (permits 0: all). done may be NULL: the release is
+ * sent and its answer dropped. */
+fg_code fg_async_semaphore_release(fg_async *a, const char *key, const char *owner,
+                                   int64_t permits, fg_async_count_cb *done, void *arg,
+                                   fg_error *err);
+
+/* fg_extend: the owner's lease ends lease_ms from now (a renewal). */
+fg_code fg_async_extend(fg_async *a, const char *key, const char *owner, int64_t lease_ms,
+                        fg_async_count_cb *done, void *arg, fg_async_call **call,
+                        fg_error *err);
 
 /* The call's callback will not run (the owner of arg is going away). A
  * command already sent still gets its reply, which is then dropped. */

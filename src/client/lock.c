@@ -17,6 +17,7 @@
 #include "client.h"
 #include "error.h"
 #include "lock.h"
+#include "lock_args.h"
 #include "messages.h"
 #include "params.h"
 #include "random_bytes.h"
@@ -130,8 +131,8 @@ static fg_code check_permits(int64_t permits, fg_error *err) {
 }
 
 /* FG.ACQUIRE's order: capacity, owner, permits, lease, wait. */
-static fg_code check_acquire(int64_t capacity, const char *owner, int64_t permits,
-                             const fg_lock_options *o, fg_error *err) {
+fg_code fg_lock_check_acquire(int64_t capacity, const char *owner, int64_t permits,
+                              const fg_lock_options *o, fg_error *err) {
     fg_code rc = check_integer(capacity, "capacity", 1, FG_LOCK_MAX_CAPACITY, err);
     if (rc == FG_CODE_OK) rc = check_owner(owner, err);
     if (rc == FG_CODE_OK) rc = check_permits(permits, err);
@@ -140,6 +141,19 @@ static fg_code check_acquire(int64_t capacity, const char *owner, int64_t permit
     if (rc == FG_CODE_OK && permits > capacity)
         rc = fg_set_error(err, FG_CODE_INVALID, FG_ERR_LOCK_PERMITS);
     return rc;
+}
+
+/* FG.RELEASE's: permits (0: all, not sent), then the owner. */
+fg_code fg_lock_check_release(const char *owner, int64_t permits, fg_error *err) {
+    if (permits < 0) return fg_set_error(err, FG_CODE_INVALID, "permits must be 0 (all) or more");
+    fg_code rc = permits > 0 ? check_permits(permits, err) : FG_CODE_OK;
+    return rc == FG_CODE_OK ? check_owner(owner, err) : rc;
+}
+
+/* FG.EXTEND's: the owner, then the lease. */
+fg_code fg_lock_check_extend(const char *owner, int64_t lease_ms, fg_error *err) {
+    fg_code rc = check_owner(owner, err);
+    return rc == FG_CODE_OK ? check_lease(lease_ms, err) : rc;
 }
 
 /* ------------------------------------------------------------- acquiring */
@@ -161,7 +175,7 @@ fg_code fg_semaphore_acquire(fg_client *c, const char *key, int64_t capacity, co
     fg_lock_options o;
     fg_code rc = begin(c, key != NULL && owner != NULL && out != NULL, &l, err);
     if (rc == FG_CODE_OK) rc = options(opts, &o, err);
-    if (rc == FG_CODE_OK) rc = check_acquire(capacity, owner, permits, &o, err);
+    if (rc == FG_CODE_OK) rc = fg_lock_check_acquire(capacity, owner, permits, &o, err);
     if (rc != FG_CODE_OK) return rc;
     return l.ops.locks->semaphore_acquire(l.s, key, capacity, owner, permits, &o, out, err);
 }
@@ -192,10 +206,7 @@ fg_code fg_semaphore_release(fg_client *c, const char *key, const char *owner, i
                              int64_t *permits_left, fg_error *err) {
     fg_family_ref l;
     fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
-    if (rc == FG_CODE_OK && permits < 0)
-        rc = fg_set_error(err, FG_CODE_INVALID, "permits must be 0 (all) or more");
-    if (rc == FG_CODE_OK && permits > 0) rc = check_permits(permits, err); /* 0: all */
-    if (rc == FG_CODE_OK) rc = check_owner(owner, err);
+    if (rc == FG_CODE_OK) rc = fg_lock_check_release(owner, permits, err);
     if (rc != FG_CODE_OK) return rc;
     return l.ops.locks->semaphore_release(l.s, key, owner, permits, permits_left, err);
 }
@@ -215,7 +226,6 @@ fg_code fg_extend(fg_client *c, const char *key, const char *owner, int64_t leas
                   bool *extended, fg_error *err) {
     fg_family_ref l;
     fg_code rc = begin(c, key != NULL && owner != NULL, &l, err);
-    if (rc == FG_CODE_OK) rc = check_owner(owner, err);
-    if (rc == FG_CODE_OK) rc = check_lease(lease_ms, err);
+    if (rc == FG_CODE_OK) rc = fg_lock_check_extend(owner, lease_ms, err);
     return rc != FG_CODE_OK ? rc : l.ops.locks->extend(l.s, key, owner, lease_ms, extended, err);
 }

@@ -11,6 +11,10 @@
  *                                          "ID err CODE MSG" when refused
  *   peek ID KEY ALGO LIMIT X [Y]           the same, a peek
  *   burst N ID KEY ALGO LIMIT X [Y]        N checks of cost 1, started at once
+ *   acquire ID KEY CAPACITY OWNER PERMITS LEASE_MS   a semaphore's acquire:
+ *                                          "ID ok ACQUIRED TOKEN TTL HOLDS"
+ *   release ID KEY OWNER PERMITS           "ID ok LEFT"
+ *   extend ID KEY OWNER LEASE_MS           "ID ok 0|1"
  *   cancel ID                              the call ID answers nothing
  *   wait                                   runs the loop until every call
  *                                          answered, printing each answer as
@@ -77,6 +81,73 @@ static void start(const char *id, const char *key, const fg_limit *l, int64_t co
     in_call = false;
     if (rc != FG_CODE_OK) {
         printf("%s err %s %s\n", id, fg_code_name(rc), err.message);
+        return;
+    }
+    p->waiting = true;
+    waiting++;
+}
+
+static pending *new_pending(const char *id) {
+    if (ncalls == CALLS_MAX) {
+        printf("%s err driver too many calls\n", id);
+        return NULL;
+    }
+    pending *p = &calls[ncalls++];
+    snprintf(p->id, sizeof(p->id), "%s", id);
+    return p;
+}
+
+static void answered_done(pending *p) {
+    p->waiting = false;
+    waiting--;
+    if (waiting == 0) event_base_loopbreak(base);
+}
+
+static void granted(fg_code rc, const fg_lock_grant *g, const fg_error *err, void *arg) {
+    pending *p = arg;
+    printf("%s %s", p->id, in_call ? "inside " : "");
+    if (rc != FG_CODE_OK)
+        printf("err %s %s\n", fg_code_name(rc), err->message);
+    else
+        printf("ok %d %llu %lld %lld\n", g->acquired, (unsigned long long)g->token,
+               (long long)g->ttl_ms, (long long)g->holds);
+    answered_done(p);
+}
+
+static void counted(fg_code rc, int64_t value, const fg_error *err, void *arg) {
+    pending *p = arg;
+    printf("%s %s", p->id, in_call ? "inside " : "");
+    if (rc != FG_CODE_OK)
+        printf("err %s %s\n", fg_code_name(rc), err->message);
+    else
+        printf("ok %lld\n", (long long)value);
+    answered_done(p);
+}
+
+/* acquire, release, extend: the call is started, or its refusal printed. */
+static void do_lock_call(const char *cmd) {
+    const char *f[6];
+    int need = strcmp(cmd, "acquire") == 0 ? 6 : 4;
+    for (int i = 0; i < need; i++)
+        if ((f[i] = strtok(NULL, " \n")) == NULL) {
+            printf("err usage\n");
+            return;
+        }
+    pending *p = new_pending(f[0]);
+    if (p == NULL) return;
+    fg_error err;
+    fg_code rc;
+    in_call = true;
+    if (strcmp(cmd, "acquire") == 0)
+        rc = fg_async_semaphore_acquire(client, f[1], atoll(f[2]), f[3], atoll(f[4]), atoll(f[5]),
+                                        granted, p, &p->call, &err);
+    else if (strcmp(cmd, "release") == 0)
+        rc = fg_async_semaphore_release(client, f[1], f[2], atoll(f[3]), counted, p, &err);
+    else
+        rc = fg_async_extend(client, f[1], f[2], atoll(f[3]), counted, p, &p->call, &err);
+    in_call = false;
+    if (rc != FG_CODE_OK) {
+        printf("%s err %s %s\n", f[0], fg_code_name(rc), err.message);
         return;
     }
     p->waiting = true;
@@ -156,6 +227,9 @@ int main(int argc, char **argv) {
             printf("err no client\n");
         } else if (strcmp(cmd, "check") == 0 || strcmp(cmd, "peek") == 0) {
             do_start(strcmp(cmd, "peek") == 0);
+        } else if (strcmp(cmd, "acquire") == 0 || strcmp(cmd, "release") == 0 ||
+                   strcmp(cmd, "extend") == 0) {
+            do_lock_call(cmd);
         } else if (strcmp(cmd, "burst") == 0) {
             do_burst();
         } else if (strcmp(cmd, "cancel") == 0) {

@@ -302,3 +302,48 @@ def test_what_it_does_not_take():
         a = AsyncClient(address, *opts)
         assert a.opened.startswith("open err " + code), a.opened
         a.close()
+
+
+# -------------------------------------------------------------- semaphores
+
+def test_semaphore_acquire_release_and_extend(server):
+    a = AsyncClient(url(server))
+    for i, owner in enumerate(("o1", "o2", "o3")):
+        a.start("acquire a%d sem 2 %s 1 5000" % (i, owner))
+    answers, _, _ = a.wait()
+    grants = [answers["a%d" % i].split() for i in range(3)]
+    assert [g[:2] for g in grants] == [["ok", "1"], ["ok", "1"], ["ok", "0"]], grants
+    assert int(grants[0][2]) < int(grants[1][2])  # fencing tokens grow
+    a.start("release r sem o1 0")
+    a.start("extend e sem o2 60000")
+    a.start("extend x sem nobody 60000")
+    a.start("acquire again sem 2 o3 1 5000")
+    answers, _, _ = a.wait()
+    assert answers["r"] == "ok 0" and answers["e"] == "ok 1" and answers["x"] == "ok 0"
+    assert answers["again"].startswith("ok 1 ")
+    assert 59000 < server.client().execute_command("PTTL", "sem") <= 60000
+    a.close()
+
+
+def test_lock_calls_refuse_bad_input_as_the_synchronous_calls(server):
+    from test_client_locks import LockClient
+    sync = LockClient(url(server))
+    a = AsyncClient(url(server))
+    for mine, theirs in (("acquire x s 0 o 1 1000", "sacquire s 0 o 1 1000"),
+                         ("acquire x s 2 o 3 1000", "sacquire s 2 o 3 1000"),
+                         ("acquire x s 2 o 1 0", "sacquire s 2 o 1 0"),
+                         ("release x s o -1", "srelease s o -1"),
+                         ("extend x s o 0", "extend s o 0")):
+        assert a.refusal(mine)[2:] == sync(theirs), mine
+    assert a.stats()["round_trips"] == 0
+    sync.close()
+    a.close()
+
+
+def test_lock_calls_have_no_failure_policy():
+    a = AsyncClient("redis://127.0.0.1:%d" % free_port(), "policy=open")
+    a.start("acquire a s 2 o 1 1000")
+    a.start("release r s o 0")
+    answers, _, _ = a.wait()
+    assert answers["a"].startswith("err io") and answers["r"].startswith("err io")
+    a.close()

@@ -36,8 +36,10 @@
 
 #include "error.h"
 #include "limit_args.h"
+#include "lock_args.h"
 #include "monotonic.h"
 #include "remote/conn.h"
+#include "remote/remote_lock.h"
 #include "remote/remote_limit.h"
 #include "stats.h"
 #include "url.h"
@@ -50,16 +52,22 @@ typedef struct call_list {
 struct fg_async_call {
     fg_async *a;
     fg_async_call *prev, *next; /* in a->sent or a->ready */
-    fg_limit_call c;            /* c.key points into key[] */
     int64_t deadline_mono;      /* sent: when it counts as lost */
-    fg_async_check_cb *done;
-    void *arg;
     bool cancelled;
     bool sent; /* hiredis holds it until its reply or loss */
-    /* ready: the answer, made without the server */
-    fg_code rc;
+    /* Answers from the reply, or as lost (reply NULL, `why` says why). */
+    void (*finish)(fg_async_call *c, const redisReply *reply, const fg_error *why);
+    union {
+        fg_async_check_cb *check;
+        fg_async_grant_cb *grant;
+        fg_async_count_cb *count;
+    } done; /* count may be NULL: nothing to hear */
+    void *arg;
+    /* a check's: the call, and its answer when made without the server */
+    fg_limit_call c;
+    bool answered;
     fg_result result;
-    fg_error err;
+    fg_error err; /* ready: why it was lost */
     char key[];
 };
 
@@ -108,16 +116,15 @@ static void list_remove(call_list *l, fg_async_call *c) {
 
 /* ------------------------------------------------------------- answering */
 
-static void answer(fg_async_call *c, fg_code rc, const fg_result *result, const fg_error *err) {
-    fg_async *a = c->a;
-    if (rc == FG_CODE_OK) fg_count(&a->counters.decisions, 1);
-    if (!c->cancelled) c->done(rc, rc == FG_CODE_OK ? result : NULL, err, c->arg);
+static void finish(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    c->finish(c, reply, why);
     free(c);
 }
 
-/* Answers c at the loop's next turn (c is answered without the server). */
-static void answer_soon(fg_async_call *c) {
+/* Answers c at the loop's next turn: as lost, for why, unless answered. */
+static void answer_soon(fg_async_call *c, const char *why) {
     fg_async *a = c->a;
+    if (why != NULL) fg_set_error(&c->err, FG_CODE_IO, "%s", why);
     list_push(&a->ready, c);
     if (a->ready.head == c) a->loop.arm(a->ready_timer, 0);
 }
@@ -129,22 +136,46 @@ static void run_ready(void *arg) {
     while (now.head != NULL) {
         fg_async_call *c = now.head;
         list_remove(&now, c);
-        answer(c, c->rc, &c->result, &c->err);
+        finish(c, NULL, &c->err);
     }
 }
 
-/* The answer of a call whose command was lost, or not sent: the failure
- * policy's, or FG_CODE_IO. */
-static void lost(fg_async_call *c, fg_code *rc, fg_result *result, fg_error *err) {
-    fg_error why = *err;
-    *rc = fg_remote_limits_answer(c->a->limits, &c->c, NULL, result, err);
-    if (*rc == FG_CODE_IO) *err = why;
+/* A check: the server's answer, the failure policy's when it was lost, or
+ * the one made without the server (the denial cache). */
+static void finish_check(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    fg_code rc = FG_CODE_OK;
+    fg_result result = c->result;
+    fg_error err = *why;
+    if (reply != NULL) {
+        rc = fg_remote_limits_answer(c->a->limits, &c->c, reply, &result, &err);
+    } else if (!c->answered) {
+        rc = fg_remote_limits_answer(c->a->limits, &c->c, NULL, &result, &err);
+        if (rc == FG_CODE_IO) err = *why;
+    }
+    if (rc == FG_CODE_OK) fg_count(&c->a->counters.decisions, 1);
+    if (!c->cancelled) c->done.check(rc, rc == FG_CODE_OK ? &result : NULL, &err, c->arg);
 }
 
-static void answer_lost_soon(fg_async_call *c, const char *why) {
-    fg_set_error(&c->err, FG_CODE_IO, "%s", why);
-    lost(c, &c->rc, &c->result, &c->err);
-    answer_soon(c);
+/* The lock calls: no failure policy, as fg_semaphore_acquire's. */
+static void finish_grant(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    fg_lock_grant grant = {0};
+    fg_error err = *why;
+    fg_code rc = reply != NULL ? fg_parse_grant(reply, &grant, &err) : FG_CODE_IO;
+    if (!c->cancelled) c->done.grant(rc, rc == FG_CODE_OK ? &grant : NULL, &err, c->arg);
+}
+
+static void finish_release(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    int64_t left = 0;
+    fg_error err = *why;
+    fg_code rc = reply != NULL ? fg_parse_lock_count(reply, "FG.RELEASE", &left, &err) : FG_CODE_IO;
+    if (!c->cancelled && c->done.count != NULL) c->done.count(rc, left, &err, c->arg);
+}
+
+static void finish_extend(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    bool extended = false;
+    fg_error err = *why;
+    fg_code rc = reply != NULL ? fg_parse_extended(reply, &extended, &err) : FG_CODE_IO;
+    if (!c->cancelled) c->done.count(rc, extended, &err, c->arg);
 }
 
 /* ------------------------------------------------------------- deadlines */
@@ -292,30 +323,23 @@ static bool connection(fg_async *a) {
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     (void)ac;
+    static const fg_error lost = {FG_CODE_IO, "the connection to the server was lost or timed out"};
     fg_async_call *c = privdata;
     fg_async *a = c->a;
     list_remove(&a->sent, c);
     if (!a->closing) watch_deadline(a);
-    fg_code rc;
-    fg_result result;
-    fg_error err = {FG_CODE_IO, "the connection to the server was lost or timed out"};
-    if (r == NULL)
-        lost(c, &rc, &result, &err);
-    else
-        rc = fg_remote_limits_answer(a->limits, &c->c, r, &result, &err);
-    answer(c, rc, &result, &err);
+    finish(c, r, &lost);
 }
 
-static void send_call(fg_async_call *c) {
+/* Sends c's command, or answers c as lost at the next turn. */
+static void send_call(fg_async_call *c, int argc, const char **argv, const size_t *argvlen) {
     fg_async *a = c->a;
     if (!connection(a)) {
-        answer_lost_soon(c, "the server cannot be reached");
+        answer_soon(c, "the server cannot be reached");
         return;
     }
-    fg_command cmd;
-    fg_remote_limits_command(a->limits, &c->c, &cmd);
-    if (redisAsyncCommandArgv(a->ac, on_reply, c, cmd.argc, cmd.argv, cmd.argvlen) != REDIS_OK) {
-        answer_lost_soon(c, "the connection to the server is closing");
+    if (redisAsyncCommandArgv(a->ac, on_reply, c, argc, argv, argvlen) != REDIS_OK) {
+        answer_soon(c, "the connection to the server is closing");
         return;
     }
     fg_count(&a->counters.net.round_trips, 1);
@@ -325,28 +349,43 @@ static void send_call(fg_async_call *c) {
     if (a->sent.head == c) watch_deadline(a);
 }
 
+/* A call of a with room for `extra` bytes after it (its key...). */
+static fg_async_call *new_call(fg_async *a, size_t extra, void *arg, fg_async_call **out,
+                               fg_error *err) {
+    fg_async_call *c = calloc(1, sizeof(*c) + extra);
+    if (c == NULL) {
+        fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+        return NULL;
+    }
+    c->a = a;
+    c->arg = arg;
+    if (out != NULL) *out = c;
+    return c;
+}
+
 static fg_code start(fg_async *a, const char *key, const fg_limit *l, int64_t cost, bool peek,
                      fg_async_check_cb *done, void *arg, fg_async_call **out, fg_error *err) {
     if (a == NULL || key == NULL || l == NULL || done == NULL)
-        return fg_set_error(err, FG_CODE_INVALID, "a client, a key, a limit and a callback are required");
+        return fg_set_error(err, FG_CODE_INVALID,
+                            "a client, a key, a limit and a callback are required");
     fg_limiter ml;
     if (fg_limit_convert(l, cost, &ml, err) != FG_CODE_OK) return FG_CODE_INVALID;
     size_t keylen = strlen(key);
-    fg_async_call *c = calloc(1, sizeof(*c) + keylen + 1);
-    if (c == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    fg_async_call *c = new_call(a, keylen + 1, arg, out, err);
+    if (c == NULL) return FG_CODE_NOMEM;
     memcpy(c->key, key, keylen + 1);
-    c->a = a;
-    c->done = done;
-    c->arg = arg;
+    c->finish = finish_check;
+    c->done.check = done;
     c->c = (fg_limit_call){c->key, *l, ml, cost, peek,
                            fg_clock_us(a->opts.clock_us, a->opts.clock_arg), 0};
-    if (out != NULL) *out = c;
     if (fg_remote_limits_cached(a->limits, &c->c, &c->result)) {
-        c->rc = FG_CODE_OK;
-        answer_soon(c);
-    } else {
-        send_call(c);
+        c->answered = true;
+        answer_soon(c, NULL);
+        return FG_CODE_OK;
     }
+    fg_command cmd;
+    fg_remote_limits_command(a->limits, &c->c, &cmd);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
     return FG_CODE_OK;
 }
 
@@ -360,6 +399,76 @@ fg_code fg_async_peek(fg_async *a, const char *key, const fg_limit *limit,
                       fg_async_check_cb *done, void *arg, fg_async_call **call,
                       fg_error *err) {
     return start(a, key, limit, 1, true, done, arg, call, err);
+}
+
+/* A lock call's key and owner, kept with it. */
+static fg_async_call *new_lock_call(fg_async *a, const char *key, const char *owner, void *arg,
+                                    fg_async_call **out, fg_error *err) {
+    size_t keylen = strlen(key), ownerlen = strlen(owner);
+    fg_async_call *c = new_call(a, keylen + ownerlen + 2, arg, out, err);
+    if (c == NULL) return NULL;
+    memcpy(c->key, key, keylen + 1);
+    memcpy(c->key + keylen + 1, owner, ownerlen + 1);
+    return c;
+}
+
+static fg_code lock_call_given(fg_async *a, const char *key, const char *owner, bool done_given,
+                               fg_error *err) {
+    if (a != NULL && key != NULL && owner != NULL && done_given) return FG_CODE_OK;
+    return fg_set_error(err, FG_CODE_INVALID,
+                        "a client, a key, an owner and a callback are required");
+}
+
+fg_code fg_async_semaphore_acquire(fg_async *a, const char *key, int64_t capacity,
+                                   const char *owner, int64_t permits, int64_t lease_ms,
+                                   fg_async_grant_cb *done, void *arg, fg_async_call **call,
+                                   fg_error *err) {
+    fg_lock_options o;
+    fg_lock_options_init(&o);
+    o.lease_ms = lease_ms;
+    fg_code rc = lock_call_given(a, key, owner, done != NULL, err);
+    if (rc == FG_CODE_OK) rc = fg_lock_check_acquire(capacity, owner, permits, &o, err);
+    if (rc != FG_CODE_OK) return rc;
+    fg_async_call *c = new_lock_call(a, key, owner, arg, call, err);
+    if (c == NULL) return FG_CODE_NOMEM;
+    c->finish = finish_grant;
+    c->done.grant = done;
+    fg_argv cmd;
+    fg_semaphore_acquire_command(&cmd, key, capacity, owner, permits, &o);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
+    return FG_CODE_OK;
+}
+
+fg_code fg_async_semaphore_release(fg_async *a, const char *key, const char *owner,
+                                   int64_t permits, fg_async_count_cb *done, void *arg,
+                                   fg_error *err) {
+    fg_code rc = lock_call_given(a, key, owner, true, err);
+    if (rc == FG_CODE_OK) rc = fg_lock_check_release(owner, permits, err);
+    if (rc != FG_CODE_OK) return rc;
+    fg_async_call *c = new_lock_call(a, key, owner, arg, NULL, err);
+    if (c == NULL) return FG_CODE_NOMEM;
+    c->finish = finish_release;
+    c->done.count = done;
+    fg_argv cmd;
+    fg_semaphore_release_command(&cmd, key, owner, permits);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
+    return FG_CODE_OK;
+}
+
+fg_code fg_async_extend(fg_async *a, const char *key, const char *owner, int64_t lease_ms,
+                        fg_async_count_cb *done, void *arg, fg_async_call **call,
+                        fg_error *err) {
+    fg_code rc = lock_call_given(a, key, owner, done != NULL, err);
+    if (rc == FG_CODE_OK) rc = fg_lock_check_extend(owner, lease_ms, err);
+    if (rc != FG_CODE_OK) return rc;
+    fg_async_call *c = new_lock_call(a, key, owner, arg, call, err);
+    if (c == NULL) return FG_CODE_NOMEM;
+    c->finish = finish_extend;
+    c->done.count = done;
+    fg_argv cmd;
+    fg_extend_command(&cmd, key, owner, lease_ms);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
+    return FG_CODE_OK;
 }
 
 void fg_async_cancel(fg_async_call *call) {

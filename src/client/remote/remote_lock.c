@@ -80,6 +80,47 @@ static fg_code parse_integer(const redisReply *r, int64_t *out, fg_error *err, c
     return FG_CODE_OK;
 }
 
+fg_code fg_parse_lock_count(const redisReply *r, const char *command, int64_t *out,
+                            fg_error *err) {
+    return parse_integer(r, out, err, command);
+}
+
+fg_code fg_parse_extended(const redisReply *r, bool *extended, fg_error *err) {
+    int64_t v = 0;
+    fg_code rc = parse_integer(r, &v, err, "FG.EXTEND");
+    if (rc == FG_CODE_OK && v != 0 && v != 1) rc = unexpected(err, "FG.EXTEND");
+    if (rc == FG_CODE_OK) *extended = v == 1;
+    return rc;
+}
+
+/* ------------------------------------------------------------- commands */
+
+void fg_semaphore_acquire_command(fg_argv *cmd, const char *key, int64_t capacity,
+                                  const char *owner, int64_t permits,
+                                  const fg_lock_options *o) {
+    fg_argv_init(cmd, "FG.ACQUIRE");
+    fg_argv_str(cmd, key);
+    fg_argv_num(cmd, capacity);
+    fg_argv_str(cmd, owner);
+    fg_argv_num(cmd, permits);
+    fg_argv_num(cmd, o->lease_ms);
+}
+
+void fg_semaphore_release_command(fg_argv *cmd, const char *key, const char *owner,
+                                  int64_t permits) {
+    fg_argv_init(cmd, "FG.RELEASE");
+    fg_argv_str(cmd, key);
+    fg_argv_str(cmd, owner);
+    if (permits > 0) fg_argv_num(cmd, permits);
+}
+
+void fg_extend_command(fg_argv *cmd, const char *key, const char *owner, int64_t lease_ms) {
+    fg_argv_init(cmd, "FG.EXTEND");
+    fg_argv_str(cmd, key);
+    fg_argv_str(cmd, owner);
+    fg_argv_num(cmd, lease_ms);
+}
+
 /* ------------------------------------------------------------ the locks */
 
 static void *locks_open(const fg_backend_args *a) {
@@ -313,7 +354,7 @@ static fg_code release(fg_locks *l, const fg_argv *cmd, const char *const *keys,
                        const char *owner, bool multi, int64_t *left, fg_error *err) {
     fg_renewal *renewal = renewal_if_started(l);
     fg_unlock_in_flight u;
-    int64_t n;
+    int64_t n = 0;
     if (renewal != NULL) fg_renewal_unlock_begin(renewal, &u, keys, count, owner);
     fg_code rc = shared_integer(l, cmd, &n, err);
     if (renewal != NULL) fg_renewal_unlock_end(renewal, &u, rc == FG_CODE_OK && (multi || n <= 0));
@@ -347,17 +388,9 @@ static fg_code semaphore_acquire(void *s, const char *key, int64_t capacity, con
     *out = (fg_lock_grant){0};
     request q = {.keys = &key, .nkeys = 1, .owner = owner};
     fg_argv *cmd = &q.cmds[0];
-    fg_argv_init(cmd, "FG.ACQUIRE");
-    fg_argv_str(cmd, key);
-    fg_argv_num(cmd, capacity);
-    fg_argv_str(cmd, owner);
-    fg_argv_num(cmd, permits);
-    fg_argv_num(cmd, o->lease_ms);
+    fg_semaphore_acquire_command(cmd, key, capacity, owner, permits, o);
     add_wait(cmd, o);
-    fg_argv_init(&q.undo, "FG.RELEASE");
-    fg_argv_str(&q.undo, key);
-    fg_argv_str(&q.undo, owner);
-    fg_argv_num(&q.undo, permits);
+    fg_semaphore_release_command(&q.undo, key, owner, permits);
     return acquire(s, &q, o, out, err);
 }
 
@@ -389,10 +422,7 @@ static fg_code unlock(void *s, const char *key, const char *owner, int64_t *hold
 static fg_code semaphore_release(void *s, const char *key, const char *owner, int64_t permits,
                                  int64_t *permits_left, fg_error *err) {
     fg_argv cmd;
-    fg_argv_init(&cmd, "FG.RELEASE");
-    fg_argv_str(&cmd, key);
-    fg_argv_str(&cmd, owner);
-    if (permits > 0) fg_argv_num(&cmd, permits);
+    fg_semaphore_release_command(&cmd, key, owner, permits);
     return release(s, &cmd, &key, 1, owner, false, permits_left, err);
 }
 
@@ -408,14 +438,17 @@ static fg_code unlock_multi(void *s, const char *const *keys, size_t count, cons
 static fg_code extend(void *s, const char *key, const char *owner, int64_t lease_ms, bool *extended,
                       fg_error *err) {
     fg_argv cmd;
-    fg_argv_init(&cmd, "FG.EXTEND");
-    fg_argv_str(&cmd, key);
-    fg_argv_str(&cmd, owner);
-    fg_argv_num(&cmd, lease_ms);
-    int64_t v;
-    fg_code rc = shared_integer(s, &cmd, &v, err);
-    if (rc == FG_CODE_OK && v != 0 && v != 1) rc = unexpected(err, "FG.EXTEND");
-    if (rc == FG_CODE_OK && extended != NULL) *extended = v == 1;
+    fg_extend_command(&cmd, key, owner, lease_ms);
+    channel ch;
+    redisReply *reply;
+    channel_open(&ch, s, false);
+    fg_code rc = channel_exchange(&ch, &cmd, 1, &reply, 0, err);
+    channel_close(&ch);
+    if (rc != FG_CODE_OK) return rc;
+    bool held = false;
+    rc = fg_parse_extended(reply, &held, err);
+    freeReplyObject(reply);
+    if (rc == FG_CODE_OK && extended != NULL) *extended = held;
     return rc;
 }
 
