@@ -263,7 +263,7 @@ $(NGINX_BUILD)/objs/Makefile: nginx/config
 		'. ./conf_flags && ./configure "$${NGX_CONF_FLAGS[@]}" --add-dynamic-module=$(CURDIR)/nginx' \
 		> configure.log 2>&1 || { tail -20 configure.log; exit 1; }
 
-$(NGINX_SO): nginx/ngx_http_floodgate_module.c include/floodgate.h include/floodgate_async.h \
+$(NGINX_SO): $(wildcard nginx/*.c nginx/*.h) include/floodgate.h include/floodgate_async.h \
 		$(LIB_A) $(NGINX_BUILD)/objs/Makefile
 	$(MAKE) --no-print-directory -C $(NGINX_BUILD) -f objs/Makefile modules
 	@touch $@

@@ -22,51 +22,12 @@
  * request is counted once. When Redis cannot answer within the server's
  * timeout, fail=open passes the request and fail=closed rejects it.
  */
-#include <ngx_config.h>
-#include <ngx_core.h>
-#include <ngx_http.h>
-
-#include <floodgate_async.h>
-
-#define FGX_NODELAY NGX_MAX_INT_T_VALUE
-
-/* $floodgate_limit_req_status, as $limit_req_status's values. */
-enum { FGX_PASSED = 1, FGX_DELAYED, FGX_REJECTED, FGX_DELAYED_DRY_RUN, FGX_REJECTED_DRY_RUN };
+#include "ngx_http_floodgate.h"
 
 static ngx_str_t fgx_status_names[] = {
-    ngx_null_string,          ngx_string("PASSED"),           ngx_string("DELAYED"),
+    ngx_null_string,        ngx_string("PASSED"),          ngx_string("DELAYED"),
     ngx_string("REJECTED"), ngx_string("DELAYED_DRY_RUN"), ngx_string("REJECTED_DRY_RUN"),
 };
-
-typedef struct {
-    ngx_str_t name;
-    ngx_http_complex_value_t key;
-    ngx_uint_t rate; /* milli-requests per second, as limit_req keeps it */
-} fgx_zone_t;
-
-typedef struct {
-    ngx_str_t url; /* NUL-terminated */
-    ngx_msec_t timeout;
-    ngx_flag_t fail_closed;
-    ngx_array_t zones; /* fgx_zone_t */
-    fg_async *client;  /* this worker's */
-} fgx_main_conf_t;
-
-typedef struct {
-    ngx_str_t zone_name;
-    fgx_zone_t *zone;
-    ngx_uint_t burst;
-    ngx_uint_t delay; /* excess requests passed without a delay */
-    fg_limit limit;
-} fgx_limit_t;
-
-typedef struct {
-    ngx_array_t *limits; /* fgx_limit_t; inherited only when a level has none */
-    ngx_uint_t status_code;
-    ngx_flag_t dry_run;
-    ngx_flag_t headers;
-    ngx_uint_t log_level;
-} fgx_loc_conf_t;
 
 enum { FGX_WAITING = 1, FGX_ANSWERED, FGX_DONE };
 
@@ -132,6 +93,25 @@ static ngx_command_t fgx_commands[] = {
     {ngx_string("floodgate_limit_req_dry_run"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
      ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, dry_run), NULL},
+    {ngx_string("floodgate_limit_conn_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE2, fgx_conn_zone,
+     NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    {ngx_string("floodgate_limit_conn"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE2, fgx_limit_conn,
+     NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
+    {ngx_string("floodgate_limit_conn_status"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, conn_status_code),
+     &fgx_status_bounds},
+    {ngx_string("floodgate_limit_conn_dry_run"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
+     ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, conn_dry_run), NULL},
+    {ngx_string("floodgate_limit_conn_log_level"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, conn_log_level),
+     &fgx_log_levels},
+    {ngx_string("floodgate_limit_conn_lease"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_msec_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, conn_lease), NULL},
     ngx_null_command,
 };
 
@@ -541,28 +521,36 @@ static ngx_int_t fgx_handler(ngx_http_request_t *r) {
     }
 }
 
-static ngx_int_t fgx_status_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
-                                     uintptr_t data) {
-    fgx_ctx_t *ctx = fgx_get_ctx(r->main);
-    if (ctx == NULL || ctx->status == 0) {
+void fgx_status_value(ngx_http_variable_value_t *v, ngx_uint_t status) {
+    if (status == 0) {
         v->not_found = 1;
-        return NGX_OK;
+        return;
     }
-    v->len = fgx_status_names[ctx->status].len;
+    v->len = fgx_status_names[status].len;
     v->valid = 1;
     v->no_cacheable = 0;
     v->not_found = 0;
-    v->data = fgx_status_names[ctx->status].data;
+    v->data = fgx_status_names[status].data;
+}
+
+static ngx_int_t fgx_status_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+                                     uintptr_t data) {
+    fgx_ctx_t *ctx = fgx_get_ctx(r->main);
+    fgx_status_value(v, ctx != NULL ? ctx->status : 0);
     return NGX_OK;
 }
 
 /* ========================================================= configuration */
 
 static ngx_int_t fgx_add_variables(ngx_conf_t *cf) {
-    static ngx_str_t name = ngx_string("floodgate_limit_req_status");
-    ngx_http_variable_t *var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_NOCACHEABLE);
+    static ngx_str_t req = ngx_string("floodgate_limit_req_status");
+    static ngx_str_t conn = ngx_string("floodgate_limit_conn_status");
+    ngx_http_variable_t *var = ngx_http_add_variable(cf, &req, NGX_HTTP_VAR_NOCACHEABLE);
     if (var == NULL) return NGX_ERROR;
     var->get_handler = fgx_status_variable;
+    if ((var = ngx_http_add_variable(cf, &conn, NGX_HTTP_VAR_NOCACHEABLE)) == NULL)
+        return NGX_ERROR;
+    var->get_handler = fgx_conn_status_variable;
     return NGX_OK;
 }
 
@@ -571,6 +559,11 @@ static ngx_int_t fgx_init(ngx_conf_t *cf) {
     ngx_http_handler_pt *h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
     if (h == NULL) return NGX_ERROR;
     *h = fgx_handler;
+    /* limit_conn after limit_req, as nginx's own run: a delayed or
+     * rejected request takes no slot meanwhile */
+    if ((h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers)) == NULL)
+        return NGX_ERROR;
+    *h = fgx_conn_handler;
     return NGX_OK;
 }
 
@@ -578,7 +571,9 @@ static void *fgx_create_main_conf(ngx_conf_t *cf) {
     fgx_main_conf_t *mcf = ngx_pcalloc(cf->pool, sizeof(*mcf));
     if (mcf == NULL) return NULL;
     mcf->timeout = 1000;
-    if (ngx_array_init(&mcf->zones, cf->pool, 4, sizeof(fgx_zone_t)) != NGX_OK) return NULL;
+    if (ngx_array_init(&mcf->zones, cf->pool, 4, sizeof(fgx_zone_t)) != NGX_OK ||
+        ngx_array_init(&mcf->conn_zones, cf->pool, 4, sizeof(fgx_conn_zone_t)) != NGX_OK)
+        return NULL;
     return mcf;
 }
 
@@ -588,6 +583,10 @@ static void *fgx_create_loc_conf(ngx_conf_t *cf) {
     lcf->status_code = NGX_CONF_UNSET_UINT;
     lcf->dry_run = NGX_CONF_UNSET;
     lcf->headers = NGX_CONF_UNSET;
+    lcf->conn_status_code = NGX_CONF_UNSET_UINT;
+    lcf->conn_dry_run = NGX_CONF_UNSET;
+    lcf->conn_log_level = NGX_CONF_UNSET_UINT;
+    lcf->conn_lease = NGX_CONF_UNSET_MSEC;
     lcf->log_level = NGX_CONF_UNSET_UINT;
     return lcf;
 }
@@ -619,6 +618,13 @@ static char *fgx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child) {
     ngx_conf_merge_value(conf->dry_run, prev->dry_run, 0);
     ngx_conf_merge_value(conf->headers, prev->headers, 0);
     ngx_conf_merge_uint_value(conf->log_level, prev->log_level, NGX_LOG_ERR);
+    if (conf->conn_limits == NULL) conf->conn_limits = prev->conn_limits;
+    if (fgx_conn_resolve(cf, conf) != NGX_CONF_OK) return NGX_CONF_ERROR;
+    ngx_conf_merge_uint_value(conf->conn_status_code, prev->conn_status_code,
+                              NGX_HTTP_SERVICE_UNAVAILABLE);
+    ngx_conf_merge_value(conf->conn_dry_run, prev->conn_dry_run, 0);
+    ngx_conf_merge_uint_value(conf->conn_log_level, prev->conn_log_level, NGX_LOG_ERR);
+    ngx_conf_merge_msec_value(conf->conn_lease, prev->conn_lease, 30000);
     return NGX_CONF_OK;
 }
 

@@ -87,7 +87,7 @@ http {
         return self
 
     def get(self, path="/ok"):
-        """(status, $floodgate_limit_req_status, seconds)."""
+        """(status, $floodgate_limit_req_status or _conn_status, seconds)."""
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         start = time.monotonic()
         c.request("GET", path)
@@ -95,7 +95,8 @@ http {
         r.read()
         c.close()
         self.headers = dict(r.getheaders())
-        return r.status, r.getheader("X-Limit", ""), time.monotonic() - start
+        limit = r.getheader("X-Limit") or r.getheader("X-Conn", "")
+        return r.status, limit, time.monotonic() - start
 
     def statuses(self, n, path="/ok"):
         return [self.get(path)[:2] for _ in range(n)]
@@ -349,3 +350,140 @@ def test_the_same_answers_as_stock_limit_req(redis_server, nginxes, options):
     assert counts["/ok"]["REJECTED"] >= 3, counts  # the burst was exceeded
     for status in ("PASSED", "DELAYED", "REJECTED"):
         assert abs(counts["/ok"][status] - counts["/t"][status]) <= 1, counts
+
+
+# -------------------------------------------------------------- limit_conn
+
+class Upstream:
+    """A backend on a free port that answers at once, or, while held,
+    keeps each request it accepts waiting until released."""
+
+    def __init__(self):
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.hold = threading.Event()
+        self.release = threading.Event()
+        self.accepted = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        import threading
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.accepted += 1
+            threading.Thread(target=self.answer, args=(conn, self.hold.is_set()),
+                             daemon=True).start()
+
+    def answer(self, conn, held):
+        try:
+            conn.recv(65536)
+            if held:
+                self.release.wait(30)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.release.set()
+        self.sock.close()
+
+
+def conn_block(redis, upstream, lease="30s", extra=""):
+    return """
+    floodgate_server redis://127.0.0.1:%d timeout=1s %s;
+    floodgate_limit_conn_zone $remote_addr zone=c;
+    server {
+        listen 127.0.0.1:PORT;
+        add_header X-Conn $floodgate_limit_conn_status always;
+        location /slow {
+            floodgate_limit_conn c 1;
+            floodgate_limit_conn_lease %s;
+            floodgate_limit_conn_status 429;
+            proxy_pass http://127.0.0.1:%d;
+        }
+    }
+""" % (redis.port, extra, lease, upstream.port)
+
+
+def get_in_thread(n, path="/slow"):
+    """A request in a thread of its own: out["answer"], or out["error"] when
+    the connection went (a killed worker)."""
+    import threading
+    out = {}
+
+    def run():
+        try:
+            out["answer"] = n.get(path)[:2]
+        except OSError as e:
+            out["error"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+@pytest.fixture
+def upstream():
+    u = Upstream()
+    yield u
+    u.close()
+
+
+def test_limit_conn_holds_across_two_servers(redis_server, nginxes, upstream):
+    a = nginxes(conn_block(redis_server, upstream))
+    b = nginxes(conn_block(redis_server, upstream))
+    upstream.hold.set()
+    t, out = get_in_thread(a)
+    wait_for(lambda: upstream.accepted == 1)  # a's request holds the slot
+    upstream.hold.clear()
+    assert b.get("/slow")[:2] == (429, "REJECTED")
+    assert upstream.accepted == 1  # refused before the backend
+    upstream.release.set()
+    t.join(10)
+    assert out["answer"] == (200, "PASSED")
+    # the request ended: its slot is back
+    wait_for(lambda: b.get("/slow")[0] == 200, timeout=5)
+    assert redis_server.client().exists("c:127.0.0.1") == 0
+
+
+def test_limit_conn_slot_comes_back_when_the_client_goes_away(redis_server, nginxes, upstream):
+    a = nginxes(conn_block(redis_server, upstream))
+    upstream.hold.set()
+    s = socket.create_connection(("127.0.0.1", a.port))
+    s.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+    wait_for(lambda: upstream.accepted == 1)
+    upstream.hold.clear()
+    assert a.get("/slow")[:2] == (429, "REJECTED")
+    s.close()  # the client goes away: nginx ends the request, and gives the slot back
+    wait_for(lambda: a.get("/slow")[0] == 200, timeout=5)
+
+
+def test_limit_conn_slot_of_a_killed_worker_comes_back_with_its_lease(redis_server, nginxes,
+                                                                     upstream):
+    a = nginxes(conn_block(redis_server, upstream, lease="3s"))
+    b = nginxes(conn_block(redis_server, upstream, lease="3s"))
+    upstream.hold.set()
+    get_in_thread(a)
+    wait_for(lambda: upstream.accepted == 1)
+    upstream.hold.clear()
+    workers = subprocess.run(["pgrep", "-P", str(a.proc.pid)], capture_output=True,
+                             text=True).stdout.split()
+    for w in workers:
+        os.kill(int(w), signal.SIGKILL)
+    # renewed every second, the lease has two seconds at least left
+    assert b.get("/slow")[:2] == (429, "REJECTED")
+    start = time.monotonic()
+    wait_for(lambda: b.get("/slow")[0] == 200, timeout=15)
+    assert time.monotonic() - start < 10
+    a.proc.send_signal(signal.SIGQUIT)  # its error log has the killed workers' alerts
+    a.proc.wait(timeout=15)
+    a.alerts = lambda: []

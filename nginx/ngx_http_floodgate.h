@@ -1,0 +1,85 @@
+/*
+ * ngx_http_floodgate.h - what the files of the nginx module share: the
+ * configuration, the worker's client, and the limit_conn family's entry
+ * points (ngx_http_floodgate_conn.c).
+ */
+#ifndef NGX_HTTP_FLOODGATE_H
+#define NGX_HTTP_FLOODGATE_H
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <floodgate_async.h>
+
+#define FGX_NODELAY NGX_MAX_INT_T_VALUE
+
+/* $floodgate_limit_req_status and $floodgate_limit_conn_status, as nginx's
+ * $limit_req_status and $limit_conn_status (which has no DELAYED). */
+enum { FGX_PASSED = 1, FGX_DELAYED, FGX_REJECTED, FGX_DELAYED_DRY_RUN, FGX_REJECTED_DRY_RUN };
+
+typedef struct {
+    ngx_str_t name;
+    ngx_http_complex_value_t key;
+    ngx_uint_t rate; /* milli-requests per second, as limit_req keeps it */
+} fgx_zone_t;
+
+typedef struct {
+    ngx_str_t name;
+    ngx_http_complex_value_t key;
+} fgx_conn_zone_t;
+
+typedef struct {
+    ngx_str_t url; /* NUL-terminated */
+    ngx_msec_t timeout;
+    ngx_flag_t fail_closed;
+    ngx_array_t zones;      /* fgx_zone_t */
+    ngx_array_t conn_zones; /* fgx_conn_zone_t */
+    fg_async *client;       /* this worker's */
+} fgx_main_conf_t;
+
+typedef struct {
+    ngx_str_t zone_name;
+    fgx_zone_t *zone;
+    ngx_uint_t burst;
+    ngx_uint_t delay; /* excess requests passed without a delay */
+    fg_limit limit;
+} fgx_limit_t;
+
+typedef struct {
+    ngx_str_t zone_name;
+    fgx_conn_zone_t *zone;
+    ngx_uint_t n;
+} fgx_conn_limit_t;
+
+typedef struct {
+    ngx_array_t *limits; /* fgx_limit_t; inherited only when a level has none */
+    ngx_uint_t status_code;
+    ngx_flag_t dry_run;
+    ngx_flag_t headers;
+    ngx_uint_t log_level;
+    ngx_array_t *conn_limits; /* fgx_conn_limit_t, inherited the same way */
+    ngx_uint_t conn_status_code;
+    ngx_flag_t conn_dry_run;
+    ngx_uint_t conn_log_level;
+    ngx_msec_t conn_lease;
+} fgx_loc_conf_t;
+
+extern ngx_module_t ngx_http_floodgate_module;
+
+/* floodgate_limit_conn_zone, floodgate_limit_conn, and their resolution
+ * when a location's configuration is merged. */
+char *fgx_conn_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *fgx_limit_conn(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *fgx_conn_resolve(ngx_conf_t *cf, fgx_loc_conf_t *conf);
+
+/* The PREACCESS handler of limit_conn, and $floodgate_limit_conn_status. */
+ngx_int_t fgx_conn_handler(ngx_http_request_t *r);
+ngx_int_t fgx_conn_status_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+                                   uintptr_t data);
+
+/* A status of $floodgate_limit_*_status as the variable's value (0: not
+ * found). */
+void fgx_status_value(ngx_http_variable_value_t *v, ngx_uint_t status);
+
+#endif
