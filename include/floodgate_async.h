@@ -124,6 +124,18 @@ fg_code fg_async_extend(fg_async *a, const char *key, const char *owner, int64_t
                         fg_async_count_cb *done, void *arg, fg_async_call **call,
                         fg_error *err);
 
+/* The answer of a policy check: rc and result as fg_policy_check's. */
+typedef void fg_async_policy_cb(fg_code rc, const fg_policy_result *result, const fg_error *err,
+                                void *arg);
+
+/* fg_policy_check without waiting: FG.CHECK of the named policy (no WAIT,
+ * no policy loader: the policy must be set on the server). The arguments
+ * are checked as fg_policy_check's; a server that cannot answer is
+ * FG_CODE_IO, as there. */
+fg_code fg_async_policy_check(fg_async *a, const char *name, const char *key,
+                              const char *identity, int64_t cost, fg_async_policy_cb *done,
+                              void *arg, fg_async_call **call, fg_error *err);
+
 /* The call's callback will not run (the owner of arg is going away). A
  * command already sent still gets its reply, which is then dropped. */
 void fg_async_cancel(fg_async_call *call);

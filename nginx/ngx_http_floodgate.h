@@ -38,12 +38,16 @@ typedef struct {
     fg_async *client;       /* this worker's */
 } fgx_main_conf_t;
 
+/* A floodgate_limit_req, or a floodgate_policy (zone NULL): checked
+ * together, all or nothing. */
 typedef struct {
     ngx_str_t zone_name;
     fgx_zone_t *zone;
     ngx_uint_t burst;
     ngx_uint_t delay; /* excess requests passed without a delay */
     fg_limit limit;
+    ngx_str_t policy; /* NUL-terminated */
+    ngx_http_complex_value_t *policy_key;
 } fgx_limit_t;
 
 typedef struct {

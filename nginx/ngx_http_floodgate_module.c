@@ -58,6 +58,7 @@ static char *fgx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
 static char *fgx_server(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *fgx_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *fgx_limit_req(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *fgx_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static ngx_int_t fgx_init_process(ngx_cycle_t *cycle);
 static void fgx_exit_process(ngx_cycle_t *cycle);
 
@@ -93,6 +94,9 @@ static ngx_command_t fgx_commands[] = {
     {ngx_string("floodgate_limit_req_dry_run"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
      ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(fgx_loc_conf_t, dry_run), NULL},
+    {ngx_string("floodgate_policy"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE2, fgx_policy,
+     NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
     {ngx_string("floodgate_limit_conn_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE2, fgx_conn_zone,
      NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
     {ngx_string("floodgate_limit_conn"),
@@ -350,24 +354,49 @@ static void fgx_answered(fg_code rc, const fg_result *result, const fg_error *er
     ngx_http_run_posted_requests(c);
 }
 
+static void fgx_policy_answered(fg_code rc, const fg_policy_result *result, const fg_error *err,
+                                void *arg) {
+    fgx_answered(rc, result != NULL ? &result->result : NULL, err, arg);
+}
+
+/* Sends the check of one limit, or of one policy. */
+static ngx_int_t fgx_send(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_limit_t *l,
+                          fgx_answer_t *a) {
+    ngx_str_t v;
+    fg_error err;
+    fg_code rc;
+    if (ngx_http_complex_value(r, l->zone != NULL ? &l->zone->key : l->policy_key, &v) != NGX_OK)
+        return NGX_ERROR;
+    if (v.len == 0) return NGX_DECLINED; /* as limit_req: an empty key is not limited */
+    if (l->zone != NULL) {
+        char *key = fgx_redis_key(r, l->zone, &v);
+        if (key == NULL) return NGX_ERROR;
+        rc = fg_async_check(mcf->client, key, &l->limit, 1, fgx_answered, a, &a->call, &err);
+    } else {
+        u_char *key = ngx_pnalloc(r->pool, v.len + 1);
+        if (key == NULL) return NGX_ERROR;
+        ngx_memcpy(key, v.data, v.len);
+        key[v.len] = '\0';
+        rc = fg_async_policy_check(mcf->client, (const char *)l->policy.data, (const char *)key,
+                                   NULL, 1, fgx_policy_answered, a, &a->call, &err);
+    }
+    if (rc != FG_CODE_OK) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "floodgate: %s", err.message);
+        return NGX_DECLINED;
+    }
+    return NGX_OK;
+}
+
 /* Sends the checks of every limit; NGX_DONE when the request waits. */
 static ngx_int_t fgx_start(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc_conf_t *lcf,
                            fgx_ctx_t *ctx) {
     fgx_limit_t *limits = lcf->limits->elts;
     for (ngx_uint_t i = 0; i < ctx->n; i++) {
         fgx_answer_t *a = &ctx->answers[i];
-        ngx_str_t v;
         a->ctx = ctx;
-        if (ngx_http_complex_value(r, &limits[i].zone->key, &v) != NGX_OK) return NGX_ERROR;
-        if (v.len == 0) continue; /* as limit_req: an empty key is not limited */
-        char *key = fgx_redis_key(r, limits[i].zone, &v);
-        if (key == NULL) return NGX_ERROR;
-        fg_error err;
-        if (fg_async_check(mcf->client, key, &limits[i].limit, 1, fgx_answered, a, &a->call,
-                           &err) != FG_CODE_OK) {
-            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "floodgate: %s", err.message);
-            continue;
-        }
+        ngx_int_t rc = fgx_send(r, mcf, &limits[i], a);
+        if (rc == NGX_ERROR) return NGX_ERROR;
+        if (rc == NGX_DECLINED) continue;
         a->checked = 1;
         ctx->pending++;
     }
@@ -433,13 +462,14 @@ static ngx_int_t fgx_add_headers(ngx_http_request_t *r, fgx_loc_conf_t *lcf, fgx
                                  ngx_uint_t rejected_by) {
     fgx_limit_t *limits = lcf->limits->elts;
     size_t room = 0;
-    for (ngx_uint_t i = 0; i < ctx->n; i++) room += limits[i].zone->name.len + 64;
+    for (ngx_uint_t i = 0; i < ctx->n; i++)
+        room += (limits[i].zone != NULL ? limits[i].zone->name.len : 0) + 64;
     u_char *policy = ngx_pnalloc(r->pool, room), *now = ngx_pnalloc(r->pool, room);
     if (policy == NULL || now == NULL) return NGX_ERROR;
     u_char *p = policy, *q = now;
     for (ngx_uint_t i = 0; i < ctx->n; i++) {
         fgx_answer_t *a = &ctx->answers[i];
-        if (!a->checked || a->rc != FG_CODE_OK) continue;
+        if (!a->checked || a->rc != FG_CODE_OK || limits[i].zone == NULL) continue;
         fgx_limit_t *l = &limits[i];
         int64_t quota = (int64_t)l->burst + 1;
         int64_t window = fgx_seconds(quota * 1000000 / (int64_t)l->zone->rate);
@@ -465,25 +495,29 @@ static ngx_int_t fgx_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc
                             fgx_ctx_t *ctx) {
     fgx_limit_t *limits = lcf->limits->elts;
     ngx_msec_t delay = 0;
-    ngx_uint_t rejected_by = ctx->n;
+    ngx_uint_t rejected_by = ctx->n, checked = 0;
     for (ngx_uint_t i = 0; i < ctx->n; i++) {
         fgx_answer_t *a = &ctx->answers[i];
         if (!a->checked) continue;
+        checked = 1;
         ngx_uint_t allowed = a->rc == FG_CODE_OK ? a->result.allowed : !mcf->fail_closed;
         if (!allowed && rejected_by == ctx->n) rejected_by = i;
-        if (allowed && a->rc == FG_CODE_OK) delay = ngx_max(delay, fgx_wait_ms(&limits[i], &a->result));
+        if (allowed && a->rc == FG_CODE_OK && limits[i].zone != NULL)
+            delay = ngx_max(delay, fgx_wait_ms(&limits[i], &a->result));
     }
     ctx->state = FGX_DONE;
     if (lcf->headers && fgx_add_headers(r, lcf, ctx, rejected_by) != NGX_OK) return NGX_ERROR;
     if (rejected_by < ctx->n) {
         ctx->status = lcf->dry_run ? FGX_REJECTED_DRY_RUN : FGX_REJECTED;
         ngx_uint_t level = lcf->log_level;
-        ngx_log_error(level, r->connection->log, 0, "limiting requests%s by zone \"%V\"",
-                      lcf->dry_run ? ", dry run," : "", &limits[rejected_by].zone->name);
+        fgx_limit_t *by = &limits[rejected_by];
+        ngx_log_error(level, r->connection->log, 0, "limiting requests%s by %s \"%V\"",
+                      lcf->dry_run ? ", dry run," : "", by->zone != NULL ? "zone" : "policy",
+                      by->zone != NULL ? &by->zone->name : &by->policy);
         return lcf->dry_run ? NGX_DECLINED : (ngx_int_t)lcf->status_code;
     }
     if (delay == 0) {
-        ctx->status = FGX_PASSED;
+        ctx->status = checked ? FGX_PASSED : 0; /* as limit_req: no key, no status */
         return NGX_DECLINED;
     }
     ctx->status = lcf->dry_run ? FGX_DELAYED_DRY_RUN : FGX_DELAYED;
@@ -613,7 +647,8 @@ static char *fgx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child) {
     if (conf->limits == NULL) conf->limits = prev->limits;
     fgx_limit_t *l = conf->limits != NULL ? conf->limits->elts : NULL;
     for (ngx_uint_t i = 0; l != NULL && i < conf->limits->nelts; i++)
-        if (l[i].zone == NULL && fgx_resolve(cf, &l[i]) != NGX_CONF_OK) return NGX_CONF_ERROR;
+        if (l[i].zone == NULL && l[i].policy.len == 0 && fgx_resolve(cf, &l[i]) != NGX_CONF_OK)
+            return NGX_CONF_ERROR;
     ngx_conf_merge_uint_value(conf->status_code, prev->status_code, NGX_HTTP_SERVICE_UNAVAILABLE);
     ngx_conf_merge_value(conf->dry_run, prev->dry_run, 0);
     ngx_conf_merge_value(conf->headers, prev->headers, 0);
@@ -718,6 +753,36 @@ static char *fgx_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     fgx_zone_t *slot = ngx_array_push(&mcf->zones);
     if (slot == NULL) return NGX_CONF_ERROR;
     *slot = z;
+    return NGX_CONF_OK;
+}
+
+/* floodgate_policy name key=value: FG.CHECK of a named policy (set on
+ * the server, docs/policies.md), checked with the location's limits. */
+static char *fgx_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    fgx_loc_conf_t *lcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    fgx_limit_t l;
+    ngx_memzero(&l, sizeof(l));
+    if (ngx_strncmp(value[2].data, "key=", 4) != 0 || value[2].len == 4) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"", &value[2]);
+        return NGX_CONF_ERROR;
+    }
+    l.policy = value[1]; /* nginx ends every argument with a NUL */
+    ngx_str_t key = {value[2].len - 4, value[2].data + 4};
+    l.policy_key = ngx_pcalloc(cf->pool, sizeof(ngx_http_complex_value_t));
+    if (l.policy_key == NULL) return NGX_CONF_ERROR;
+    ngx_http_compile_complex_value_t ccv;
+    ngx_memzero(&ccv, sizeof(ccv));
+    ccv.cf = cf;
+    ccv.value = &key;
+    ccv.complex_value = l.policy_key;
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) return NGX_CONF_ERROR;
+    if (lcf->limits == NULL &&
+        (lcf->limits = ngx_array_create(cf->pool, 1, sizeof(fgx_limit_t))) == NULL)
+        return NGX_CONF_ERROR;
+    fgx_limit_t *slot = ngx_array_push(lcf->limits);
+    if (slot == NULL) return NGX_CONF_ERROR;
+    *slot = l;
     return NGX_CONF_OK;
 }
 

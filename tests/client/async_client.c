@@ -15,6 +15,8 @@
  *                                          "ID ok ACQUIRED TOKEN TTL HOLDS"
  *   release ID KEY OWNER PERMITS           "ID ok LEFT"
  *   extend ID KEY OWNER LEASE_MS           "ID ok 0|1"
+ *   policy ID NAME KEY [COST]              FG.CHECK: "ID ok ALLOWED REMAINING
+ *                                          RETRY DECIDED_BY LIMIT_INDEX"
  *   cancel ID                              the call ID answers nothing
  *   wait                                   runs the loop until every call
  *                                          answered, printing each answer as
@@ -124,6 +126,41 @@ static void counted(fg_code rc, int64_t value, const fg_error *err, void *arg) {
     answered_done(p);
 }
 
+static const char *decider_names[] = {"limit", "penalty", "denylist", "allowlist"};
+
+static void checked(fg_code rc, const fg_policy_result *r, const fg_error *err, void *arg) {
+    pending *p = arg;
+    printf("%s %s", p->id, in_call ? "inside " : "");
+    if (rc != FG_CODE_OK)
+        printf("err %s %s\n", fg_code_name(rc), err->message);
+    else
+        printf("ok %d %lld %lld %s %d\n", r->result.allowed, (long long)r->result.remaining,
+               (long long)r->result.retry_after_ms, decider_names[r->decided_by], r->limit_index);
+    answered_done(p);
+}
+
+static void do_policy(void) {
+    const char *id = strtok(NULL, " \n"), *name = strtok(NULL, " \n"), *key = strtok(NULL, " \n");
+    const char *cost = strtok(NULL, " \n");
+    if (id == NULL || name == NULL || key == NULL) {
+        printf("err usage\n");
+        return;
+    }
+    pending *p = new_pending(id);
+    if (p == NULL) return;
+    fg_error err;
+    in_call = true;
+    fg_code rc = fg_async_policy_check(client, name, key, NULL, cost != NULL ? atoll(cost) : 1,
+                                       checked, p, &p->call, &err);
+    in_call = false;
+    if (rc != FG_CODE_OK) {
+        printf("%s err %s %s\n", id, fg_code_name(rc), err.message);
+        return;
+    }
+    p->waiting = true;
+    waiting++;
+}
+
 /* acquire, release, extend: the call is started, or its refusal printed. */
 static void do_lock_call(const char *cmd) {
     const char *f[6];
@@ -230,6 +267,8 @@ int main(int argc, char **argv) {
         } else if (strcmp(cmd, "acquire") == 0 || strcmp(cmd, "release") == 0 ||
                    strcmp(cmd, "extend") == 0) {
             do_lock_call(cmd);
+        } else if (strcmp(cmd, "policy") == 0) {
+            do_policy();
         } else if (strcmp(cmd, "burst") == 0) {
             do_burst();
         } else if (strcmp(cmd, "cancel") == 0) {

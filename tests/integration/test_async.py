@@ -347,3 +347,25 @@ def test_lock_calls_have_no_failure_policy():
     answers, _, _ = a.wait()
     assert answers["a"].startswith("err io") and answers["r"].startswith("err io")
     a.close()
+
+
+# ---------------------------------------------------------------- policies
+
+def test_policy_checks(server):
+    server.client().execute_command("FG.POLICY", "SET", "api", "LIMIT", "TOKEN", 2, 0.001,
+                                    "LIMIT", "FIXED", 100, 86400000)
+    server.client().execute_command("FG.POLICY", "DENY", "api", "bad")
+    a = AsyncClient(url(server))
+    for i in range(3):
+        a.start("policy p%d api user" % i)
+    a.start("policy d api bad")
+    a.start("policy m nosuch user")
+    answers, order, _ = a.wait()
+    assert answers["p0"].startswith("ok 1 1 -1 limit 0"), answers
+    assert answers["p1"].startswith("ok 1 0 -1 limit 0"), answers
+    assert answers["p2"].startswith("ok 0 0 ") and answers["p2"].endswith("limit 0"), answers
+    assert answers["d"].startswith("ok 0 ") and " denylist " in answers["d"], answers
+    assert answers["m"] == "err invalid ERR no such policy 'nosuch'", answers
+    assert a.refusal("policy x bad:name user") .startswith("x err invalid ")
+    assert a.refusal("policy y api user -1").startswith("y err invalid ")
+    a.close()

@@ -487,3 +487,27 @@ def test_limit_conn_slot_of_a_killed_worker_comes_back_with_its_lease(redis_serv
     a.proc.send_signal(signal.SIGQUIT)  # its error log has the killed workers' alerts
     a.proc.wait(timeout=15)
     a.alerts = lambda: []
+
+
+# ---------------------------------------------------------------- policies
+
+def test_a_named_policy_limits_the_location(redis_server, nginxes):
+    r = redis_server.client()
+    r.execute_command("FG.POLICY", "SET", "api", "LIMIT", "TOKEN", 2, 0.001)
+    r.execute_command("FG.POLICY", "DENY", "api", "blocked")
+    conf = """
+    floodgate_server redis://127.0.0.1:%d;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        add_header X-Limit $floodgate_limit_req_status always;
+        location /ok { floodgate_policy api key=$remote_addr; }
+        location /t { floodgate_policy api key=$arg_user; floodgate_limit_req_status 429; }
+    }
+""" % redis_server.port
+    n = nginxes(conf)
+    assert n.statuses(3) == [(200, "PASSED"), (200, "PASSED"), (503, "REJECTED")]
+    assert n.get("/t?user=blocked")[:2] == (429, "REJECTED")
+    assert n.get("/t?user=someone")[:2] == (200, "PASSED")
+    assert n.get("/t")[:2] == (200, "")  # an empty key is not limited
+    assert "limiting requests by policy \"api\"" in n.log()

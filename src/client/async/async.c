@@ -40,6 +40,8 @@
 #include "monotonic.h"
 #include "remote/conn.h"
 #include "remote/remote_lock.h"
+#include "remote/remote_policy.h"
+#include "policy_def.h"
 #include "remote/remote_limit.h"
 #include "stats.h"
 #include "url.h"
@@ -61,6 +63,7 @@ struct fg_async_call {
         fg_async_check_cb *check;
         fg_async_grant_cb *grant;
         fg_async_count_cb *count;
+        fg_async_policy_cb *policy;
     } done; /* count may be NULL: nothing to hear */
     void *arg;
     /* a check's: the call, and its answer when made without the server */
@@ -162,6 +165,14 @@ static void finish_grant(fg_async_call *c, const redisReply *reply, const fg_err
     fg_error err = *why;
     fg_code rc = reply != NULL ? fg_parse_grant(reply, &grant, &err) : FG_CODE_IO;
     if (!c->cancelled) c->done.grant(rc, rc == FG_CODE_OK ? &grant : NULL, &err, c->arg);
+}
+
+static void finish_policy(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    fg_policy_result result;
+    fg_error err = *why;
+    fg_code rc = reply != NULL ? fg_parse_policy_check(reply, &result, &err) : FG_CODE_IO;
+    if (rc == FG_CODE_OK) fg_count(&c->a->counters.decisions, 1);
+    if (!c->cancelled) c->done.policy(rc, rc == FG_CODE_OK ? &result : NULL, &err, c->arg);
 }
 
 static void finish_release(fg_async_call *c, const redisReply *reply, const fg_error *why) {
@@ -467,6 +478,26 @@ fg_code fg_async_extend(fg_async *a, const char *key, const char *owner, int64_t
     c->done.count = done;
     fg_argv cmd;
     fg_extend_command(&cmd, key, owner, lease_ms);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
+    return FG_CODE_OK;
+}
+
+fg_code fg_async_policy_check(fg_async *a, const char *name, const char *key,
+                              const char *identity, int64_t cost, fg_async_policy_cb *done,
+                              void *arg, fg_async_call **call, fg_error *err) {
+    if (a == NULL || name == NULL || key == NULL || done == NULL)
+        return fg_set_error(err, FG_CODE_INVALID,
+                            "a client, a policy name, a key and a callback are required");
+    fg_code rc = fg_policy_name_check(name, err);
+    if (rc == FG_CODE_OK) rc = fg_policy_request_check(cost, false, 0, err);
+    if (rc != FG_CODE_OK) return rc;
+    fg_async_call *c = new_call(a, 0, arg, call, err);
+    if (c == NULL) return FG_CODE_NOMEM;
+    c->finish = finish_policy;
+    c->done.policy = done;
+    fg_policy_request q = {name, key, identity, cost, false, 0};
+    fg_command cmd;
+    fg_policy_check_command(&cmd, &q, &a->opts);
     send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
     return FG_CODE_OK;
 }

@@ -196,7 +196,7 @@ static bool parse_decider(const redisReply *r, fg_policy_result *out) {
 }
 
 /* FG.CHECK's 7 fields. */
-static fg_code parse_check(const redisReply *r, fg_policy_result *out, fg_error *err) {
+fg_code fg_parse_policy_check(const redisReply *r, fg_policy_result *out, fg_error *err) {
     if (r->type == REDIS_REPLY_ERROR) return fg_reply_error(r, err);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 7) return unexpected(err, "FG.CHECK");
     redisReply *const *e = r->element;
@@ -469,8 +469,8 @@ static fg_code list_add(void *s, const char *name, bool deny, const void *const 
 
 /* ------------------------------------------------------------- checking */
 
-/* FG.CHECK name key [COST n] [ID id] [WAIT ms | AT us], routed by key. */
-static void build_check(const fg_policies *p, fg_command *cmd, const fg_policy_request *q) {
+void fg_policy_check_command(fg_command *cmd, const fg_policy_request *q,
+                             const fg_options *opts) {
     fg_command_init(cmd, q->key);
     fg_command_str(cmd, "FG.CHECK");
     fg_command_str(cmd, q->name);
@@ -486,9 +486,9 @@ static void build_check(const fg_policies *p, fg_command *cmd, const fg_policy_r
     if (q->waits) {
         fg_command_str(cmd, "WAIT");
         fg_command_num(cmd, 1, q->timeout_ms);
-    } else if (p->opts->send_clock) {
+    } else if (opts->send_clock) {
         fg_command_str(cmd, "AT");
-        fg_command_num(cmd, 2, fg_clock_us(p->opts->clock_us, p->opts->clock_arg));
+        fg_command_num(cmd, 2, fg_clock_us(opts->clock_us, opts->clock_arg));
     }
 }
 
@@ -552,13 +552,13 @@ static fg_code check(void *s, const fg_policy_request *q, fg_policy_result *out,
     fg_command cmd;
     redisReply *reply;
     fg_code rc;
-    build_check(p, &cmd, q);
+    fg_policy_check_command(&cmd, q, p->opts);
     if (q->waits)
         rc = server_wait(p, &cmd, q->timeout_ms, &reply, err);
     else
         fg_remote_exchange(p->remote, &cmd, 1, &reply, &rc, err);
     if (rc != FG_CODE_OK) return rc;
-    rc = parse_check(reply, out, err);
+    rc = fg_parse_policy_check(reply, out, err);
     freeReplyObject(reply);
     return rc;
 }
