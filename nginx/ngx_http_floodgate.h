@@ -82,6 +82,18 @@ ngx_int_t fgx_conn_handler(ngx_http_request_t *r);
 ngx_int_t fgx_conn_status_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
                                    uintptr_t data);
 
+/* Configuration helpers: names equal; a complex value compiled; a
+ * "zone=name" argument (the name cannot hold ':' or blanks). */
+ngx_uint_t fgx_same(const ngx_str_t *a, const ngx_str_t *b);
+char *fgx_compile(ngx_conf_t *cf, ngx_str_t *value, ngx_http_complex_value_t *cv);
+char *fgx_zone_name(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name);
+
+/* The Redis key "zone:value" (the value in hex, after '~', when any byte is
+ * not printable), NUL-terminated, written at p: at most fgx_key_size
+ * bytes; returns the byte after the NUL. */
+size_t fgx_key_size(const ngx_str_t *zone, const ngx_str_t *v);
+u_char *fgx_key_write(u_char *p, const ngx_str_t *zone, const ngx_str_t *v);
+
 /* A status of $floodgate_limit_*_status as the variable's value (0: not
  * found). */
 void fgx_status_value(ngx_http_variable_value_t *v, ngx_uint_t status);

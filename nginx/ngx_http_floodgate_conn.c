@@ -133,22 +133,11 @@ static void fgc_granted(fg_code rc, const fg_lock_grant *grant, const fg_error *
 /* A slot of limit l for r: "zone:key", owner "host:pid:n". */
 static fgc_slot_t *fgc_slot_new(ngx_http_request_t *r, fgc_ctx_t *ctx, fgx_conn_limit_t *l,
                                 ngx_str_t *v, fgx_main_conf_t *mcf, fgx_loc_conf_t *lcf) {
-    size_t keylen = l->zone->name.len + 1 + v->len * 2 + 1;
     size_t ownerlen = ngx_cycle->hostname.len + 2 * NGX_INT64_LEN + 3;
-    fgc_slot_t *s = ngx_calloc(sizeof(*s) + keylen + 1 + ownerlen + 1, r->connection->log);
+    fgc_slot_t *s = ngx_calloc(sizeof(*s) + fgx_key_size(&l->zone->name, v) + ownerlen + 1,
+                               r->connection->log);
     if (s == NULL) return NULL;
-    u_char *p = ngx_cpymem((u_char *)s->key, l->zone->name.data, l->zone->name.len);
-    *p++ = ':';
-    ngx_uint_t printable = 1;
-    for (size_t i = 0; i < v->len; i++)
-        if (v->data[i] <= ' ' || v->data[i] >= 0x7f) printable = 0;
-    if (printable) {
-        p = ngx_cpymem(p, v->data, v->len);
-    } else {
-        *p++ = '~';
-        p = ngx_hex_dump(p, v->data, v->len);
-    }
-    *p++ = '\0';
+    u_char *p = fgx_key_write((u_char *)s->key, &l->zone->name, v);
     s->owner = (char *)p;
     p = ngx_sprintf(p, "%V:%P:%ui", &ngx_cycle->hostname, ngx_pid, fgc_requests);
     *p = '\0';
@@ -269,28 +258,12 @@ char *fgx_conn_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     ngx_str_t *value = cf->args->elts;
     fgx_conn_zone_t z;
     ngx_memzero(&z, sizeof(z));
-    ngx_http_compile_complex_value_t ccv;
-    ngx_memzero(&ccv, sizeof(ccv));
-    ccv.cf = cf;
-    ccv.value = &value[1];
-    ccv.complex_value = &z.key;
-    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) return NGX_CONF_ERROR;
-    if (ngx_strncmp(value[2].data, "zone=", 5) != 0 || value[2].len == 5) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"", &value[2]);
+    if (fgx_compile(cf, &value[1], &z.key) != NGX_CONF_OK ||
+        fgx_zone_name(cf, &value[2], &z.name) != NGX_CONF_OK)
         return NGX_CONF_ERROR;
-    }
-    z.name.data = value[2].data + 5;
-    z.name.len = value[2].len - 5;
-    for (size_t k = 0; k < z.name.len; k++)
-        if (z.name.data[k] == ':' || z.name.data[k] <= ' ') {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid zone name \"%V\"", &z.name);
-            return NGX_CONF_ERROR;
-        }
     fgx_conn_zone_t *zones = mcf->conn_zones.elts;
     for (ngx_uint_t i = 0; i < mcf->conn_zones.nelts; i++)
-        if (zones[i].name.len == z.name.len &&
-            ngx_strncmp(zones[i].name.data, z.name.data, z.name.len) == 0)
-            return "has a duplicate zone";
+        if (fgx_same(&zones[i].name, &z.name)) return "has a duplicate zone";
     fgx_conn_zone_t *slot = ngx_array_push(&mcf->conn_zones);
     if (slot == NULL) return NGX_CONF_ERROR;
     *slot = z;
@@ -312,9 +285,7 @@ char *fgx_limit_conn(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
         return NGX_CONF_ERROR;
     fgx_conn_limit_t *limits = lcf->conn_limits->elts;
     for (ngx_uint_t i = 0; i < lcf->conn_limits->nelts; i++)
-        if (limits[i].zone_name.len == value[1].len &&
-            ngx_strncmp(limits[i].zone_name.data, value[1].data, value[1].len) == 0)
-            return "is duplicate";
+        if (fgx_same(&limits[i].zone_name, &value[1])) return "is duplicate";
     fgx_conn_limit_t *l = ngx_array_push(lcf->conn_limits);
     if (l == NULL) return NGX_CONF_ERROR;
     ngx_memzero(l, sizeof(*l));
@@ -329,9 +300,7 @@ char *fgx_conn_resolve(ngx_conf_t *cf, fgx_loc_conf_t *conf) {
     fgx_conn_zone_t *zones = mcf->conn_zones.elts;
     for (ngx_uint_t i = 0; l != NULL && i < conf->conn_limits->nelts; i++) {
         for (ngx_uint_t k = 0; l[i].zone == NULL && k < mcf->conn_zones.nelts; k++)
-            if (zones[k].name.len == l[i].zone_name.len &&
-                ngx_strncmp(zones[k].name.data, l[i].zone_name.data, l[i].zone_name.len) == 0)
-                l[i].zone = &zones[k];
+            if (fgx_same(&zones[k].name, &l[i].zone_name)) l[i].zone = &zones[k];
         if (l[i].zone == NULL) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "unknown floodgate_limit_conn_zone \"%V\"",
                                &l[i].zone_name);

@@ -316,14 +316,15 @@ static fgx_ctx_t *fgx_new_ctx(ngx_http_request_t *r, ngx_uint_t n) {
 
 /* "zone:key", the key's bytes in hex when any is not printable
  * ($binary_remote_addr): Redis keys here are C strings. */
-static char *fgx_redis_key(ngx_http_request_t *r, const fgx_zone_t *z, const ngx_str_t *v) {
+size_t fgx_key_size(const ngx_str_t *zone, const ngx_str_t *v) {
+    return zone->len + 2 * v->len + 3;
+}
+
+u_char *fgx_key_write(u_char *p, const ngx_str_t *zone, const ngx_str_t *v) {
     ngx_uint_t printable = 1;
     for (size_t i = 0; i < v->len; i++)
         if (v->data[i] <= ' ' || v->data[i] >= 0x7f) printable = 0;
-    size_t len = z->name.len + 1 + (printable ? v->len : 2 * v->len + 1);
-    u_char *key = ngx_pnalloc(r->pool, len + 1), *p = key;
-    if (key == NULL) return NULL;
-    p = ngx_cpymem(p, z->name.data, z->name.len);
+    p = ngx_cpymem(p, zone->data, zone->len);
     *p++ = ':';
     if (printable) {
         p = ngx_cpymem(p, v->data, v->len);
@@ -331,7 +332,14 @@ static char *fgx_redis_key(ngx_http_request_t *r, const fgx_zone_t *z, const ngx
         *p++ = '~'; /* apart from any printable key */
         p = ngx_hex_dump(p, v->data, v->len);
     }
-    *p = '\0';
+    *p++ = '\0';
+    return p;
+}
+
+static char *fgx_redis_key(ngx_http_request_t *r, const fgx_zone_t *z, const ngx_str_t *v) {
+    u_char *key = ngx_pnalloc(r->pool, fgx_key_size(&z->name, v));
+    if (key == NULL) return NULL;
+    fgx_key_write(key, &z->name, v);
     return (char *)key;
 }
 
@@ -625,13 +633,41 @@ static void *fgx_create_loc_conf(ngx_conf_t *cf) {
     return lcf;
 }
 
+ngx_uint_t fgx_same(const ngx_str_t *a, const ngx_str_t *b) {
+    return a->len == b->len && ngx_strncmp(a->data, b->data, a->len) == 0;
+}
+
+char *fgx_compile(ngx_conf_t *cf, ngx_str_t *value, ngx_http_complex_value_t *cv) {
+    ngx_http_compile_complex_value_t ccv;
+    ngx_memzero(&ccv, sizeof(ccv));
+    ccv.cf = cf;
+    ccv.value = value;
+    ccv.complex_value = cv;
+    return ngx_http_compile_complex_value(&ccv) == NGX_OK ? NGX_CONF_OK : NGX_CONF_ERROR;
+}
+
+char *fgx_zone_name(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name) {
+    if (ngx_strncmp(arg->data, "zone=", 5) != 0 || arg->len == 5) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"", arg);
+        return NGX_CONF_ERROR;
+    }
+    name->data = arg->data + 5;
+    name->len = arg->len - 5;
+    /* a name, so that "zone:key" keys never run into each other */
+    for (size_t k = 0; k < name->len; k++)
+        if (name->data[k] == ':' || name->data[k] <= ' ') {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid zone name \"%V\"", name);
+            return NGX_CONF_ERROR;
+        }
+    return NGX_CONF_OK;
+}
+
 /* A limit's zone, found by name among the http block's zones. */
 static char *fgx_resolve(ngx_conf_t *cf, fgx_limit_t *l) {
     fgx_main_conf_t *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_floodgate_module);
     fgx_zone_t *zones = mcf->zones.elts;
     for (ngx_uint_t i = 0; i < mcf->zones.nelts; i++)
-        if (zones[i].name.len == l->zone_name.len &&
-            ngx_strncmp(zones[i].name.data, l->zone_name.data, l->zone_name.len) == 0) {
+        if (fgx_same(&zones[i].name, &l->zone_name)) {
             l->zone = &zones[i];
             /* capacity burst + 1 at the zone's rate: limit_req's bucket */
             l->limit = fg_leaky_bucket((int64_t)l->burst + 1, zones[i].rate / 1000.0);
@@ -701,22 +737,10 @@ static char *fgx_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     ngx_str_t *value = cf->args->elts;
     fgx_zone_t z;
     ngx_memzero(&z, sizeof(z));
-    ngx_http_compile_complex_value_t ccv;
-    ngx_memzero(&ccv, sizeof(ccv));
-    ccv.cf = cf;
-    ccv.value = &value[1];
-    ccv.complex_value = &z.key;
-    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) return NGX_CONF_ERROR;
+    if (fgx_compile(cf, &value[1], &z.key) != NGX_CONF_OK) return NGX_CONF_ERROR;
     for (ngx_uint_t i = 2; i < cf->args->nelts; i++) {
-        if (ngx_strncmp(value[i].data, "zone=", 5) == 0 && value[i].len > 5) {
-            z.name.data = value[i].data + 5;
-            z.name.len = value[i].len - 5;
-            /* a name, so that "zone:key" keys never run into each other */
-            for (size_t k = 0; k < z.name.len; k++)
-                if (z.name.data[k] == ':' || z.name.data[k] <= ' ') {
-                    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid zone name \"%V\"", &z.name);
-                    return NGX_CONF_ERROR;
-                }
+        if (ngx_strncmp(value[i].data, "zone=", 5) == 0) {
+            if (fgx_zone_name(cf, &value[i], &z.name) != NGX_CONF_OK) return NGX_CONF_ERROR;
             continue;
         }
         if (ngx_strncmp(value[i].data, "rate=", 5) == 0) {
@@ -747,9 +771,7 @@ static char *fgx_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     }
     fgx_zone_t *zones = mcf->zones.elts;
     for (ngx_uint_t i = 0; i < mcf->zones.nelts; i++)
-        if (zones[i].name.len == z.name.len &&
-            ngx_strncmp(zones[i].name.data, z.name.data, z.name.len) == 0)
-            return "has a duplicate zone";
+        if (fgx_same(&zones[i].name, &z.name)) return "has a duplicate zone";
     fgx_zone_t *slot = ngx_array_push(&mcf->zones);
     if (slot == NULL) return NGX_CONF_ERROR;
     *slot = z;
@@ -771,12 +793,7 @@ static char *fgx_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     ngx_str_t key = {value[2].len - 4, value[2].data + 4};
     l.policy_key = ngx_pcalloc(cf->pool, sizeof(ngx_http_complex_value_t));
     if (l.policy_key == NULL) return NGX_CONF_ERROR;
-    ngx_http_compile_complex_value_t ccv;
-    ngx_memzero(&ccv, sizeof(ccv));
-    ccv.cf = cf;
-    ccv.value = &key;
-    ccv.complex_value = l.policy_key;
-    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) return NGX_CONF_ERROR;
+    if (fgx_compile(cf, &key, l.policy_key) != NGX_CONF_OK) return NGX_CONF_ERROR;
     if (lcf->limits == NULL &&
         (lcf->limits = ngx_array_create(cf->pool, 1, sizeof(fgx_limit_t))) == NULL)
         return NGX_CONF_ERROR;
@@ -824,9 +841,7 @@ static char *fgx_limit_req(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
         return NGX_CONF_ERROR;
     fgx_limit_t *limits = lcf->limits->elts;
     for (ngx_uint_t i = 0; i < lcf->limits->nelts; i++)
-        if (limits[i].zone_name.len == l.zone_name.len &&
-            ngx_strncmp(limits[i].zone_name.data, l.zone_name.data, l.zone_name.len) == 0)
-            return "is duplicate";
+        if (fgx_same(&limits[i].zone_name, &l.zone_name)) return "is duplicate";
     fgx_limit_t *slot = ngx_array_push(lcf->limits);
     if (slot == NULL) return NGX_CONF_ERROR;
     *slot = l;
