@@ -522,3 +522,49 @@ def test_a_named_policy_limits_the_location(redis_server, nginxes):
     assert n.get("/t?user=someone")[:2] == (200, "PASSED")
     assert n.get("/t")[:2] == (200, "")  # an empty key is not limited
     assert "limiting requests by policy \"api\"" in n.log()
+
+
+def test_the_same_delays_as_stock_limit_req(redis_server, nginxes):
+    """Five requests at once beside limit_req, 10 r/s and burst 5: each
+    module logs the delay it gave each request (limit_req as its excess,
+    floodgate in ms); sorted, they agree within 10 ms."""
+    import concurrent.futures
+    import re
+    conf = """
+    floodgate_server redis://127.0.0.1:%d;
+    floodgate_limit_req_zone $remote_addr zone=fg rate=10r/s;
+    limit_req_zone $binary_remote_addr zone=stock:1m rate=10r/s;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        location /ok { limit_req zone=stock burst=5; }
+        location /t { floodgate_limit_req zone=fg burst=5; }
+    }
+""" % redis_server.port
+    n = nginxes(conf)
+    for path in ("/ok", "/t"):
+        with concurrent.futures.ThreadPoolExecutor(5) as pool:
+            assert [s for s, _ in pool.map(lambda _: n.get(path)[:2], range(5))] == [200] * 5
+    log = n.log()
+    stock = sorted(float(x) * 1000 / 10 for x in
+                   re.findall(r"delaying request, excess: ([\d.]+), by zone \"stock\"", log))
+    ours = sorted(float(x) for x in re.findall(r"delaying request, (\d+) ms", log))
+    assert len(stock) >= 3 and len(ours) == len(stock), (stock, ours)
+    assert all(abs(a - b) <= 10 for a, b in zip(stock, ours)), (stock, ours)
+
+
+def test_a_paused_redis_is_answered_within_the_timeout(redis_server, nginxes):
+    """CLIENT PAUSE holds the checks (writes) in the server: the timeout
+    answers them, by fail=open here, and the limits apply again after."""
+    n = nginxes(server_block(redis_server, "floodgate_limit_req zone=z burst=1 nodelay;",
+                             extra="fail=open").replace("timeout=1s", "timeout=300ms"))
+    assert n.get()[:2] == (200, "PASSED")
+    redis_server.client().execute_command("CLIENT", "PAUSE", 3000, "WRITE")
+    try:
+        status, limit, took = n.get()
+        assert (status, limit) == (200, "PASSED")
+        assert 0.3 <= took < 10, took
+    finally:
+        redis_server.client().execute_command("CLIENT", "UNPAUSE")
+    # the limits apply again: the burst runs out
+    wait_for(lambda: n.get()[0] == 503, timeout=10)
