@@ -3,9 +3,10 @@
  * on a server, answered by callback from the application's event loop.
  *
  * An fg_async is a client of one server (redis://, unix://) on one
- * connection, made for a loop such as nginx's or libevent's: a call sends
- * its command at once, concurrent calls share the connection and are
- * pipelined, and the reply runs the call's callback from the loop. Nothing
+ * connection, or of a cluster (redis+cluster://) on one per master, made
+ * for a loop such as nginx's or libevent's: a call sends its command at
+ * once, concurrent calls share the connection and are pipelined, and the
+ * reply runs the call's callback from the loop. Nothing
  * blocks, not even the connect (give the server as an address, not a name
  * to resolve). The checks, the messages, the timeouts and the failure
  * policies are those of the synchronous client: a call given bad input is
@@ -52,8 +53,8 @@ typedef struct fg_loop {
 
 typedef struct fg_async fg_async;
 
-/* A client of the server at url (redis:// or unix://; redis+cluster:// is
- * not supported yet: FG_CODE_UNSUPPORTED) with opts (NULL: the defaults of
+/* A client of the server or cluster at url (redis://, unix://,
+ * redis+cluster://; MOVED and ASK are followed) with opts (NULL: the defaults of
  * fg_options_init; lease_units must be 0: token leases are not supported
  * yet), on loop (copied). It connects at the first call. NULL, with err
  * filled, when the URL or the options are refused or memory is short. */

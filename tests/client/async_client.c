@@ -3,6 +3,7 @@
  * line, for tests/integration/test_async.py.
  *
  *   async_client URL [policy=error|open|closed|fallback] [cache] [timeout_ms=N]
+ *                [lease=UNITS]
  *
  * Reads commands on stdin; the loop runs only inside `wait` and `sleep`,
  * so that every answer comes from the loop, never from inside a call:
@@ -247,6 +248,8 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "policy=closed") == 0) o.on_failure = FG_ON_FAILURE_CLOSED;
         else if (strcmp(argv[i], "policy=fallback") == 0) o.on_failure = FG_ON_FAILURE_FALLBACK;
         else if (strcmp(argv[i], "cache") == 0) o.cache_denials = true;
+        else if (strncmp(argv[i], "lease=", 6) == 0)
+            o.lease_units = atoll(argv[i] + 6);
         else if (strncmp(argv[i], "timeout_ms=", 11) == 0)
             o.command_timeout_ms = o.connect_timeout_ms = atoi(argv[i] + 11);
     }
@@ -277,6 +280,7 @@ int main(int argc, char **argv) {
             double t0 = now_ms();
             if (waiting > 0) event_base_dispatch(base);
             printf("done %.1f\n", now_ms() - t0);
+            ncalls = 0; /* every call answered (or cancelled): the slots are free */
         } else if (strcmp(cmd, "sleep") == 0) {
             const char *ms = strtok(NULL, " \n");
             run_for(ms != NULL ? atof(ms) : 0);

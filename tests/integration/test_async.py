@@ -298,9 +298,10 @@ def test_unix_socket():
 
 
 def test_what_it_does_not_take():
-    for address, opts, code in (("redis+cluster://127.0.0.1:1", (), "unsupported"),
-                                ("mem:", (), "unsupported"),
-                                ("ftp://x", (), "invalid")):
+    for address, opts, code in (("mem:", (), "unsupported"),
+                                ("ftp://x", (), "invalid"),
+                                ("redis+cluster://127.0.0.1:1/2", (), "invalid"),
+                                ("redis://127.0.0.1:1", ("lease=5",), "unsupported")):
         a = AsyncClient(address, *opts)
         assert a.opened.startswith("open err " + code), a.opened
         a.close()
@@ -370,4 +371,77 @@ def test_policy_checks(server):
     assert answers["m"] == "err invalid ERR no such policy 'nosuch'", answers
     assert a.refusal("policy x bad:name user") .startswith("x err invalid ")
     assert a.refusal("policy y api user -1").startswith("y err invalid ")
+    a.close()
+
+
+# ----------------------------------------------------------------- cluster
+
+@pytest.fixture(scope="module")
+def cluster():
+    from topology import Cluster
+    c = Cluster().start()
+    yield c
+    c.stop()
+
+
+def test_cluster_every_call_on_its_owner(cluster):
+    from test_client_cluster import assert_on_owners, cluster_url
+    # One seed only: the other masters are learned from the map and MOVED.
+    a = AsyncClient(cluster_url(cluster, cluster.nodes[:1]))
+    keys = ["%s:%d" % (AsyncClient.program, i) for i in range(30)]
+    for i, k in enumerate(keys):
+        a.start("check c%d %s %s" % (i, k, SLOW))
+        a.start("acquire s%d sem:%s 2 o 1 60000" % (i, k))
+    answers, _, _ = a.wait()
+    assert all(v.startswith("ok 1 ") for v in answers.values()), answers
+    assert_on_owners(cluster, keys + ["sem:" + k for k in keys])
+    a.close()
+
+
+def test_cluster_resharding_under_traffic(cluster):
+    """A slot holding used-up limits moves to another master while checks
+    go on: no error, and the state moves with the keys (ASK, then MOVED)."""
+    import threading
+    from test_client_cluster import cluster_url, migrate_slot, owner
+    a = AsyncClient(cluster_url(cluster), "timeout_ms=5000")
+    mig = ["{%s}:%d" % (AsyncClient.program, i) for i in range(10)]  # one run's own
+    for i, k in enumerate(mig):
+        a.start("burst 3 u%d %s %s" % (i, k, SLOW))
+    answers, _, _ = a.wait()
+    assert sum(v.startswith("ok 1 ") for v in answers.values()) == 30
+    src = owner(cluster, mig[0])
+    dst = next(n for n in cluster.nodes if n is not src)
+    stop = threading.Event()
+    seen = []
+
+    def traffic():
+        rounds = 0
+        while not stop.is_set() or rounds == 0:
+            for i, k in enumerate(mig):
+                a.start("check t%d.%d %s %s" % (rounds, i, k, SLOW))
+            seen.extend(a.wait()[0].values())
+            rounds += 1
+    t = threading.Thread(target=traffic)
+    t.start()
+    try:
+        migrate_slot(cluster, mig[0], dst)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join(30)
+    assert seen and all(v.startswith("ok 0 ") for v in seen), [v for v in seen
+                                                                if not v.startswith("ok 0 ")]
+    assert owner(cluster, mig[0]) is dst
+    c = src.client()
+    try:
+        assert "errorstat_MOVED" in c.info("errorstats")
+    finally:
+        c.close()
+    a.close()
+
+
+def test_cluster_nothing_listening_is_answered_by_the_policy():
+    a = AsyncClient("redis+cluster://127.0.0.1:%d" % free_port(), "policy=closed")
+    a.start("check k k token 5 5")
+    assert a.wait()[0]["k"].endswith("failed_closed")
     a.close()

@@ -10,7 +10,15 @@
  * commands, the replies' reading, the denial cache and the failure
  * policies are those of fg_check, written once.
  *
- * Connection. Made by the first call, without waiting (hiredis connects
+ * Nodes. A server is one node; a cluster (redis+cluster://) starts from its
+ * seeds and reads its map (CLUSTER SLOTS) at the first call, in the
+ * background: a command goes to the master of its key's slot, or to the
+ * first node until the map is known, and follows MOVED (which also has the
+ * map read again) and ASK (ASKING first) up to MAX_HOPS times, as the
+ * synchronous client does. A lost connection, TRYAGAIN or CLUSTERDOWN has
+ * the map read again; the calls they hold are answered as lost.
+ *
+ * Connection. Each node's is made by its first call, without waiting (hiredis connects
  * in the background; commands sent meanwhile wait in its buffer), with
  * AUTH and SELECT pipelined before the first command. It is dropped after
  * any failure, as the synchronous connection is: a reply that does not
@@ -20,9 +28,9 @@
  * again for FG_RECONNECT_DELAY_MS: calls meanwhile are answered as lost
  * without one.
  *
- * Time. One timer watches the oldest call sent: the calls share one
- * timeout and are answered in order, so the oldest has the nearest
- * deadline. Another runs the calls answered without the server (the
+ * Time. One timer per node watches its oldest call sent: the calls share
+ * one timeout and a node answers them in order, so the oldest has the
+ * nearest deadline. Another runs the calls answered without the server (the
  * denial cache, the failure policy while the server is down) at the
  * loop's next turn, so that no callback ever runs inside the call that
  * made it.
@@ -38,6 +46,7 @@
 #include "limit_args.h"
 #include "lock_args.h"
 #include "monotonic.h"
+#include "remote/cluster.h"
 #include "remote/conn.h"
 #include "remote/remote_lock.h"
 #include "remote/remote_policy.h"
@@ -46,17 +55,22 @@
 #include "stats.h"
 #include "url.h"
 
+#define NO_NODE  UINT32_MAX
+#define MAX_HOPS 5 /* redirects one call follows */
+
 /* A list of calls, oldest first. */
 typedef struct call_list {
     fg_async_call *head, *tail;
 } call_list;
 
+typedef struct aconn aconn;
+
 struct fg_async_call {
     fg_async *a;
-    fg_async_call *prev, *next; /* in a->sent or a->ready */
+    fg_async_call *prev, *next; /* in its node's sent list, or in a->ready */
+    aconn *node;                /* sent: where */
     int64_t deadline_mono;      /* sent: when it counts as lost */
     bool cancelled;
-    bool sent; /* hiredis holds it until its reply or loss */
     /* Answers from the reply, or as lost (reply NULL, `why` says why). */
     void (*finish)(fg_async_call *c, const redisReply *reply, const fg_error *why);
     union {
@@ -66,6 +80,12 @@ struct fg_async_call {
         fg_async_policy_cb *policy;
     } done; /* count may be NULL: nothing to hear */
     void *arg;
+    /* the command, kept to be sent again where a cluster redirects it */
+    char *cmd;
+    size_t cmdlen;
+    unsigned slot;
+    uint32_t ask; /* NO_NODE, or the node an ASK sends it to */
+    int hops;     /* redirects followed */
     /* a check's: the call, and its answer when made without the server */
     fg_limit_call c;
     bool answered;
@@ -74,22 +94,35 @@ struct fg_async_call {
     char key[];
 };
 
-struct fg_async {
-    fg_loop loop;
-    fg_options opts;
+/* One node's connection: a server's, or a cluster master's. */
+struct aconn {
+    fg_async *a;
     fg_url addr;
-    fg_counters counters;
-    void *limits; /* remote_limit.c's state: denial cache, failure policy */
-
     redisAsyncContext *ac; /* NULL while disconnected */
     void *watch;
     int events;
     int64_t connect_deadline_mono; /* while connecting */
     bool connected, connected_once;
     int64_t no_connect_before_mono;
+    call_list sent;
+    void *deadline_timer;
+};
 
-    call_list sent, ready;
-    void *deadline_timer, *ready_timer;
+struct fg_async {
+    fg_loop loop;
+    fg_options opts;
+    fg_counters counters;
+    void *limits; /* remote_limit.c's state: denial cache, failure policy */
+
+    aconn **nodes; /* a server: one; a cluster: the seeds, then masters met */
+    size_t nnodes, cap;
+    fg_url auth;      /* a cluster node's user, password */
+    uint32_t *owner;  /* a cluster: the node of each slot (NO_NODE: unknown) */
+    bool map_stale;   /* read CLUSTER SLOTS again at the next call */
+    bool map_reading; /* a CLUSTER SLOTS is in flight */
+
+    call_list ready;
+    void *ready_timer;
     bool closing;
 };
 
@@ -121,6 +154,7 @@ static void list_remove(call_list *l, fg_async_call *c) {
 
 static void finish(fg_async_call *c, const redisReply *reply, const fg_error *why) {
     c->finish(c, reply, why);
+    free(c->cmd);
     free(c);
 }
 
@@ -191,76 +225,77 @@ static void finish_extend(fg_async_call *c, const redisReply *reply, const fg_er
 
 /* ------------------------------------------------------------- deadlines */
 
-/* Watches the deadline of the oldest call sent, or of the connect. */
-static void watch_deadline(fg_async *a) {
-    int64_t deadline = a->sent.head != NULL ? a->sent.head->deadline_mono : 0;
-    if (a->ac != NULL && !a->connected && (deadline == 0 || a->connect_deadline_mono < deadline))
-        deadline = a->connect_deadline_mono;
+/* Watches the deadline of the node's oldest call, or of its connect. */
+static void watch_deadline(aconn *n) {
+    int64_t deadline = n->sent.head != NULL ? n->sent.head->deadline_mono : 0;
+    if (n->ac != NULL && !n->connected && (deadline == 0 || n->connect_deadline_mono < deadline))
+        deadline = n->connect_deadline_mono;
     if (deadline == 0) {
-        a->loop.disarm(a->deadline_timer);
+        n->a->loop.disarm(n->deadline_timer);
         return;
     }
     int64_t left_us = deadline - fg_monotonic_us();
-    a->loop.arm(a->deadline_timer, left_us > 0 ? (left_us + 999) / 1000 : 0);
+    n->a->loop.arm(n->deadline_timer, left_us > 0 ? (left_us + 999) / 1000 : 0);
 }
 
 /* A deadline passed: the connection goes, and hiredis answers every call
- * sent as lost. */
+ * sent on it as lost. */
 static void deadline_passed(void *arg) {
-    fg_async *a = arg;
+    aconn *n = arg;
     int64_t now = fg_monotonic_us();
-    bool late = (a->sent.head != NULL && a->sent.head->deadline_mono <= now) ||
-                (a->ac != NULL && !a->connected && a->connect_deadline_mono <= now);
-    if (late && a->ac != NULL) {
-        fg_count(&a->counters.net.failures, 1);
-        redisAsyncFree(a->ac); /* runs every reply callback with NULL */
+    bool late = (n->sent.head != NULL && n->sent.head->deadline_mono <= now) ||
+                (n->ac != NULL && !n->connected && n->connect_deadline_mono <= now);
+    if (late && n->ac != NULL) {
+        fg_count(&n->a->counters.net.failures, 1);
+        redisAsyncFree(n->ac); /* runs every reply callback with NULL */
     }
-    watch_deadline(a);
+    watch_deadline(n);
 }
 
 /* ----------------------------------------------------- hiredis and the loop */
 
-static void set_events(fg_async *a, int events) {
-    if (a->watch == NULL || events == a->events) return;
-    a->events = events;
-    a->loop.want(a->watch, events);
+static void set_events(aconn *n, int events) {
+    if (n->watch == NULL || events == n->events) return;
+    n->events = events;
+    n->a->loop.want(n->watch, events);
 }
 
-static void add_read(void *p) { set_events(p, ((fg_async *)p)->events | FG_EV_READ); }
-static void del_read(void *p) { set_events(p, ((fg_async *)p)->events & ~FG_EV_READ); }
-static void add_write(void *p) { set_events(p, ((fg_async *)p)->events | FG_EV_WRITE); }
-static void del_write(void *p) { set_events(p, ((fg_async *)p)->events & ~FG_EV_WRITE); }
+static void add_read(void *p) { set_events(p, ((aconn *)p)->events | FG_EV_READ); }
+static void del_read(void *p) { set_events(p, ((aconn *)p)->events & ~FG_EV_READ); }
+static void add_write(void *p) { set_events(p, ((aconn *)p)->events | FG_EV_WRITE); }
+static void del_write(void *p) { set_events(p, ((aconn *)p)->events & ~FG_EV_WRITE); }
 
 /* hiredis is done with the context (closed, failed or freed). */
 static void cleanup(void *p) {
-    fg_async *a = p;
-    if (a->watch != NULL) a->loop.unwatch(a->watch);
-    a->watch = NULL;
-    a->events = 0;
-    a->ac = NULL;
-    a->connected = false;
+    aconn *n = p;
+    if (n->watch != NULL) n->a->loop.unwatch(n->watch);
+    n->watch = NULL;
+    n->events = 0;
+    n->ac = NULL;
+    n->connected = false;
+    if (n->a->owner != NULL) n->a->map_stale = true; /* a master may have failed over */
 }
 
 static void ready(void *arg, int events) {
-    fg_async *a = arg;
-    if (a->ac != NULL && (events & FG_EV_READ)) redisAsyncHandleRead(a->ac);
-    if (a->ac != NULL && (events & FG_EV_WRITE)) redisAsyncHandleWrite(a->ac);
+    aconn *n = arg;
+    if (n->ac != NULL && (events & FG_EV_READ)) redisAsyncHandleRead(n->ac);
+    if (n->ac != NULL && (events & FG_EV_WRITE)) redisAsyncHandleWrite(n->ac);
 }
 
 static void on_connect(const redisAsyncContext *ac, int status) {
-    fg_async *a = ac->ev.data;
+    aconn *n = ac->ev.data;
     if (status == REDIS_OK) {
-        a->connected = a->connected_once = true;
-        watch_deadline(a);
+        n->connected = n->connected_once = true;
+        watch_deadline(n);
         return;
     }
-    fg_count(&a->counters.net.failures, 1);
-    a->no_connect_before_mono = fg_monotonic_us() + FG_RECONNECT_DELAY_MS * 1000;
+    fg_count(&n->a->counters.net.failures, 1);
+    n->no_connect_before_mono = fg_monotonic_us() + FG_RECONNECT_DELAY_MS * 1000;
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status) {
-    fg_async *a = ac->ev.data;
-    if (status != REDIS_OK && !a->closing) fg_count(&a->counters.net.failures, 1);
+    aconn *n = ac->ev.data;
+    if (status != REDIS_OK && !n->a->closing) fg_count(&n->a->counters.net.failures, 1);
 }
 
 /* AUTH and SELECT: a refusal drops the connection (the calls behind are
@@ -271,49 +306,51 @@ static void on_handshake(redisAsyncContext *ac, void *r, void *privdata) {
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR) redisAsyncFree(ac);
 }
 
-static void handshake(fg_async *a) {
-    if (a->addr.has_password) {
+static void handshake(aconn *n) {
+    const fg_url *u = &n->addr;
+    if (u->has_password) {
         const char *argv[3] = {"AUTH"};
         size_t lens[3] = {4};
-        int n = 1;
-        if (a->addr.user[0] != '\0') {
-            argv[n] = a->addr.user;
-            lens[n++] = strlen(a->addr.user);
+        int k = 1;
+        if (u->user[0] != '\0') {
+            argv[k] = u->user;
+            lens[k++] = strlen(u->user);
         }
-        argv[n] = a->addr.password;
-        lens[n++] = strlen(a->addr.password);
-        redisAsyncCommandArgv(a->ac, on_handshake, NULL, n, argv, lens);
+        argv[k] = u->password;
+        lens[k++] = strlen(u->password);
+        redisAsyncCommandArgv(n->ac, on_handshake, NULL, k, argv, lens);
     }
-    if (a->addr.db > 0) {
+    if (u->db > 0) {
         char db[16];
-        int len = snprintf(db, sizeof(db), "%d", a->addr.db);
+        int len = snprintf(db, sizeof(db), "%d", u->db);
         const char *argv[2] = {"SELECT", db};
         size_t lens[2] = {6, (size_t)len};
-        redisAsyncCommandArgv(a->ac, on_handshake, NULL, 2, argv, lens);
+        redisAsyncCommandArgv(n->ac, on_handshake, NULL, 2, argv, lens);
     }
 }
 
-/* Starts connecting unless connected or connecting; false when the server
+/* Starts connecting unless connected or connecting; false when the node
  * cannot be tried now. */
-static bool connection(fg_async *a) {
-    if (a->ac != NULL) return true;
+static bool connection(aconn *n) {
+    if (n->ac != NULL) return true;
+    fg_async *a = n->a;
     int64_t now = fg_monotonic_us();
-    if (now < a->no_connect_before_mono) return false;
-    redisAsyncContext *ac = a->addr.kind == FG_URL_UNIX
-                                ? redisAsyncConnectUnix(a->addr.path)
-                                : redisAsyncConnect(a->addr.host, a->addr.port);
+    if (now < n->no_connect_before_mono) return false;
+    redisAsyncContext *ac = n->addr.kind == FG_URL_UNIX
+                                ? redisAsyncConnectUnix(n->addr.path)
+                                : redisAsyncConnect(n->addr.host, n->addr.port);
     if (ac == NULL || ac->err) {
         if (ac != NULL) redisAsyncFree(ac);
         fg_count(&a->counters.net.failures, 1);
-        a->no_connect_before_mono = now + FG_RECONNECT_DELAY_MS * 1000;
+        n->no_connect_before_mono = now + FG_RECONNECT_DELAY_MS * 1000;
         return false;
     }
-    a->watch = a->loop.watch(a->loop.loop, ac->c.fd, ready, a);
-    if (a->watch == NULL) {
+    n->watch = a->loop.watch(a->loop.loop, ac->c.fd, ready, n);
+    if (n->watch == NULL) {
         redisAsyncFree(ac);
         return false;
     }
-    ac->ev.data = a;
+    ac->ev.data = n;
     ac->ev.addRead = add_read;
     ac->ev.delRead = del_read;
     ac->ev.addWrite = add_write;
@@ -321,48 +358,211 @@ static bool connection(fg_async *a) {
     ac->ev.cleanup = cleanup;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    a->ac = ac;
-    a->connected = false;
-    a->connect_deadline_mono = now + (int64_t)a->opts.connect_timeout_ms * 1000;
-    if (a->connected_once) fg_count(&a->counters.net.reconnects, 1);
-    handshake(a);
-    watch_deadline(a);
+    n->ac = ac;
+    n->connected = false;
+    n->connect_deadline_mono = now + (int64_t)a->opts.connect_timeout_ms * 1000;
+    if (n->connected_once) fg_count(&a->counters.net.reconnects, 1);
+    handshake(n);
+    watch_deadline(n);
     return true;
 }
 
+/* ------------------------------------------------------------------ nodes */
+
+/* The node at host:port, added when new (a cluster's); NO_NODE when out
+ * of memory. */
+static uint32_t node_at(fg_async *a, const fg_url *proto, const char *host, int port) {
+    for (size_t j = 0; j < a->nnodes; j++)
+        if (a->nodes[j]->addr.port == port && strcmp(a->nodes[j]->addr.host, host) == 0)
+            return (uint32_t)j;
+    if (strlen(host) >= sizeof(proto->host)) return NO_NODE;
+    if (a->nnodes == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 4;
+        aconn **grown = realloc(a->nodes, cap * sizeof(*grown));
+        if (grown == NULL) return NO_NODE;
+        a->nodes = grown;
+        a->cap = cap;
+    }
+    aconn *n = calloc(1, sizeof(*n));
+    if (n == NULL) return NO_NODE;
+    n->a = a;
+    n->addr = *proto;
+    strcpy(n->addr.host, host);
+    n->addr.port = port;
+    if ((n->deadline_timer = a->loop.timer(a->loop.loop, deadline_passed, n)) == NULL) {
+        free(n);
+        return NO_NODE;
+    }
+    a->nodes[a->nnodes] = n;
+    return (uint32_t)a->nnodes++;
+}
+
+static void node_free(aconn *n) {
+    if (n->ac != NULL) redisAsyncFree(n->ac); /* answers the calls sent */
+    n->a->loop.free_timer(n->deadline_timer);
+    free(n);
+}
+
+/* Where a call goes: its ASK target, its slot's master, or the first node
+ * (a server's only one; a cluster's seed, which redirects). */
+static uint32_t route(const fg_async *a, const fg_async_call *c) {
+    if (c->ask != NO_NODE) return c->ask;
+    if (a->owner != NULL && a->owner[c->slot] != NO_NODE) return a->owner[c->slot];
+    return 0;
+}
+
 /* ----------------------------------------------------------------- calls */
+
+static void dispatch(fg_async_call *c);
+static void read_map(fg_async *a);
+
+static bool is_error(const redisReply *r, const char *prefix) {
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0;
+}
+
+/* A cluster's redirect: c goes again where MOVED or ASK says (MOVED also
+ * teaches the map, and has it read again). false when r is an answer. */
+static bool redirected(fg_async_call *c, const redisReply *r) {
+    fg_async *a = c->a;
+    bool moved = is_error(r, "MOVED "), ask = is_error(r, "ASK ");
+    char host[sizeof(a->auth.host)];
+    unsigned slot;
+    int port;
+    if ((!moved && !ask) || c->hops >= MAX_HOPS ||
+        !fg_cluster_redirect(r->str, &slot, host, sizeof(host), &port))
+        return false;
+    uint32_t to = node_at(a, &a->auth, host[0] ? host : c->node->addr.host, port);
+    if (to == NO_NODE) return false;
+    c->hops++;
+    if (moved) {
+        a->owner[slot] = to;
+        a->map_stale = true;
+        c->ask = NO_NODE;
+    } else {
+        c->ask = to;
+    }
+    dispatch(c);
+    return true;
+}
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     (void)ac;
     static const fg_error lost = {FG_CODE_IO, "the connection to the server was lost or timed out"};
     fg_async_call *c = privdata;
     fg_async *a = c->a;
-    list_remove(&a->sent, c);
-    if (!a->closing) watch_deadline(a);
-    finish(c, r, &lost);
+    list_remove(&c->node->sent, c);
+    if (!a->closing) watch_deadline(c->node);
+    const redisReply *reply = r;
+    if (reply != NULL && a->owner != NULL && !a->closing) {
+        if (redirected(c, reply)) return;
+        /* a slot in the middle of a failover or a migration: lost, as an
+         * unreachable master is (the map is read again) */
+        if (is_error(reply, "TRYAGAIN") || is_error(reply, "CLUSTERDOWN")) {
+            fg_error why;
+            fg_set_error(&why, FG_CODE_IO, "%s", reply->str);
+            a->map_stale = true;
+            finish(c, NULL, &why);
+            return;
+        }
+    }
+    finish(c, reply, &lost);
 }
 
-/* Sends c's command, or answers c as lost at the next turn. */
-static void send_call(fg_async_call *c, int argc, const char **argv, const size_t *argvlen) {
+/* Sends c's command (c->cmd) to where it goes, or answers c as lost at
+ * the next turn. */
+static void dispatch(fg_async_call *c) {
     fg_async *a = c->a;
-    if (!connection(a)) {
+    if (a->owner != NULL && a->map_stale && !a->map_reading) read_map(a);
+    aconn *n = a->nodes[route(a, c)];
+    if (!connection(n)) {
         answer_soon(c, "the server cannot be reached");
         return;
     }
-    if (redisAsyncCommandArgv(a->ac, on_reply, c, argc, argv, argvlen) != REDIS_OK) {
+    if (c->ask != NO_NODE && redisAsyncCommand(n->ac, NULL, NULL, "ASKING") != REDIS_OK) {
+        answer_soon(c, "the connection to the server is closing");
+        return;
+    }
+    if (redisAsyncFormattedCommand(n->ac, on_reply, c, c->cmd, c->cmdlen) != REDIS_OK) {
         answer_soon(c, "the connection to the server is closing");
         return;
     }
     fg_count(&a->counters.net.round_trips, 1);
-    c->sent = true;
+    c->node = n;
     c->deadline_mono = fg_monotonic_us() + (int64_t)a->opts.command_timeout_ms * 1000;
-    list_push(&a->sent, c);
-    if (a->sent.head == c) watch_deadline(a);
+    list_push(&n->sent, c);
+    if (n->sent.head == c) watch_deadline(n);
+}
+
+/* Sends the command of c, routed by key on a cluster. */
+static void send_call(fg_async_call *c, int argc, const char **argv, const size_t *argvlen,
+                      const char *key, size_t keylen) {
+    int len = redisFormatCommandArgv(&c->cmd, argc, argv, argvlen);
+    if (len < 0) {
+        c->cmd = NULL;
+        answer_soon(c, "out of memory");
+        return;
+    }
+    c->cmdlen = (size_t)len;
+    c->slot = fg_cluster_slot(key, keylen);
+    c->ask = NO_NODE;
+    dispatch(c);
+}
+
+/* ------------------------------------------------------------ the map */
+
+/* CLUSTER SLOTS' reply becomes the whole map; a slot it leaves out goes to
+ * the first node, which redirects. */
+static void finish_map(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    (void)why;
+    fg_async *a = c->a;
+    a->map_reading = false;
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || a->closing) return;
+    for (size_t i = 0; i < FG_CLUSTER_SLOTS; i++)
+        a->owner[i] = NO_NODE;
+    for (size_t e = 0; e < reply->elements; e++) {
+        long long start, end;
+        const char *host;
+        int port;
+        if (!fg_cluster_slot_range(reply->element[e], &start, &end, &host, &port)) continue;
+        uint32_t j = node_at(a, &a->auth, host[0] ? host : c->node->addr.host, port);
+        for (long long slot = start; slot <= end && j != NO_NODE; slot++)
+            a->owner[slot] = j;
+    }
+    a->map_stale = false;
+}
+
+/* Reads the map from a connected node, or the first that can be tried. */
+static void read_map(fg_async *a) {
+    static const char slots[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
+    uint32_t j = NO_NODE;
+    for (size_t k = 0; k < a->nnodes && j == NO_NODE; k++)
+        if (a->nodes[k]->connected) j = (uint32_t)k;
+    for (size_t k = 0; k < a->nnodes && j == NO_NODE; k++)
+        if (connection(a->nodes[k])) j = (uint32_t)k;
+    fg_async_call *c = j != NO_NODE ? calloc(1, sizeof(*c)) : NULL;
+    if (c == NULL) return;
+    aconn *n = a->nodes[j];
+    c->a = a;
+    c->finish = finish_map;
+    if (redisAsyncFormattedCommand(n->ac, on_reply, c, slots, sizeof(slots) - 1) != REDIS_OK) {
+        free(c);
+        return;
+    }
+    a->map_reading = true;
+    c->node = n;
+    c->hops = MAX_HOPS; /* the map is no command to redirect */
+    c->deadline_mono = fg_monotonic_us() + (int64_t)a->opts.command_timeout_ms * 1000;
+    list_push(&n->sent, c);
+    if (n->sent.head == c) watch_deadline(n);
 }
 
 /* A call of a with room for `extra` bytes after it (its key...). */
 static fg_async_call *new_call(fg_async *a, size_t extra, void *arg, fg_async_call **out,
                                fg_error *err) {
+    if (a->closing) { /* a callback run by fg_async_close */
+        fg_set_error(err, FG_CODE_IO, "the client is closing");
+        return NULL;
+    }
     fg_async_call *c = calloc(1, sizeof(*c) + extra);
     if (c == NULL) {
         fg_set_error(err, FG_CODE_NOMEM, "out of memory");
@@ -383,7 +583,7 @@ static fg_code start(fg_async *a, const char *key, const fg_limit *l, int64_t co
     if (fg_limit_convert(l, cost, &ml, err) != FG_CODE_OK) return FG_CODE_INVALID;
     size_t keylen = strlen(key);
     fg_async_call *c = new_call(a, keylen + 1, arg, out, err);
-    if (c == NULL) return FG_CODE_NOMEM;
+    if (c == NULL) return a->closing ? FG_CODE_IO : FG_CODE_NOMEM;
     memcpy(c->key, key, keylen + 1);
     c->finish = finish_check;
     c->done.check = done;
@@ -396,7 +596,7 @@ static fg_code start(fg_async *a, const char *key, const fg_limit *l, int64_t co
     }
     fg_command cmd;
     fg_remote_limits_command(a->limits, &c->c, &cmd);
-    send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, cmd.key, cmd.keylen);
     return FG_CODE_OK;
 }
 
@@ -441,12 +641,12 @@ fg_code fg_async_semaphore_acquire(fg_async *a, const char *key, int64_t capacit
     if (rc == FG_CODE_OK) rc = fg_lock_check_acquire(capacity, owner, permits, &o, err);
     if (rc != FG_CODE_OK) return rc;
     fg_async_call *c = new_lock_call(a, key, owner, arg, call, err);
-    if (c == NULL) return FG_CODE_NOMEM;
+    if (c == NULL) return a->closing ? FG_CODE_IO : FG_CODE_NOMEM;
     c->finish = finish_grant;
     c->done.grant = done;
     fg_argv cmd;
     fg_semaphore_acquire_command(&cmd, key, capacity, owner, permits, &o);
-    send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, key, strlen(key));
     return FG_CODE_OK;
 }
 
@@ -457,12 +657,12 @@ fg_code fg_async_semaphore_release(fg_async *a, const char *key, const char *own
     if (rc == FG_CODE_OK) rc = fg_lock_check_release(owner, permits, err);
     if (rc != FG_CODE_OK) return rc;
     fg_async_call *c = new_lock_call(a, key, owner, arg, NULL, err);
-    if (c == NULL) return FG_CODE_NOMEM;
+    if (c == NULL) return a->closing ? FG_CODE_IO : FG_CODE_NOMEM;
     c->finish = finish_release;
     c->done.count = done;
     fg_argv cmd;
     fg_semaphore_release_command(&cmd, key, owner, permits);
-    send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, key, strlen(key));
     return FG_CODE_OK;
 }
 
@@ -473,12 +673,12 @@ fg_code fg_async_extend(fg_async *a, const char *key, const char *owner, int64_t
     if (rc == FG_CODE_OK) rc = fg_lock_check_extend(owner, lease_ms, err);
     if (rc != FG_CODE_OK) return rc;
     fg_async_call *c = new_lock_call(a, key, owner, arg, call, err);
-    if (c == NULL) return FG_CODE_NOMEM;
+    if (c == NULL) return a->closing ? FG_CODE_IO : FG_CODE_NOMEM;
     c->finish = finish_extend;
     c->done.count = done;
     fg_argv cmd;
     fg_extend_command(&cmd, key, owner, lease_ms);
-    send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, key, strlen(key));
     return FG_CODE_OK;
 }
 
@@ -492,13 +692,13 @@ fg_code fg_async_policy_check(fg_async *a, const char *name, const char *key,
     if (rc == FG_CODE_OK) rc = fg_policy_request_check(cost, false, 0, err);
     if (rc != FG_CODE_OK) return rc;
     fg_async_call *c = new_call(a, 0, arg, call, err);
-    if (c == NULL) return FG_CODE_NOMEM;
+    if (c == NULL) return a->closing ? FG_CODE_IO : FG_CODE_NOMEM;
     c->finish = finish_policy;
     c->done.policy = done;
     fg_policy_request q = {name, key, identity, cost, false, 0};
     fg_command cmd;
     fg_policy_check_command(&cmd, &q, &a->opts);
-    send_call(c, cmd.argc, cmd.argv, cmd.argvlen);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, key, strlen(key));
     return FG_CODE_OK;
 }
 
@@ -508,15 +708,35 @@ void fg_async_cancel(fg_async_call *call) {
 
 /* ------------------------------------------------------------ the client */
 
-static fg_code check_options(const char *url, const fg_options *o, fg_url *addr, fg_error *err) {
-    if (strncmp(url, "redis+cluster://", 16) == 0)
-        return fg_set_error(err, FG_CODE_UNSUPPORTED,
-                            "the asynchronous client takes one server (redis://, unix://)");
-    fg_code rc = fg_url_parse(url, addr, err);
+static bool add_seed(const fg_url *seed, void *arg) {
+    fg_async *a = arg;
+    a->auth = *seed;
+    return node_at(a, seed, seed->host, seed->port) != NO_NODE;
+}
+
+/* The nodes of url: a server, or a cluster's seeds (its map read at the
+ * first call). */
+static fg_code nodes_of(fg_async *a, const char *url, fg_error *err) {
+    if (fg_cluster_url(url)) {
+        if ((a->owner = malloc(FG_CLUSTER_SLOTS * sizeof(*a->owner))) == NULL)
+            return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+        for (size_t i = 0; i < FG_CLUSTER_SLOTS; i++)
+            a->owner[i] = NO_NODE;
+        a->map_stale = true;
+        return fg_cluster_seeds(url, add_seed, a, err);
+    }
+    fg_url addr;
+    fg_code rc = fg_url_parse(url, &addr, err);
     if (rc != FG_CODE_OK) return rc;
-    if (addr->kind == FG_URL_MEM)
+    if (addr.kind == FG_URL_MEM)
         return fg_set_error(err, FG_CODE_UNSUPPORTED,
                             "mem: decides in process without waiting: use fg_open");
+    if (node_at(a, &addr, addr.host, addr.port) == NO_NODE)
+        return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    return FG_CODE_OK;
+}
+
+static fg_code check_options(const fg_options *o, fg_error *err) {
     if (o->lease_units > 0)
         return fg_set_error(err, FG_CODE_UNSUPPORTED,
                             "the asynchronous client takes no token leases (lease_units 0)");
@@ -541,16 +761,13 @@ fg_async *fg_async_open(const char *url, const fg_options *opts, const fg_loop *
         a->opts = *opts;
     else
         fg_options_init(&a->opts);
-    if (check_options(url, &a->opts, &a->addr, err) != FG_CODE_OK) {
-        free(a);
-        return NULL;
-    }
+    fg_code rc = check_options(&a->opts, err);
+    if (rc == FG_CODE_OK) rc = nodes_of(a, url, err);
     fg_backend_args args = {url, &a->opts, &a->counters, NULL};
-    a->limits = fg_remote_limits.open(&args);
-    a->deadline_timer = a->loop.timer(a->loop.loop, deadline_passed, a);
-    a->ready_timer = a->loop.timer(a->loop.loop, run_ready, a);
-    if (a->limits == NULL || a->deadline_timer == NULL || a->ready_timer == NULL) {
-        fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    if (rc == FG_CODE_OK && ((a->limits = fg_remote_limits.open(&args)) == NULL ||
+                             (a->ready_timer = a->loop.timer(a->loop.loop, run_ready, a)) == NULL))
+        rc = fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    if (rc != FG_CODE_OK) {
         fg_async_close(a);
         return NULL;
     }
@@ -560,11 +777,13 @@ fg_async *fg_async_open(const char *url, const fg_options *opts, const fg_loop *
 void fg_async_close(fg_async *a) {
     if (a == NULL) return;
     a->closing = true;
-    if (a->ac != NULL) redisAsyncFree(a->ac); /* answers the calls sent */
-    run_ready(a);
-    if (a->deadline_timer != NULL) a->loop.free_timer(a->deadline_timer);
+    for (size_t j = 0; j < a->nnodes; j++)
+        node_free(a->nodes[j]);
+    if (a->ready_timer != NULL) run_ready(a);
     if (a->ready_timer != NULL) a->loop.free_timer(a->ready_timer);
     if (a->limits != NULL) fg_remote_limits.close(a->limits);
+    free(a->nodes);
+    free(a->owner);
     free(a);
 }
 

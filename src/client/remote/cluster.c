@@ -155,7 +155,8 @@ static fg_code invalid(fg_error *err, const char *url, const char *what) {
 
 /* Each seed is parsed as "redis://[userinfo@]seed", so that hosts, ports
  * and escapes follow the rules of redis:// URLs. */
-static fg_code parse_seeds(fg_cluster *cl, const char *url, fg_error *err) {
+fg_code fg_cluster_seeds(const char *url, bool (*each)(const fg_url *seed, void *arg), void *arg,
+                         fg_error *err) {
     const char *s = url + strlen(SCHEME);
     if (strchr(s, '/') != NULL) return invalid(err, url, "a cluster has no databases (no /db)");
     const char *at = strrchr(s, '@');
@@ -170,12 +171,16 @@ static fg_code parse_seeds(fg_cluster *cl, const char *url, fg_error *err) {
         if (ulen + slen + sizeof("redis://") > sizeof(one)) return invalid(err, url, "too long");
         snprintf(one, sizeof(one), "redis://%.*s%.*s", (int)ulen, s, (int)slen, seed);
         if (fg_url_parse(one, &u, err) != FG_CODE_OK) return FG_CODE_INVALID;
-        cl->auth = u;
-        if (add_node(cl, u.host, u.port) == NO_NODE)
-            return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+        if (!each(&u, arg)) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
         if (comma == NULL) return FG_CODE_OK;
         seed = comma + 1;
     }
+}
+
+static bool add_seed(const fg_url *seed, void *arg) {
+    fg_cluster *cl = arg;
+    cl->auth = *seed;
+    return add_node(cl, seed->host, seed->port) != NO_NODE;
 }
 
 fg_cluster *fg_cluster_new(const char *url, const fg_conn_config *cfg, fg_error *err) {
@@ -188,7 +193,7 @@ fg_cluster *fg_cluster_new(const char *url, const fg_conn_config *cfg, fg_error 
     cl->stale = true;
     for (size_t i = 0; i < FG_CLUSTER_SLOTS; i++)
         cl->owner[i] = NO_NODE;
-    if (parse_seeds(cl, url, err) != FG_CODE_OK) {
+    if (fg_cluster_seeds(url, add_seed, cl, err) != FG_CODE_OK) {
         fg_cluster_free(cl);
         return NULL;
     }
@@ -205,10 +210,8 @@ void fg_cluster_free(fg_cluster *cl) {
 
 /* ----------------------------------------------------------- the map */
 
-/* [start, end, [host, port, ...], ...] as a range and its master; an empty
- * host means the node that answered, "?" an unknown one. */
-static bool slot_range(const redisReply *e, long long *start, long long *end, const char **host,
-                       int *port) {
+bool fg_cluster_slot_range(const redisReply *e, long long *start, long long *end,
+                           const char **host, int *port) {
     if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) return false;
     const redisReply *a = e->element[0], *b = e->element[1], *m = e->element[2];
     if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER || a->integer < 0 ||
@@ -237,7 +240,7 @@ static void load_map(fg_cluster *cl, uint32_t answered, const redisReply *r) {
         long long start, end;
         const char *host;
         int port;
-        if (!slot_range(r->element[e], &start, &end, &host, &port)) continue;
+        if (!fg_cluster_slot_range(r->element[e], &start, &end, &host, &port)) continue;
         uint32_t j = add_node(cl, host[0] ? host : here, port);
         for (long long slot = start; slot <= end && j != NO_NODE; slot++)
             cl->owner[slot] = j;
@@ -328,10 +331,7 @@ static bool is_error(const redisReply *r, const char *prefix) {
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0;
 }
 
-/* "MOVED 3999 127.0.0.1:6381" (or ASK): the slot and the node it names; an
- * empty host means the node that sent it. false when it does not parse. */
-static bool parse_redirect(fg_cluster *cl, const char *s, uint32_t from, unsigned *slot,
-                           uint32_t *to) {
+bool fg_cluster_redirect(const char *s, unsigned *slot, char *host, size_t hostlen, int *port) {
     const char *p = strchr(s, ' ');
     char *end;
     if (p == NULL) return false;
@@ -340,18 +340,25 @@ static bool parse_redirect(fg_cluster *cl, const char *s, uint32_t from, unsigne
     const char *addr = end + 1;
     const char *colon = strrchr(addr, ':');
     if (colon == NULL) return false;
-    long port = strtol(colon + 1, &end, 10);
+    long pn = strtol(colon + 1, &end, 10);
     size_t hlen = (size_t)(colon - addr);
-    char host[sizeof(cl->nodes[0].addr.host)];
-    if (*end != '\0' || port < 1 || port > 65535 || hlen >= sizeof(host)) return false;
-    if (hlen == 0)
-        strcpy(host, cl->nodes[from].addr.host);
-    else {
-        memcpy(host, addr, hlen);
-        host[hlen] = '\0';
-    }
+    if (*end != '\0' || pn < 1 || pn > 65535 || hlen >= hostlen) return false;
+    memcpy(host, addr, hlen);
+    host[hlen] = '\0';
     *slot = (unsigned)n;
-    *to = add_node(cl, host, (int)port);
+    *port = (int)pn;
+    return true;
+}
+
+/* A redirect's slot and node (added when new; an empty host is the node
+ * that sent it). false when it does not parse. */
+static bool parse_redirect(fg_cluster *cl, const char *s, uint32_t from, unsigned *slot,
+                           uint32_t *to) {
+    char host[sizeof(cl->nodes[0].addr.host)];
+    int port;
+    if (!fg_cluster_redirect(s, slot, host, sizeof(host), &port)) return false;
+    if (host[0] == '\0') strcpy(host, cl->nodes[from].addr.host);
+    *to = add_node(cl, host, port);
     return *to != NO_NODE;
 }
 

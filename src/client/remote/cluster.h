@@ -37,6 +37,22 @@ fg_code fg_cluster_refresh(fg_cluster *cl, fg_error *err);
 void fg_cluster_run(fg_cluster *cl, const fg_command *cmds, size_t n, redisReply **replies,
                     fg_code *codes, fg_error *err);
 
+/* The seeds of a redis+cluster:// URL, each as a redis:// URL with the
+ * URL's user and password: each(seed, arg) for each, which returns false
+ * when out of memory. FG_CODE_INVALID with err filled for a URL refused. */
+fg_code fg_cluster_seeds(const char *url, bool (*each)(const fg_url *seed, void *arg), void *arg,
+                         fg_error *err);
+
+/* An entry of CLUSTER SLOTS, [start, end, [host, port, ...], ...], as its
+ * range and master (an empty host: the node that answered); false for an
+ * entry that does not parse or names an unknown master ("?"). */
+bool fg_cluster_slot_range(const redisReply *e, long long *start, long long *end,
+                           const char **host, int *port);
+
+/* "MOVED 3999 127.0.0.1:6381" or "ASK ...": the slot and the node, host
+ * written into host[hostlen] (empty: the node that sent it). */
+bool fg_cluster_redirect(const char *s, unsigned *slot, char *host, size_t hostlen, int *port);
+
 /* The slot of a key: CRC16-XMODEM of the key, or of its hash tag (the text
  * between the first '{' and the next '}', when not empty), modulo 16384. */
 unsigned fg_cluster_slot(const char *key, size_t len);
