@@ -268,14 +268,19 @@ $(NGINX_SO): $(wildcard nginx/*.c nginx/*.h) include/floodgate.h include/floodga
 	$(MAKE) --no-print-directory -C $(NGINX_BUILD) -f objs/Makefile modules
 	@touch $@
 
-# Where Debian's nginx loads modules from, enabled as Debian's own modules are.
+# Where Debian's nginx loads modules from, enabled as Debian's own modules
+# are (make install does it too). NGINX_ROOT puts that tree elsewhere (a
+# staged install: example-check).
+NGINX_ROOT ?=
 install-nginx: $(NGINX_SO)
-	install -D -m 644 $(NGINX_SO) $(DESTDIR)$(NGINX_MODULES_DIR)/ngx_http_floodgate_module.so
-	install -d $(DESTDIR)/usr/share/nginx/modules-available $(DESTDIR)/etc/nginx/modules-enabled
+	install -D -m 644 $(NGINX_SO) \
+		$(DESTDIR)$(NGINX_ROOT)$(NGINX_MODULES_DIR)/ngx_http_floodgate_module.so
+	install -d $(DESTDIR)$(NGINX_ROOT)/usr/share/nginx/modules-available \
+		$(DESTDIR)$(NGINX_ROOT)/etc/nginx/modules-enabled
 	echo 'load_module modules/ngx_http_floodgate_module.so;' \
-		> $(DESTDIR)/usr/share/nginx/modules-available/mod-http-floodgate.conf
+		> $(DESTDIR)$(NGINX_ROOT)/usr/share/nginx/modules-available/mod-http-floodgate.conf
 	ln -sf /usr/share/nginx/modules-available/mod-http-floodgate.conf \
-		$(DESTDIR)/etc/nginx/modules-enabled/50-mod-http-floodgate.conf
+		$(DESTDIR)$(NGINX_ROOT)/etc/nginx/modules-enabled/50-mod-http-floodgate.conf
 
 # The benchmarks are built (not run) by make test, so that none rots.
 BENCH_BINS := $(addprefix $(BUILD)/bench/,client_bench server_bench lock_bench bloom_bench uv_bench \
@@ -299,7 +304,7 @@ run: deps module
 	redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
 		--loadmodule $(CURDIR)/$(BUILD)/floodgate.so
 
-install: module library cli
+install: module library cli install-nginx
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/redis/modules
 	install -m 644 include/floodgate.h include/floodgate_async.h include/floodgate_libevent.h \
@@ -317,7 +322,8 @@ install: module library cli
 # pkg-config, shared and static, as a user would; checks the exported symbols.
 example-check:
 	@rm -rf $(STAGE)
-	@$(MAKE) --no-print-directory install PREFIX=$(STAGE) >/dev/null
+	@$(MAKE) --no-print-directory install PREFIX=$(STAGE) NGINX_ROOT=$(STAGE)/nginx-root >/dev/null
+	@test -f $(STAGE)/nginx-root$(NGINX_MODULES_DIR)/ngx_http_floodgate_module.so
 	$(CC) -o $(BUILD)/example-shared examples/limit.c -Wl,-rpath,$(STAGE)/lib \
 		$$(PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig pkg-config --cflags --libs floodgate)
 	$(CC) -o $(BUILD)/example-static examples/limit.c \
