@@ -265,8 +265,8 @@ $(NGINX_BUILD)/objs/Makefile: nginx/config
 
 $(NGINX_SO): $(wildcard nginx/*.c nginx/*.h) include/floodgate.h include/floodgate_async.h \
 		$(LIB_A) $(NGINX_BUILD)/objs/Makefile
+	@rm -f $@ # nginx's own Makefile does not know the .so links libfloodgate.a
 	$(MAKE) --no-print-directory -C $(NGINX_BUILD) -f objs/Makefile modules
-	@touch $@
 
 # Where Debian's nginx loads modules from, enabled as Debian's own modules
 # are (make install does it too). NGINX_ROOT puts that tree elsewhere (a

@@ -568,3 +568,31 @@ def test_a_paused_redis_is_answered_within_the_timeout(redis_server, nginxes):
         redis_server.client().execute_command("CLIENT", "UNPAUSE")
     # the limits apply again: the burst runs out
     wait_for(lambda: n.get()[0] == 503, timeout=10)
+
+
+def test_a_cluster_behind_floodgate_server(nginxes):
+    """redis+cluster://: each zone key on its slot's master, limit_req and
+    limit_conn alike."""
+    from topology import Cluster
+    from test_client_cluster import cluster_url, holders
+    cluster = Cluster().start()
+    try:
+        conf = """
+    floodgate_server %s;
+    floodgate_limit_req_zone $arg_k zone=z rate=1r/m;
+    floodgate_limit_conn_zone $arg_k zone=c;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        add_header X-Limit $floodgate_limit_req_status always;
+        location /ok { floodgate_limit_req zone=z burst=1 nodelay; floodgate_limit_conn c 1; }
+    }
+""" % cluster_url(cluster)
+        n = nginxes(conf)
+        for k in ("a", "b", "c", "d"):
+            assert [s for s, _ in n.statuses(3, "/ok?k=" + k)] == [200, 200, 503], k
+        where = holders(cluster, ["z:" + k for k in "abcd"])
+        assert all(len(ports) == 1 for ports in where.values()), where
+        assert len({ports[0] for ports in where.values()}) > 1  # spread over masters
+    finally:
+        cluster.stop()
