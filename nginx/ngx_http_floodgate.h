@@ -82,6 +82,10 @@ ngx_int_t fgx_conn_handler(ngx_http_request_t *r);
 ngx_int_t fgx_conn_status_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
                                    uintptr_t data);
 
+/* Resumes a request suspended for its checks (r->main->count was raised):
+ * the phases run again from the handler that suspended it. */
+void fgx_resume(ngx_http_request_t *r);
+
 /* Configuration helpers: names equal; a complex value compiled; a
  * "zone=name" argument (the name cannot hold ':' or blanks). */
 ngx_uint_t fgx_same(const ngx_str_t *a, const ngx_str_t *b);

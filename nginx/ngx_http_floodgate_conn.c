@@ -122,12 +122,7 @@ static void fgc_granted(fg_code rc, const fg_lock_grant *grant, const fg_error *
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "floodgate: %s", err->message);
     if (--ctx->pending > 0) return;
     ctx->state = FGC_ANSWERED;
-    r->main->count--;
-    r->read_event_handler = ngx_http_block_reading;
-    r->write_event_handler = ngx_http_core_run_phases;
-    ngx_connection_t *c = r->connection;
-    ngx_http_core_run_phases(r);
-    ngx_http_run_posted_requests(c);
+    fgx_resume(r);
 }
 
 /* A slot of limit l for r: "zone:key", owner "host:pid:n". */

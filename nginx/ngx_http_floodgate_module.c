@@ -343,6 +343,15 @@ static char *fgx_redis_key(ngx_http_request_t *r, const fgx_zone_t *z, const ngx
     return (char *)key;
 }
 
+void fgx_resume(ngx_http_request_t *r) {
+    r->main->count--;
+    r->read_event_handler = ngx_http_block_reading;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_connection_t *c = r->connection;
+    ngx_http_core_run_phases(r);
+    ngx_http_run_posted_requests(c); /* run from Redis's events, not the request's */
+}
+
 static void fgx_answered(fg_code rc, const fg_result *result, const fg_error *err, void *arg) {
     fgx_answer_t *a = arg;
     fgx_ctx_t *ctx = a->ctx;
@@ -354,12 +363,7 @@ static void fgx_answered(fg_code rc, const fg_result *result, const fg_error *er
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "floodgate: %s", err->message);
     if (--ctx->pending > 0) return;
     ctx->state = FGX_ANSWERED;
-    r->main->count--;
-    r->read_event_handler = ngx_http_block_reading;
-    r->write_event_handler = ngx_http_core_run_phases;
-    ngx_connection_t *c = r->connection;
-    ngx_http_core_run_phases(r);
-    ngx_http_run_posted_requests(c);
+    fgx_resume(r);
 }
 
 static void fgx_policy_answered(fg_code rc, const fg_policy_result *result, const fg_error *err,
