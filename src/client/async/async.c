@@ -475,6 +475,7 @@ static void dispatch(fg_async_call *c) {
     if (a->owner != NULL && a->map_stale && !a->map_reading) read_map(a);
     aconn *n = a->nodes[route(a, c)];
     if (!connection(n)) {
+        if (a->owner != NULL) a->map_stale = true; /* its master may have failed over */
         answer_soon(c, "the server cannot be reached");
         return;
     }
