@@ -80,7 +80,7 @@ $(BUILD)/client/async_client: tests/client/async_client.c tests/client/limit_tex
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< $(LIB_A) -lhiredis -lconfig -levent -lm -lpthread
 
-$(BUILD)/client/%: tests/client/%.c $(LIB_A) include/floodgate.h
+$(BUILD)/client/%: tests/client/%.c tests/client/limit_text.h $(LIB_A) include/floodgate.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iinclude -Isrc/core -Isrc/client -o $@ $< $(LIB_A) -lhiredis -lconfig -lm -lpthread
 

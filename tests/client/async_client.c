@@ -242,17 +242,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     fg_options o;
-    fg_options_init(&o);
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "policy=open") == 0) o.on_failure = FG_ON_FAILURE_OPEN;
-        else if (strcmp(argv[i], "policy=closed") == 0) o.on_failure = FG_ON_FAILURE_CLOSED;
-        else if (strcmp(argv[i], "policy=fallback") == 0) o.on_failure = FG_ON_FAILURE_FALLBACK;
-        else if (strcmp(argv[i], "cache") == 0) o.cache_denials = true;
-        else if (strncmp(argv[i], "lease=", 6) == 0)
-            o.lease_units = atoll(argv[i] + 6);
-        else if (strncmp(argv[i], "timeout_ms=", 11) == 0)
-            o.command_timeout_ms = o.connect_timeout_ms = atoi(argv[i] + 11);
-    }
+    parse_options(argc, argv, &o);
     base = event_base_new();
     fg_loop loop = fg_libevent_loop(base);
     fg_error err;

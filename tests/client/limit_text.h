@@ -1,7 +1,7 @@
 /*
- * limit_text.h - limits and answers as the test drivers read and write
- * them (driver.c, async_client.c), so that the tests speak one language to
- * both clients. Reads the fields with strtok.
+ * limit_text.h - options, limits and answers as the test drivers read and
+ * write them (driver.c, async_client.c), so that the tests speak one
+ * language to both clients. Reads the fields with strtok.
  */
 #ifndef FG_TEST_LIMIT_TEXT_H
 #define FG_TEST_LIMIT_TEXT_H
@@ -11,6 +11,22 @@
 #include <string.h>
 
 #include "floodgate.h"
+
+/* The drivers' options after the URL: policy=error|open|closed|fallback,
+ * cache, timeout_ms=N, lease=UNITS, lease_ms=N. */
+static void parse_options(int argc, char **argv, fg_options *o) {
+    fg_options_init(o);
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "policy=open") == 0) o->on_failure = FG_ON_FAILURE_OPEN;
+        else if (strcmp(argv[i], "policy=closed") == 0) o->on_failure = FG_ON_FAILURE_CLOSED;
+        else if (strcmp(argv[i], "policy=fallback") == 0) o->on_failure = FG_ON_FAILURE_FALLBACK;
+        else if (strcmp(argv[i], "cache") == 0) o->cache_denials = true;
+        else if (strncmp(argv[i], "timeout_ms=", 11) == 0)
+            o->command_timeout_ms = o->connect_timeout_ms = atoi(argv[i] + 11);
+        else if (strncmp(argv[i], "lease=", 6) == 0) o->lease_units = atoll(argv[i] + 6);
+        else if (strncmp(argv[i], "lease_ms=", 9) == 0) o->lease_ms = atoi(argv[i] + 9);
+    }
+}
 
 static const char *source_names[] = {"server", "memory", "denial_cache", "failed_open",
                                      "failed_closed", "fallback", "lease"};

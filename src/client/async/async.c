@@ -624,6 +624,12 @@ static fg_async_call *new_lock_call(fg_async *a, const char *key, const char *ow
     return c;
 }
 
+/* Sends a lock call's command, routed by its key (kept first in key[]). */
+static fg_code send_lock_call(fg_async_call *c, fg_argv *cmd) {
+    send_call(c, cmd->argc, cmd->argv, cmd->argvlen, c->key, strlen(c->key));
+    return FG_CODE_OK;
+}
+
 static fg_code lock_call_given(fg_async *a, const char *key, const char *owner, bool done_given,
                                fg_error *err) {
     if (a != NULL && key != NULL && owner != NULL && done_given) return FG_CODE_OK;
@@ -647,8 +653,7 @@ fg_code fg_async_semaphore_acquire(fg_async *a, const char *key, int64_t capacit
     c->done.grant = done;
     fg_argv cmd;
     fg_semaphore_acquire_command(&cmd, key, capacity, owner, permits, &o);
-    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, key, strlen(key));
-    return FG_CODE_OK;
+    return send_lock_call(c, &cmd);
 }
 
 fg_code fg_async_semaphore_release(fg_async *a, const char *key, const char *owner,
@@ -663,8 +668,7 @@ fg_code fg_async_semaphore_release(fg_async *a, const char *key, const char *own
     c->done.count = done;
     fg_argv cmd;
     fg_semaphore_release_command(&cmd, key, owner, permits);
-    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, key, strlen(key));
-    return FG_CODE_OK;
+    return send_lock_call(c, &cmd);
 }
 
 fg_code fg_async_extend(fg_async *a, const char *key, const char *owner, int64_t lease_ms,
@@ -679,8 +683,7 @@ fg_code fg_async_extend(fg_async *a, const char *key, const char *owner, int64_t
     c->done.count = done;
     fg_argv cmd;
     fg_extend_command(&cmd, key, owner, lease_ms);
-    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, key, strlen(key));
-    return FG_CODE_OK;
+    return send_lock_call(c, &cmd);
 }
 
 fg_code fg_async_policy_check(fg_async *a, const char *name, const char *key,

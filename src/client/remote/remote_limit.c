@@ -302,18 +302,15 @@ bool fg_remote_limits_cached(void *s, const fg_limit_call *c, fg_result *out) {
 }
 
 /* One check or peek sent to the server. */
-static fg_code server_decide(limits *lim, const char *key, const fg_limit *l,
-                             const fg_limiter *ml, int64_t cost, bool peek, int64_t now,
-                             fg_result *out, fg_error *err) {
-    fg_limit_call c = {key, *l, *ml, cost, peek, now, 0};
+static fg_code server_decide(limits *lim, fg_limit_call *c, fg_result *out, fg_error *err) {
     fg_command cmd;
     redisReply *reply;
     fg_code rc;
-    fg_remote_limits_command(lim, &c, &cmd);
+    fg_remote_limits_command(lim, c, &cmd);
     fg_remote_exchange(lim->remote, &cmd, 1, &reply, &rc, err);
-    if (rc == FG_CODE_IO) return fg_remote_limits_answer(lim, &c, NULL, out, err);
+    if (rc == FG_CODE_IO) return fg_remote_limits_answer(lim, c, NULL, out, err);
     if (rc != FG_CODE_OK) return rc;
-    rc = fg_remote_limits_answer(lim, &c, reply, out, err);
+    rc = fg_remote_limits_answer(lim, c, reply, out, err);
     freeReplyObject(reply);
     return rc;
 }
@@ -396,14 +393,16 @@ static fg_code request_lease(limits *lim, const char *key, const fg_limit *l, fg
  * takes a new lease and serves the request from it; when the server denies
  * the lease, the plain check decides (a second round trip), and so it does
  * alone for the key's next checks during lease_ms (lease.c). */
-static fg_code lease_decide(limits *lim, const char *key, const fg_limit *l, const fg_limiter *ml,
-                            int64_t cost, int64_t now, fg_result *out, fg_error *err) {
+static fg_code lease_decide(limits *lim, fg_limit_call *c, fg_result *out, fg_error *err) {
+    const char *key = c->key;
+    const fg_limit *l = &c->limit;
+    int64_t cost = c->cost, now = c->now;
     fg_lease old[FG_LEASE_RETURNS];
     size_t nold, slot;
     switch (fg_lease_take(lim->leases, key, l, cost, now, out, old, &nold, &slot)) {
     case FG_LEASE_HIT: fg_count(&lim->counters->lease_hits, 1); return FG_CODE_OK;
     case FG_LEASE_PLAIN:
-    case FG_LEASE_NONE: return server_decide(lim, key, l, ml, cost, false, now, out, err);
+    case FG_LEASE_NONE: return server_decide(lim, c, out, err);
     case FG_LEASE_CLAIMED: break;
     }
     fg_result lease;
@@ -411,11 +410,11 @@ static fg_code lease_decide(limits *lim, const char *key, const fg_limit *l, con
     fg_lease mine = {.limit = *l, .size = lease_size(lim, l), .taken_us = now};
     if (rc != FG_CODE_OK) {
         fg_lease_install(lim->leases, slot, key, &mine, 0);
-        return rc == FG_CODE_IO ? on_failure(lim, key, l, ml, cost, false, now, out, err) : rc;
+        return rc == FG_CODE_IO ? fg_remote_limits_answer(lim, c, NULL, out, err) : rc;
     }
     if (!lease.allowed) {
         fg_lease_deny(lim->leases, slot, key, l, now + (int64_t)lim->opts->lease_ms * 1000);
-        return server_decide(lim, key, l, ml, cost, false, now, out, err);
+        return server_decide(lim, c, out, err);
     }
     mine.units = mine.size - cost;
     mine.reset_ms = lease.reset_after_ms;
@@ -452,8 +451,8 @@ static fg_code check(void *s, const char *key, const fg_limit *l, const fg_limit
     limits *lim = s;
     fg_limit_call c = {key, *l, *ml, cost, peek, now, 0};
     if (fg_remote_limits_cached(lim, &c, out)) return FG_CODE_OK;
-    if (!peek && leased(lim, l, cost)) return lease_decide(lim, key, l, ml, cost, now, out, err);
-    return server_decide(lim, key, l, ml, cost, peek, now, out, err);
+    if (!peek && leased(lim, l, cost)) return lease_decide(lim, &c, out, err);
+    return server_decide(lim, &c, out, err);
 }
 
 /* The answers of a batch sent to a server. A request without a reply is
