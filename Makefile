@@ -235,7 +235,7 @@ unit-tsan: $(TSAN_BINS)
 	@for t in $(TSAN_BINS); do echo "== $$t (thread sanitizer)"; \
 		TSAN_OPTIONS=halt_on_error=1 $$t || exit 1; done
 
-integration: module $(CLIENT_TEST_BINS) $(BUILD)/client/async_client_asan cli $(NGINX_SO)
+integration: module $(CLIENT_TEST_BINS) $(BUILD)/client/async_client_asan cli $(NGINX_SO) $(LIB_SONAME)
 	$(PYTHON) -m pytest -q tests/integration
 
 # The integration suite once per server binary; FLOODGATE_REDIS_SERVER names

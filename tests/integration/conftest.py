@@ -4,6 +4,9 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The Python binding, from the source tree (it loads build/libfloodgate.so.0).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bindings", "python"))
 
 import harness  # noqa: E402
 from topology import Cluster, assert_no_crash  # noqa: E402

@@ -1,0 +1,520 @@
+"""Client: one libfloodgate client (fg_client) and every call on it.
+
+A Client is safe to share between threads, as the C client is; each call
+keeps its result and error buffers in a per-thread slot, so calls allocate
+nothing in ctypes but the answer they return. close() must be the last
+call on a client (as fg_close); a closed client raises floodgate.Error.
+Clients still open at interpreter exit are closed then, before Python stops,
+so that no renewal thread calls into a stopping interpreter."""
+
+import atexit
+import collections
+import ctypes
+import sys
+import threading
+import weakref
+from ctypes import byref, c_bool, c_char_p, c_int64, c_size_t
+
+from . import _native as N
+from . import errors, locks, policies
+from .limits import Result, SOURCES, result_from
+
+_FAILURE_POLICIES = {"error": 0, "open": 1, "closed": 2, "fallback": 3}
+
+SECONDS, MINUTES, HOURS, DAYS = 1, 60, 3600, 86400
+
+Stats = collections.namedtuple(
+    "Stats", "decisions round_trips denials_cached failures reconnects lease_hits")
+
+Request = collections.namedtuple("Request", "key limit cost peek", defaults=(1, False))
+Request.__doc__ = "One request of Client.check_batch (a plain tuple works as well)."
+
+_open_clients = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_clients():
+    for client in list(_open_clients):
+        client.close()
+
+
+class _Buffers(threading.local):
+    def __init__(self):
+        self.result = N.Result()
+        self.err = N.Error()
+        self.flag = c_bool()
+        self.int64 = c_int64()
+
+
+def raise_error(err):
+    raise errors.from_code(err.code, err.message.decode(errors="replace"))
+
+
+def owner_id():
+    """A random owner id (32 hex characters), as fg_owner_id makes."""
+    buf = ctypes.create_string_buffer(N.OWNER_ID_LEN + 1)
+    N.owner_id(buf)
+    return buf.value.decode()
+
+
+class Window:
+    """A window of unique counting: the last n units ending now, or
+    [start_us, end_us) in unix microseconds. Build with last() or between()."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, c):
+        self._c = c
+
+    def __repr__(self):
+        c = self._c
+        if c.last:
+            return "last(%d, %d)" % (c.n, c.unit)
+        return "between(%d, %d)" % (c.start_us, c.end_us)
+
+
+def last(n, unit=SECONDS):
+    """The last n units (SECONDS, MINUTES, HOURS, DAYS) ending now."""
+    return Window(N.Window(True, n, unit, 0, 0))
+
+
+def between(start_us, end_us):
+    """[start_us, end_us), unix microseconds, truncated to seconds."""
+    return Window(N.Window(False, 0, SECONDS, start_us, end_us))
+
+
+def _parse_state(text):
+    """FG.INSPECT's "k=v k=v" as a dict: numbers as int, a list of
+    numbers ("entries=ts,count,...") as a list of int."""
+    state = {}
+    for field in text.split():
+        name, _, value = field.partition("=")
+        try:
+            state[name] = [int(v) for v in value.split(",")] if "," in value else int(value)
+        except ValueError:
+            state[name] = value
+    return state
+
+
+def _lost_trampoline(callbacks):
+    """The C on_lost of a client: finds the Python callback by its id (it
+    holds the callbacks, not the client, so a client is freed when unused)."""
+    def on_lost(key, owner, why, arg):
+        callback = callbacks.pop(arg, None)
+        if callback is not None:
+            callback(key.decode(errors="replace"), owner.decode(errors="replace"),
+                     locks.LOST_REASONS[why])
+    return N.LOST_FN(on_lost)
+
+
+class Client:
+    """A client of floodgate for `url`:
+
+      mem:                                   in process, no server (the default)
+      redis://[user:password@]host[:port][/db]
+      unix:///path/to/redis.sock[?db=N]
+      redis+cluster://[user:password@]host:port[,host:port...]
+
+    Options (include/floodgate.h, fg_options): connect_timeout_ms,
+    command_timeout_ms, on_failure ("error", "open", "closed", "fallback"),
+    cache_denials, clock (a callable giving unix microseconds, for the
+    in-process clock), send_clock, lease_units, lease_ms; and policy_loader
+    (see set_policy_loader)."""
+
+    def __init__(self, url="mem:", *, connect_timeout_ms=1000, command_timeout_ms=1000,
+                 on_failure="error", cache_denials=False, clock=None, send_clock=False,
+                 lease_units=0, lease_ms=100, policy_loader=None):
+        self._h = None
+        if on_failure not in _FAILURE_POLICIES:
+            raise errors.InvalidError("on_failure is one of %s, not %r" %
+                                      (", ".join(sorted(_FAILURE_POLICIES)), on_failure))
+        opts = N.Options()
+        N.options_init(byref(opts))
+        opts.connect_timeout_ms = connect_timeout_ms
+        opts.command_timeout_ms = command_timeout_ms
+        opts.on_failure = _FAILURE_POLICIES[on_failure]
+        opts.cache_denials = cache_denials
+        opts.send_clock = send_clock
+        opts.lease_units = lease_units
+        opts.lease_ms = lease_ms
+        # Callbacks the library keeps pointers to live as long as the client.
+        self._clock = self._clock_trampoline(clock) if clock is not None else None
+        if self._clock is not None:
+            opts.clock_us = self._clock
+        self._tls = _Buffers()
+        self._lost = {}  # on_lost callbacks by id (the C callback's arg)
+        self._lost_ids = iter(range(1, sys.maxsize))
+        self._lost_fn = _lost_trampoline(self._lost)
+        self._loader = None
+        self.url = url
+        err = N.Error()
+        h = N.open_client(N.as_bytes(url), byref(opts), byref(err))
+        if not h:
+            raise_error(err)
+        self._h = h
+        _open_clients.add(self)
+        if policy_loader is not None:
+            self.set_policy_loader(policy_loader)
+
+    # -------------------------------------------------------------- lifetime
+
+    def close(self):
+        """Closes the client: returns leased units, stops renewals. Must be
+        the last call on it; closing twice is harmless."""
+        h, self._h = self._h, None
+        if h:
+            _open_clients.discard(self)
+            N.close_client(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def __repr__(self):
+        return "Client(%r%s)" % (self.url, "" if self._h else ", closed")
+
+    def _handle(self):
+        h = self._h
+        if h is None:
+            raise errors.Error("the client is closed")
+        return h
+
+    @property
+    def is_remote(self):
+        """True when calls go to a server (they may wait on the network)."""
+        return not (self.url in ("", "mem:") or self.url.startswith("mem:"))
+
+    @staticmethod
+    def _clock_trampoline(clock):
+        def clock_us(_arg):
+            return int(clock())
+        return N.CLOCK_FN(clock_us)
+
+    # ------------------------------------------------------------ decisions
+
+    def check(self, key, limit, cost=1):
+        """Takes `cost` units (>= 0) of `limit` for `key` and answers a
+        Result; cost 0 asks without taking anything."""
+        b = self._tls
+        if N.check(self._handle(), N.as_bytes(key), byref(_limit_of(limit)), cost, byref(b.result),
+                   byref(b.err)):
+            raise_error(b.err)
+        c = b.result
+        return Result(c.allowed, c.limit, c.remaining, c.retry_after_ms, c.reset_after_ms,
+                      SOURCES[c.source])
+
+    def peek(self, key, limit, cost=1):
+        """The answer check() would give, without taking or writing anything."""
+        b = self._tls
+        if N.peek(self._handle(), N.as_bytes(key), byref(_limit_of(limit)), cost, byref(b.result),
+                  byref(b.err)):
+            raise_error(b.err)
+        return result_from(b.result)
+
+    def reset(self, key):
+        """Forgets the key's state; True when it had one."""
+        b = self._tls
+        if N.reset(self._handle(), N.as_bytes(key), byref(b.flag), byref(b.err)):
+            raise_error(b.err)
+        return b.flag.value
+
+    def inspect(self, key):
+        """The key's stored state as a dict (FG.INSPECT's fields), {} when
+        it has none."""
+        h, key, b = self._handle(), N.as_bytes(key), self._tls
+        size = 4096
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            if N.inspect(h, key, buf, size, byref(b.err)) == 0:
+                return _parse_state(buf.value.decode())
+            if b"buffer too small" not in b.err.message or size >= 1 << 28:
+                raise_error(b.err)
+            size *= 16
+
+    def check_batch(self, requests, raise_on_error=True):
+        """Decides many requests in one round trip per node. Each request is
+        a Request or a tuple (key, limit[, cost[, peek]]). Answers a list of
+        Results in the same order; a request that failed raises its error,
+        or with raise_on_error=False stands in the list as the exception."""
+        reqs = [r if isinstance(r, Request) else Request(*r) for r in requests]
+        n = len(reqs)
+        if n == 0:
+            return []
+        keys = [N.as_bytes(r.key) for r in reqs]
+        arr = (N.Request * n)()
+        for i, r in enumerate(reqs):
+            c = arr[i]
+            c.key = keys[i]
+            c.limit = ctypes.pointer(_limit_of(r.limit))
+            c.cost = r.cost
+            c.peek = r.peek
+        b = self._tls
+        if N.check_batch(self._handle(), arr, n, byref(b.err)):
+            raise_error(b.err)
+        out = []
+        for c in arr:
+            if c.code == 0:
+                out.append(result_from(c.result))
+                continue
+            e = errors.from_code(c.code, N.code_name(c.code).decode())
+            if raise_on_error:
+                raise e
+            out.append(e)
+        return out
+
+    def stats(self):
+        s = N.Stats()
+        N.get_stats(self._handle(), byref(s))
+        return Stats(s.decisions, s.round_trips, s.denials_cached, s.failures, s.reconnects,
+                     s.lease_hits)
+
+    # ----------------------------------------------------------------- locks
+
+    def lock(self, key, owner=None, **options):
+        """A lock on `key` for `owner` (None: a random id), not yet taken:
+        use it in `with`, or call acquire() and release(). Options:
+        lease_ms, wait_ms (0 try once, > 0 wait in the server's queue, -1
+        without a timeout), shared, reentrant, renew, renew_max_ms, on_lost
+        (called as on_lost(key, owner, reason) from the renewal thread),
+        durable_replicas, durable_timeout_ms."""
+        return locks.Lock(self, key, owner, options)
+
+    def semaphore(self, key, capacity, permits=1, owner=None, **options):
+        """`permits` of a semaphore of `capacity` on `key`, not yet taken;
+        the options of lock() but shared and reentrant."""
+        return locks.Semaphore(self, key, capacity, permits, owner, options)
+
+    def lock_multi(self, keys, owner=None, **options):
+        """All of `keys` (one hash slot) at once, or none."""
+        return locks.MultiLock(self, keys, owner, options)
+
+    def unlock(self, key, owner):
+        """FG.UNLOCK: what the owner still holds, -1 when it held nothing."""
+        b = self._tls
+        if N.unlock(self._handle(), N.as_bytes(key), N.as_bytes(owner), byref(b.int64),
+                    byref(b.err)):
+            raise_error(b.err)
+        return b.int64.value
+
+    def extend(self, key, owner, lease_ms):
+        """FG.EXTEND: False when the owner holds nothing."""
+        b = self._tls
+        if N.extend(self._handle(), N.as_bytes(key), N.as_bytes(owner), lease_ms, byref(b.flag),
+                    byref(b.err)):
+            raise_error(b.err)
+        return b.flag.value
+
+    def semaphore_release(self, key, owner, permits=0):
+        """FG.RELEASE of `permits` (0: all of the owner's): the permits left."""
+        b = self._tls
+        if N.semaphore_release(self._handle(), N.as_bytes(key), N.as_bytes(owner), permits,
+                               byref(b.int64), byref(b.err)):
+            raise_error(b.err)
+        return b.int64.value
+
+    def unlock_multi(self, keys, owner):
+        """FG.MUNLOCK: the keys released."""
+        _, arr, n = N.key_array(keys)
+        b = self._tls
+        if N.unlock_multi(self._handle(), arr, n, N.as_bytes(owner), byref(b.int64),
+                          byref(b.err)):
+            raise_error(b.err)
+        return b.int64.value
+
+    def _register_on_lost(self, callback):
+        """An id for the C callback's arg, under which `callback` waits for
+        a loss until _forget_on_lost (the lock was released)."""
+        lost_id = next(self._lost_ids)
+        self._lost[lost_id] = callback
+        return lost_id
+
+    def _forget_on_lost(self, lost_id):
+        self._lost.pop(lost_id, None)
+
+    # ---------------------------------------------------------- bloom filters
+
+    def bf_reserve(self, key, error_rate=0.01, capacity=100, expansion=2):
+        """BF.RESERVE; an existing key raises InvalidError."""
+        o = N.BloomOptions(error_rate, capacity, expansion)
+        b = self._tls
+        if N.bf_reserve(self._handle(), N.as_bytes(key), byref(o), byref(b.err)):
+            raise_error(b.err)
+
+    def bf_add(self, key, item):
+        """BF.ADD: True when the item was new."""
+        item, b = N.as_bytes(item), self._tls
+        if N.bf_add(self._handle(), N.as_bytes(key), item, len(item), byref(b.flag),
+                    byref(b.err)):
+            raise_error(b.err)
+        return b.flag.value
+
+    def bf_exists(self, key, item):
+        """BF.EXISTS: False when the item was certainly never added."""
+        item, b = N.as_bytes(item), self._tls
+        if N.bf_exists(self._handle(), N.as_bytes(key), item, len(item), byref(b.flag),
+                       byref(b.err)):
+            raise_error(b.err)
+        return b.flag.value
+
+    def bf_madd(self, key, items):
+        """BF.MADD: a list of bools, True for each new item."""
+        return self._bf_many(N.bf_madd, key, items)
+
+    def bf_mexists(self, key, items):
+        """BF.MEXISTS: a list of bools."""
+        return self._bf_many(N.bf_mexists, key, items)
+
+    def _bf_many(self, fn, key, items):
+        keep, ptrs, lens, n = N.byte_items(items)
+        flags = (c_bool * max(n, 1))()
+        b = self._tls
+        if fn(self._handle(), N.as_bytes(key), ptrs, lens, n, flags, byref(b.err)):
+            raise_error(b.err)
+        return list(flags[:n])
+
+    def bf_card(self, key):
+        """BF.CARD: the distinct items added, estimated."""
+        b = self._tls
+        if N.bf_card(self._handle(), N.as_bytes(key), byref(b.int64), byref(b.err)):
+            raise_error(b.err)
+        return b.int64.value
+
+    # --------------------------------------------------------- unique counting
+
+    def distinct_create(self, key, span_s=604800, minutes=60, hours=48, days=31, tzoffset_s=0):
+        """FG.UVCREATE; an existing key raises InvalidError."""
+        o = N.DistinctOptions(span_s, minutes, hours, days, tzoffset_s)
+        b = self._tls
+        if N.distinct_create(self._handle(), N.as_bytes(key), byref(o), byref(b.err)):
+            raise_error(b.err)
+
+    def distinct_add(self, key, items, at_us=None):
+        """FG.UVADD of the items now, or FG.UVADDAT at at_us: True when the
+        counter changed. A single str or bytes is one item."""
+        if isinstance(items, (str, bytes)):
+            items = (items,)
+        keep, ptrs, lens, n = N.byte_items(items)
+        b = self._tls
+        if N.distinct_add(self._handle(), N.as_bytes(key), ptrs, lens, n,
+                          -1 if at_us is None else at_us, byref(b.flag), byref(b.err)):
+            raise_error(b.err)
+        return b.flag.value
+
+    def distinct_count(self, keys, window):
+        """FG.UVCOUNT over the union of the counters `keys` (one key, or a
+        list of one hash slot) in `window` (last() or between())."""
+        keep, arr, n = N.key_array((keys,) if isinstance(keys, (str, bytes)) else keys)
+        b = self._tls
+        if N.distinct_count(self._handle(), arr, n, window._c, byref(b.int64), byref(b.err)):
+            raise_error(b.err)
+        return b.int64.value
+
+    def distinct_export(self, keys, window):
+        """FG.UVEXPORT: the window as a dense HyperLogLog string (bytes that
+        PFCOUNT and PFMERGE take)."""
+        keep, arr, n = N.key_array((keys,) if isinstance(keys, (str, bytes)) else keys)
+        hll = (ctypes.c_uint8 * N.HLL_BYTES)()
+        b = self._tls
+        if N.distinct_export(self._handle(), arr, n, window._c, hll, byref(b.err)):
+            raise_error(b.err)
+        return bytes(hll)
+
+    # ---------------------------------------------------------------- policies
+
+    def policy_set(self, name, definition):
+        """FG.POLICY SET: creates or replaces the policy (a PolicyDef)."""
+        c = definition.to_c()
+        b = self._tls
+        if N.policy_set(self._handle(), N.as_bytes(name), byref(c), byref(b.err)):
+            raise_error(b.err)
+
+    def policy_delete(self, name):
+        """FG.POLICY DEL: True when there was one."""
+        b = self._tls
+        if N.policy_delete(self._handle(), N.as_bytes(name), byref(b.flag), byref(b.err)):
+            raise_error(b.err)
+        return b.flag.value
+
+    def policy_get(self, name):
+        """FG.POLICY GET: a PolicyInfo."""
+        info, b = N.PolicyInfo(), self._tls
+        if N.policy_get(self._handle(), N.as_bytes(name), byref(info), byref(b.err)):
+            raise_error(b.err)
+        return policies.info_from(info)
+
+    def policy_names(self):
+        """FG.POLICY LIST: the names, sorted."""
+        names, count, b = ctypes.POINTER(c_char_p)(), c_size_t(), self._tls
+        if N.policy_names(self._handle(), byref(names), byref(count), byref(b.err)):
+            raise_error(b.err)
+        try:
+            return [names[i].decode() for i in range(count.value)]
+        finally:
+            N.policy_names_free(names, count)
+
+    def policy_allow(self, name, items):
+        """FG.POLICY ALLOW: adds to the allowlist; the items that were new."""
+        return self._policy_list_add(name, False, items)
+
+    def policy_deny(self, name, items):
+        """FG.POLICY DENY: adds to the denylist; the items that were new."""
+        return self._policy_list_add(name, True, items)
+
+    def _policy_list_add(self, name, deny, items):
+        if isinstance(items, (str, bytes)):
+            items = (items,)
+        keep, ptrs, lens, n = N.byte_items(items)
+        b = self._tls
+        if N.policy_list_add(self._handle(), N.as_bytes(name), deny, ptrs, lens, n,
+                             byref(b.int64), byref(b.err)):
+            raise_error(b.err)
+        return b.int64.value
+
+    def policy_check(self, name, key, cost=1, identity=None):
+        """FG.CHECK: one request of `cost` for `key` under the policy `name`;
+        `identity` (default: the key) is what the lists are checked against."""
+        out, b = N.PolicyResult(), self._tls
+        if N.policy_check(self._handle(), N.as_bytes(name), N.as_bytes(key),
+                          None if identity is None else N.as_bytes(identity), cost, byref(out),
+                          byref(b.err)):
+            raise_error(b.err)
+        return policies.result_from(out)
+
+    def policy_acquire(self, name, key, timeout_ms, cost=1, identity=None):
+        """The same, waiting up to timeout_ms in the key's FIFO queue for
+        the request to be allowed."""
+        out, b = N.PolicyResult(), self._tls
+        if N.policy_acquire(self._handle(), N.as_bytes(name), N.as_bytes(key),
+                            None if identity is None else N.as_bytes(identity), cost,
+                            timeout_ms, byref(out), byref(b.err)):
+            raise_error(b.err)
+        return policies.result_from(out)
+
+    def set_policy_loader(self, loader):
+        """loader(name) -> PolicyDef or None, asked once for a policy the
+        server does not have; what it gives is set and the check retried.
+        Called from the checking thread. None removes the loader."""
+        h = self._handle()
+        self._loader = policies.loader_trampoline(loader) if loader is not None else None
+        N.set_policy_loader(h, self._loader if loader is not None else N.LOADER_FN(), None)
+
+    def apply_policy_file(self, path):
+        """Sets the policies of a config file (docs/policies.md): how many."""
+        applied, b = c_size_t(), self._tls
+        if N.policies_apply_file(self._handle(), N.as_bytes(str(path)), byref(applied),
+                                 byref(b.err)):
+            raise_error(b.err)
+        return applied.value
+
+
+def _limit_of(limit):
+    try:
+        return limit._c
+    except AttributeError:
+        raise TypeError("a floodgate Limit is needed (token_bucket(...), ...), not %r"
+                        % (limit,)) from None

@@ -1,0 +1,63 @@
+"""An in-process Bloom filter: the server's filter in the caller's memory,
+with no client and no key (fg_filter). Not thread-safe, as in C: one thread
+at a time, or a lock around it."""
+
+from ctypes import byref
+
+from . import _native as N
+from . import errors
+
+
+class Filter:
+    """Filter(error_rate=0.01, capacity=100, expansion=2): expansion 0 is
+    non-scaling (adds beyond capacity raise InvalidError). `item in f`
+    asks; add() answers True for a new item."""
+
+    def __init__(self, error_rate=0.01, capacity=100, expansion=2):
+        self._h = None
+        opts = N.BloomOptions(error_rate, capacity, expansion)
+        err = N.Error()
+        h = N.filter_new(byref(opts), byref(err))
+        if not h:
+            raise errors.from_code(err.code, err.message.decode(errors="replace"))
+        self._h = h
+
+    def _handle(self):
+        if self._h is None:
+            raise errors.Error("the filter is closed")
+        return self._h
+
+    def add(self, item):
+        """True when added, False when maybe present already."""
+        item = N.as_bytes(item)
+        rc = N.filter_add(self._handle(), item, len(item))
+        if rc < 0:
+            raise errors.InvalidError("non scaling filter is full (or out of memory)")
+        return rc == 1
+
+    def __contains__(self, item):
+        item = N.as_bytes(item)
+        return N.filter_contains(self._handle(), item, len(item))
+
+    def cardinality(self):
+        """The items added, estimated."""
+        return N.filter_cardinality(self._handle())
+
+    __len__ = cardinality
+
+    def bytes(self):
+        """Memory the filter holds."""
+        return N.filter_bytes(self._handle())
+
+    def close(self):
+        h, self._h = self._h, None
+        if h:
+            N.filter_free(h)
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,287 @@
+"""Locks, semaphores and multi-key locks of a Client, and Redlock, as objects
+that `with` takes and releases (docs/locks.md).
+
+A lock object stands for one owner (an id; a random one by default), not a
+thread: any thread may release what another took. It is created untaken;
+acquire() answers the grant, and `with` raises LockNotAcquired when the
+grant is refused. With renew=True the client's renewal thread keeps the
+lease alive until release(); on_lost(key, owner, reason) is called from that
+thread if the lock is lost meanwhile (it must not call back into the client).
+"""
+
+import collections
+import enum
+from ctypes import byref
+
+from . import _native as N
+from . import errors
+
+
+class LostReason(enum.Enum):
+    """Why a renewed lock was lost (fg_lost_reason)."""
+    NOT_HELD = "not_held"        # the server says the owner no longer holds it
+    UNREACHABLE = "unreachable"  # renewals failed until the lease ended
+    RENEW_LIMIT = "renew_limit"  # renew_max_ms reached; the lease ends by itself
+
+
+LOST_REASONS = tuple(LostReason)
+
+
+class LockGrant(collections.namedtuple("LockGrant", "acquired token ttl_ms holds")):
+    """acquired; the fencing token (0 when not acquired); ttl_ms (the lease
+    left, or when refused the soonest it could be granted); holds (the
+    owner's holds, permits or keys). True when acquired."""
+
+    __slots__ = ()
+
+    def __bool__(self):
+        return self.acquired
+
+
+def _grant(c):
+    return LockGrant(c.acquired, c.token, c.ttl_ms, c.holds)
+
+
+class _Held:
+    """What the three kinds share: the options, the owner, the grant and
+    the lost-lock callback's registration."""
+
+    def __init__(self, client, owner, options, allowed):
+        from .client import owner_id  # client imports this module
+        self.client = client
+        self.owner = owner if owner is not None else owner_id()
+        self.grant = None
+        options = dict(options)
+        self._on_lost = options.pop("on_lost", None)
+        self._c = N.LockOptions()
+        N.lock_options_init(byref(self._c))
+        for name, value in options.items():
+            if name not in allowed:
+                raise TypeError("unknown option %r (options: %s)"
+                                % (name, ", ".join(sorted(allowed + ("on_lost",)))))
+            setattr(self._c, name, value)
+        self._lost_id = client._register_on_lost(self._on_lost) if self._on_lost else None
+        if self._lost_id is not None:
+            self._c.on_lost = client._lost_fn
+            self._c.on_lost_arg = self._lost_id
+
+    @property
+    def token(self):
+        """The fencing token of the last grant (0 before one)."""
+        return self.grant.token if self.grant else 0
+
+    def acquire(self):
+        """Asks for it once (or waits, per wait_ms): the LockGrant."""
+        b = self.client._tls
+        out = N.LockGrant()
+        if self._acquire(self.client._handle(), byref(out), byref(b.err)):
+            raise errors.from_code(b.err.code, b.err.message.decode(errors="replace"))
+        self.grant = _grant(out)
+        return self.grant
+
+    def release(self):
+        """Gives it back: what the owner still holds (<= 0: nothing)."""
+        left = self._release()
+        if left <= 0:
+            self._forget_on_lost()
+        return left
+
+    def _forget_on_lost(self):
+        if self._lost_id is not None:
+            self.client._forget_on_lost(self._lost_id)
+            self._lost_id = None
+
+    def __enter__(self):
+        grant = self.acquire()
+        if not grant.acquired:
+            raise errors.LockNotAcquired("%s is held (retry in %d ms)" % (self, grant.ttl_ms),
+                                         grant)
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+_LOCK_OPTIONS = ("lease_ms", "wait_ms", "shared", "reentrant", "renew", "renew_max_ms",
+                 "durable_replicas", "durable_timeout_ms")
+_SEMAPHORE_OPTIONS = ("lease_ms", "wait_ms", "renew", "renew_max_ms", "durable_replicas",
+                      "durable_timeout_ms")
+
+
+class Lock(_Held):
+    """FG.LOCK on one key (Client.lock)."""
+
+    def __init__(self, client, key, owner, options):
+        super().__init__(client, owner, options, _LOCK_OPTIONS)
+        self.key = key
+        self._key = N.as_bytes(key)
+
+    def _acquire(self, h, out, err):
+        return N.lock(h, self._key, N.as_bytes(self.owner), byref(self._c), out, err)
+
+    def _release(self):
+        return self.client.unlock(self._key, self.owner)
+
+    def extend(self, lease_ms=None):
+        """FG.EXTEND by lease_ms (default: the lock's lease): False when the
+        owner no longer holds it."""
+        return self.client.extend(self._key, self.owner,
+                                  self._c.lease_ms if lease_ms is None else lease_ms)
+
+    def __repr__(self):
+        return "Lock(%r, owner=%r)" % (self.key, self.owner)
+
+
+class Semaphore(_Held):
+    """`permits` of FG.ACQUIRE's semaphore of `capacity` (Client.semaphore)."""
+
+    def __init__(self, client, key, capacity, permits, owner, options):
+        super().__init__(client, owner, options, _SEMAPHORE_OPTIONS)
+        self.key, self.capacity, self.permits = key, capacity, permits
+        self._key = N.as_bytes(key)
+
+    def _acquire(self, h, out, err):
+        return N.semaphore_acquire(h, self._key, self.capacity, N.as_bytes(self.owner),
+                                   self.permits, byref(self._c), out, err)
+
+    def _release(self):
+        return self.client.semaphore_release(self._key, self.owner, self.permits)
+
+    def extend(self, lease_ms=None):
+        return self.client.extend(self._key, self.owner,
+                                  self._c.lease_ms if lease_ms is None else lease_ms)
+
+    def __repr__(self):
+        return "Semaphore(%r, %d of %d, owner=%r)" % (self.key, self.permits, self.capacity,
+                                                      self.owner)
+
+
+class MultiLock(_Held):
+    """FG.MLOCK over keys of one hash slot, all or none (Client.lock_multi)."""
+
+    def __init__(self, client, keys, owner, options):
+        super().__init__(client, owner, options, _LOCK_OPTIONS)
+        self.keys = list(keys)
+        self._keep, self._arr, self._n = N.key_array(self.keys)
+
+    def _acquire(self, h, out, err):
+        return N.lock_multi(h, self._arr, self._n, N.as_bytes(self.owner), byref(self._c), out,
+                            err)
+
+    def release(self):
+        """Gives every key back: how many were released."""
+        released = self.client.unlock_multi(self.keys, self.owner)
+        self._forget_on_lost()
+        return released
+
+    def __repr__(self):
+        return "MultiLock(%r, owner=%r)" % (self.keys, self.owner)
+
+
+# ------------------------------------------------------------------ redlock
+
+class RedlockGrant(collections.namedtuple("RedlockGrant", "acquired validity_ms votes token")):
+    """acquired; validity_ms (how long the lock may be trusted from now);
+    votes (servers that granted it); token (the largest of theirs). True
+    when acquired."""
+
+    __slots__ = ()
+
+    def __bool__(self):
+        return self.acquired
+
+
+class Redlock:
+    """Redlock over independent servers (redis:// or unix:// URLs of
+    servers with the module), as published; see include/floodgate.h for
+    what it assumes. Calls are serialized; close() must be the last."""
+
+    def __init__(self, urls, retry_count=3, retry_delay_ms=200, retry_jitter_ms=100,
+                 drift_factor=0.01, server_timeout_ms=50):
+        self._h = None
+        opts = N.RedlockOptions()
+        N.redlock_options_init(byref(opts))
+        opts.retry_count, opts.retry_delay_ms, opts.retry_jitter_ms = (
+            retry_count, retry_delay_ms, retry_jitter_ms)
+        opts.drift_factor, opts.server_timeout_ms = drift_factor, server_timeout_ms
+        _, arr, n = N.key_array(urls)
+        err = N.Error()
+        h = N.redlock_open(arr, n, byref(opts), byref(err))
+        if not h:
+            raise errors.from_code(err.code, err.message.decode(errors="replace"))
+        self._h = h
+
+    def close(self):
+        h, self._h = self._h, None
+        if h:
+            N.redlock_close(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def _call(self, fn, *args):
+        if self._h is None:
+            raise errors.Error("the Redlock is closed")
+        err = N.Error()
+        out = N.RedlockGrant()
+        if fn(self._h, *args, byref(out), byref(err)):
+            raise errors.from_code(err.code, err.message.decode(errors="replace"))
+        return RedlockGrant(out.acquired, out.validity_ms, out.votes, out.token)
+
+    def acquire(self, key, owner, lease_ms):
+        """Asks a majority for the lock: the RedlockGrant."""
+        return self._call(N.redlock_lock, N.as_bytes(key), N.as_bytes(owner), lease_ms)
+
+    def extend(self, key, owner, lease_ms):
+        """Extends on every server: acquired says whether a majority did in time."""
+        return self._call(N.redlock_extend, N.as_bytes(key), N.as_bytes(owner), lease_ms)
+
+    def release(self, key, owner):
+        """Releases on every server (also those that did not grant it)."""
+        if self._h is None:
+            raise errors.Error("the Redlock is closed")
+        err = N.Error()
+        if N.redlock_unlock(self._h, N.as_bytes(key), N.as_bytes(owner), byref(err)):
+            raise errors.from_code(err.code, err.message.decode(errors="replace"))
+
+    def lock(self, key, lease_ms=30000, owner=None):
+        """A RedlockLock for `with`: taken on entry (LockNotAcquired when
+        no majority grants it), released on exit."""
+        return RedlockLock(self, key, lease_ms, owner)
+
+
+class RedlockLock:
+    def __init__(self, redlock, key, lease_ms, owner):
+        from .client import owner_id
+        self.redlock, self.key, self.lease_ms = redlock, key, lease_ms
+        self.owner = owner if owner is not None else owner_id()
+        self.grant = None
+
+    def acquire(self):
+        self.grant = self.redlock.acquire(self.key, self.owner, self.lease_ms)
+        return self.grant
+
+    def extend(self, lease_ms=None):
+        self.grant = self.redlock.extend(self.key, self.owner,
+                                         self.lease_ms if lease_ms is None else lease_ms)
+        return self.grant
+
+    def release(self):
+        self.redlock.release(self.key, self.owner)
+
+    def __enter__(self):
+        grant = self.acquire()
+        if not grant.acquired:
+            raise errors.LockNotAcquired("no majority granted %r (%d votes)"
+                                         % (self.key, grant.votes), grant)
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+

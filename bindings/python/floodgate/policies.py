@@ -1,0 +1,123 @@
+"""Named policies (docs/policies.md): several limits applied together, all
+or nothing, with a penalty box, shadow mode and allow/deny lists."""
+
+import collections
+import sys
+from ctypes import byref
+
+from . import _native as N
+from .limits import Limit, result_from as _result_from
+
+MAX_LIMITS = N.MAX_POLICY_LIMITS
+_LIST_KINDS = ("exact", "bloom")
+_DECIDERS = ("limit", "penalty", "denylist", "allowlist")
+
+
+class ListSpec(collections.namedtuple("ListSpec", "kind error capacity",
+                                      defaults=("exact", 0.001, 10000))):
+    """An allow or deny list: "exact", or "bloom" with its false-positive
+    rate (error) and expected entries (capacity)."""
+    __slots__ = ()
+
+
+class PolicyDef(collections.namedtuple(
+        "PolicyDef", "limits ban_ms ban_after ban_within_ms shadow allowlist denylist",
+        defaults=(0.0, 1, 0.0, False, ListSpec(), ListSpec()))):
+    """A policy: 1 to 8 limits (any algorithm but sliding_log), a penalty
+    box (ban_ms, after ban_after denials within ban_within_ms; 0: ban_ms),
+    shadow mode (decide and count, never deny) and its lists."""
+
+    __slots__ = ()
+
+    def to_c(self):
+        c = N.PolicyDef()
+        N.policy_def_init(byref(c))
+        limits = list(self.limits)
+        if not 1 <= len(limits) <= MAX_LIMITS:
+            from .errors import InvalidError
+            raise InvalidError("a policy has 1 to %d limits, not %d" % (MAX_LIMITS, len(limits)))
+        c.nlimits = len(limits)
+        for i, limit in enumerate(limits):
+            c.limits[i] = limit._c
+        c.ban_ms, c.ban_after, c.ban_within_ms = self.ban_ms, self.ban_after, self.ban_within_ms
+        c.shadow = self.shadow
+        for c_spec, spec in ((c.allowlist, self.allowlist), (c.denylist, self.denylist)):
+            if spec.kind not in _LIST_KINDS:
+                from .errors import InvalidError
+                raise InvalidError("a list is 'exact' or 'bloom', not %r" % (spec.kind,))
+            c_spec.kind = _LIST_KINDS.index(spec.kind)
+            c_spec.error, c_spec.capacity = spec.error, spec.capacity
+        return c
+
+
+def _limit_from(c):
+    return Limit(c.algorithm, c.limit, c.window_ms, c.rate)
+
+
+def def_from(c):
+    def spec(s):
+        return ListSpec(_LIST_KINDS[s.kind], s.error, s.capacity)
+    return PolicyDef([_limit_from(c.limits[i]) for i in range(c.nlimits)], c.ban_ms,
+                     c.ban_after, c.ban_within_ms, c.shadow, spec(c.allowlist),
+                     spec(c.denylist))
+
+
+PolicyInfo = collections.namedtuple(
+    "PolicyInfo", "definition allow_entries deny_entries allowed denied banned shadow_denied "
+    "waited")
+PolicyInfo.__doc__ = ("A policy as FG.POLICY GET shows it: its definition (a Bloom list's "
+                      "error and capacity read 0) and its counters.")
+
+
+def info_from(c):
+    return PolicyInfo(def_from(getattr(c, "def")), c.allow_entries, c.deny_entries, c.allowed,
+                      c.denied, c.banned, c.shadow_denied, c.waited)
+
+
+class PolicyResult(collections.namedtuple(
+        "PolicyResult", "result decided_by limit_index shadow_denied")):
+    """A policy check: the Result, who decided ("limit", "penalty",
+    "denylist", "allowlist"), the 0-based limit_index when a limit did, and
+    whether shadow mode turned a denial into this allowance. True when
+    allowed."""
+
+    __slots__ = ()
+
+    @property
+    def allowed(self):
+        return self.result.allowed
+
+    def __bool__(self):
+        return self.result.allowed
+
+    def headers(self, name="default"):
+        return self.result.headers(name=name)
+
+
+def result_from(c):
+    return PolicyResult(_result_from(c.result), _DECIDERS[c.decided_by], c.limit_index,
+                        c.shadow_denied)
+
+
+def loader_trampoline(loader):
+    """The C policy loader calling loader(name) -> PolicyDef or None. An
+    exception in the loader counts as no such policy, and is reported as
+    Python reports errors it cannot raise (sys.unraisablehook)."""
+    def load(name, out, _arg):
+        try:
+            definition = loader(name.decode())
+            if definition is None:
+                return False
+            out[0] = definition.to_c()
+            return True
+        except Exception as e:  # noqa: BLE001 - it cannot cross into C
+            sys.unraisablehook(_Unraisable(e, loader))
+            return False
+    return N.LOADER_FN(load)
+
+
+class _Unraisable:
+    def __init__(self, exc, obj):
+        self.exc_type, self.exc_value = type(exc), exc
+        self.exc_traceback, self.err_msg, self.object = exc.__traceback__, \
+            "Exception ignored in floodgate policy loader", obj
