@@ -40,6 +40,10 @@ STAGE      := $(CURDIR)/$(BUILD)/stage
 CLIENT_TEST_SRC  := $(wildcard tests/client/*.c)
 CLIENT_TEST_BINS := $(patsubst tests/client/%.c,$(BUILD)/client/%,$(CLIENT_TEST_SRC))
 CLI_SRC    := $(wildcard src/cli/*.c)
+# The Python package, installed in Debian's layout; it finds the library
+# relative to itself (PREFIX/lib), so no LD_LIBRARY_PATH whatever the prefix.
+PYTHON_SRC := $(wildcard bindings/python/floodgate/*.py)
+PYTHON_DIR  = $(PREFIX)/lib/python3/dist-packages
 SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 NGINX_SRC   := /usr/share/nginx/src
 NGINX_BUILD := $(BUILD)/nginx
@@ -48,7 +52,7 @@ NGINX_MODULES_DIR := /usr/lib/nginx/modules
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module library cli install install-nginx nginx example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers bench bench-mem bench-client bench-server bench-nginx clean
+.PHONY: all module library cli install install-nginx nginx example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers bench bench-mem bench-client bench-server bench-nginx bench-python clean
 
 all: module library cli
 
@@ -317,6 +321,8 @@ install: module library cli install-nginx
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/floodgate.pc
 	install -m 755 $(BUILD)/floodgate.so $(DESTDIR)$(PREFIX)/lib/redis/modules/floodgate.so
 	install -m 755 $(BUILD)/floodgate $(DESTDIR)$(PREFIX)/bin/floodgate
+	install -d $(DESTDIR)$(PYTHON_DIR)/floodgate
+	install -m 644 $(PYTHON_SRC) $(DESTDIR)$(PYTHON_DIR)/floodgate/
 
 # Installs into build/stage and builds examples/ against that copy through
 # pkg-config, shared and static, as a user would; checks the exported symbols.
@@ -338,6 +344,15 @@ example-check:
 		| tr '\n' ' '); \
 	 [ "$$exported" = "$$expected" ] || { echo "exported: $$exported"; exit 1; }
 	@echo "example-check: the installed library builds and runs through pkg-config"
+	@rm -rf $(STAGE)-moved && cp -a $(STAGE) $(STAGE)-moved
+	@for prefix in $(STAGE) $(STAGE)-moved; do \
+		env -u LD_LIBRARY_PATH -u FLOODGATE_LIBRARY PYTHONPATH=$$prefix/lib/python3/dist-packages \
+		$(PYTHON) -c 'import floodgate, sys; \
+			assert floodgate.library_path == sys.argv[1], floodgate.library_path; \
+			assert floodgate.Client("mem:").check("k", floodgate.token_bucket(1, 1)).allowed' \
+		$$prefix/lib/libfloodgate.so.$(SO_MAJOR) || exit 1; done
+	@rm -rf $(STAGE)-moved
+	@echo "example-check: the installed Python package loads its library, wherever the prefix"
 
 bench: deps module
 	bash bench/run.sh
@@ -353,6 +368,11 @@ bench-client: $(BUILD)/bench/client_bench
 $(BUILD)/bench/client_bench: bench/client_bench.c $(LIB_A) include/floodgate.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O2 -Iinclude -o $@ $< $(LIB_A) -lhiredis -lpthread -lm
+
+# Decisions per second from Python (the binding on mem: and a server, next to
+# redis-py running a Lua token bucket).
+bench-python: module library
+	$(PYTHON) bench/python_bench.py
 
 # Decisions per second against a server, with and without the denial cache.
 bench-server: deps module $(BUILD)/bench/server_bench
