@@ -105,14 +105,23 @@ cli: $(if $(CLI_SRC),$(BUILD)/floodgate)
 
 # Unit tests link the core and the client compiled once per build kind
 # (plain: the library's objects; ASan+UBSan; TSan), not once per test.
-ASAN_OBJ := $(patsubst %.c,$(BUILD)/obj-asan/%.o,$(CORE_SRC) $(CLIENT_SRC))
+ASAN_OBJ := $(patsubst %.c,$(BUILD)/obj-asan-pic/%.o,$(CORE_SRC) $(CLIENT_SRC))
 TSAN_OBJ := $(patsubst %.c,$(BUILD)/obj-tsan/%.o,$(CORE_SRC) $(CLIENT_SRC))
 UNIT_INCLUDES := -Iinclude -Isrc/core -Isrc/client
 .SECONDARY: $(ASAN_OBJ) $(TSAN_OBJ)
 
-$(BUILD)/obj-asan/%.o: %.c $(HEADERS) include/floodgate.h
+$(BUILD)/obj-asan-pic/%.o: %.c $(HEADERS) include/floodgate.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -O1 $(SANITIZE) $(UNIT_INCLUDES) -c -o $@ $<
+	$(CC) $(CFLAGS) -O1 -fPIC $(SANITIZE) $(UNIT_INCLUDES) -c -o $@ $<
+
+# libfloodgate on those objects, for the Python binding's tests under the
+# sanitizers (tests/integration/test_python_asan.py).
+ASAN_LIB := $(BUILD)/asan/libfloodgate.so.$(SO_MAJOR)
+$(ASAN_LIB): $(ASAN_OBJ) src/client/libfloodgate.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SANITIZE) -Wl,-soname,libfloodgate.so.$(SO_MAJOR) -Wl,-z,defs \
+		-Wl,--version-script=src/client/libfloodgate.map -o $@ $(ASAN_OBJ) \
+		-lhiredis -lconfig -lpthread -lm
 
 $(BUILD)/obj-tsan/%.o: %.c $(HEADERS) include/floodgate.h
 	@mkdir -p $(dir $@)
@@ -239,7 +248,7 @@ unit-tsan: $(TSAN_BINS)
 	@for t in $(TSAN_BINS); do echo "== $$t (thread sanitizer)"; \
 		TSAN_OPTIONS=halt_on_error=1 $$t || exit 1; done
 
-integration: module $(CLIENT_TEST_BINS) $(BUILD)/client/async_client_asan cli $(NGINX_SO) $(LIB_SONAME)
+integration: module $(CLIENT_TEST_BINS) $(BUILD)/client/async_client_asan cli $(NGINX_SO) $(LIB_SONAME) $(ASAN_LIB)
 	$(PYTHON) -m pytest -q tests/integration
 
 # The integration suite once per server binary; FLOODGATE_REDIS_SERVER names

@@ -30,6 +30,9 @@ import redis
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULE = os.path.join(REPO, "build", "floodgate.so")
 REDIS_SERVER = os.environ.get("FLOODGATE_REDIS_SERVER", "/usr/bin/redis-server")
+# A sanitizer preloaded into this Python (test_python_asan.py) is for the
+# library it loads, not for the servers and tools the tests start.
+os.environ.pop("LD_PRELOAD", None)
 
 _lock = threading.Lock()
 _live_servers = set()

@@ -17,7 +17,7 @@ from ctypes import byref, c_bool, c_char_p, c_int64, c_size_t
 
 from . import _native as N
 from . import errors, locks, policies
-from .limits import Result, SOURCES, result_from
+from .limits import Limit, Result, SOURCES, result_from
 
 _FAILURE_POLICIES = {"error": 0, "open": 1, "closed": 2, "fallback": 3}
 
@@ -42,6 +42,8 @@ class _Buffers(threading.local):
     def __init__(self):
         self.result = N.Result()
         self.err = N.Error()
+        self.result_ref = byref(self.result)
+        self.err_ref = byref(self.err)
         self.flag = c_bool()
         self.int64 = c_int64()
 
@@ -200,21 +202,29 @@ class Client:
     def check(self, key, limit, cost=1):
         """Takes `cost` units (>= 0) of `limit` for `key` and answers a
         Result; cost 0 asks without taking anything."""
-        b = self._tls
-        if N.check(self._handle(), N.as_bytes(key), byref(_limit_of(limit)), cost, byref(b.result),
-                   byref(b.err)):
+        return self._decide(N.check, key, limit, cost)
+
+    def peek(self, key, limit, cost=1):
+        """The answer check() would give, without taking or writing anything."""
+        return self._decide(N.peek, key, limit, cost)
+
+    def _decide(self, fn, key, limit, cost):
+        # The hot path: one ctypes call with references made in advance
+        # (the limit's, the thread's buffers) and the result read once.
+        h, b = self._h, self._tls
+        if h is None:
+            raise errors.Error("the client is closed")
+        try:
+            ref = limit._ref
+        except AttributeError:
+            raise TypeError("a floodgate Limit is needed (token_bucket(...), ...), not %r"
+                            % (limit,)) from None
+        if fn(h, key.encode() if key.__class__ is str else N.as_bytes(key), ref, cost,
+              b.result_ref, b.err_ref):
             raise_error(b.err)
         c = b.result
         return Result(c.allowed, c.limit, c.remaining, c.retry_after_ms, c.reset_after_ms,
                       SOURCES[c.source])
-
-    def peek(self, key, limit, cost=1):
-        """The answer check() would give, without taking or writing anything."""
-        b = self._tls
-        if N.peek(self._handle(), N.as_bytes(key), byref(_limit_of(limit)), cost, byref(b.result),
-                  byref(b.err)):
-            raise_error(b.err)
-        return result_from(b.result)
 
     def reset(self, key):
         """Forgets the key's state; True when it had one."""
@@ -250,7 +260,7 @@ class Client:
         for i, r in enumerate(reqs):
             c = arr[i]
             c.key = keys[i]
-            c.limit = ctypes.pointer(_limit_of(r.limit))
+            c.limit = _limit_pointer(r.limit)
             c.cost = r.cost
             c.peek = r.peek
         b = self._tls
@@ -512,9 +522,8 @@ class Client:
         return applied.value
 
 
-def _limit_of(limit):
-    try:
-        return limit._c
-    except AttributeError:
+def _limit_pointer(limit):
+    if not isinstance(limit, Limit):
         raise TypeError("a floodgate Limit is needed (token_bucket(...), ...), not %r"
-                        % (limit,)) from None
+                        % (limit,))
+    return ctypes.pointer(limit._c)

@@ -6,6 +6,7 @@ A Limit is built once by the constructors named like the C ones
 anything. A Result is a read-only tuple with named fields."""
 
 import collections
+import ctypes
 import enum
 
 from . import _native
@@ -19,12 +20,14 @@ class Limit:
     """A limit as the module's commands take it; build one with the
     constructors below. Immutable, hashable, comparable."""
 
-    __slots__ = ("_c",)
+    __slots__ = ("_c", "_ref")
 
     def __init__(self, algorithm, limit, window_ms=0.0, rate=0.0):
         if not 0 <= algorithm < len(_ALGORITHMS):
             raise ValueError("unknown algorithm %r" % (algorithm,))
-        object.__setattr__(self, "_c", _native.Limit(algorithm, limit, window_ms, rate))
+        c = _native.Limit(algorithm, limit, window_ms, rate)
+        object.__setattr__(self, "_c", c)
+        object.__setattr__(self, "_ref", ctypes.byref(c))  # made once, passed by every check
 
     def __setattr__(self, name, value):
         raise AttributeError("a Limit is immutable")
