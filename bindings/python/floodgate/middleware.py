@@ -66,7 +66,12 @@ class _RateLimit:
             return None
         cost = self.cost(request) if callable(self.cost) else self.cost
         if self.policy is not None:
-            result = self.client.policy_check(self.policy, key, cost).result
+            answer = self.client.policy_check(self.policy, key, cost)
+            result = answer.result
+            # An allow or deny list decided: no quota was counted, and its
+            # zeros would read as "none left" on an allowed response.
+            if answer.decided_by in ("allowlist", "denylist"):
+                return result.allowed, []
         else:
             result = self.client.check(key, self.limit, cost)
         # A policy's limits are on the server; without them there is no
