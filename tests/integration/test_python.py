@@ -113,6 +113,15 @@ def test_bad_input_raises_the_servers_message(server):
                 c.check("k", floodgate.token_bucket(1, 1), -1)
             with pytest.raises(TypeError, match="Limit is needed"):
                 c.check("k", "10 per second")
+    # a NUL would end the key early in C, and name another key
+    with floodgate.Client("mem:") as c:
+        for call in (lambda: c.check("a\0b", floodgate.token_bucket(1, 1)),
+                     lambda: c.bf_add(b"a\0b", "x"), lambda: c.reset("a\0"),
+                     lambda: c.check_batch([("a\0", floodgate.token_bucket(1, 1))]),
+                     lambda: c.policy_check("p", "k", identity="i\0d")):
+            with pytest.raises(floodgate.InvalidError, match="NUL"):
+                call()
+        assert c.inspect("a") == {}
     with pytest.raises(floodgate.InvalidError, match="on_failure"):
         floodgate.Client("mem:", on_failure="maybe")
     with pytest.raises(floodgate.InvalidError):

@@ -287,8 +287,18 @@ def byte_items(items):
 
 
 def key_array(keys):
-    data = [as_bytes(k) for k in keys]
+    data = [as_cstr(k) for k in keys]
     return data, (c_char_p * len(data))(*data), len(data)
+
+
+def as_cstr(value):
+    """A key, name, owner or URL for a C string: a NUL would end it early
+    and name another key, so it is refused."""
+    b = as_bytes(value)
+    if b"\0" in b:
+        from .errors import InvalidError
+        raise InvalidError("ERR a key, name or owner cannot hold a NUL byte: %r" % (value,))
+    return b
 
 
 def as_bytes(value):

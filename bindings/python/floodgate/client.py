@@ -150,7 +150,7 @@ class Client:
         self._loader = None
         self.url = url
         err = N.Error()
-        h = N.open_client(N.as_bytes(url), byref(opts), byref(err))
+        h = N.open_client(N.as_cstr(url), byref(opts), byref(err))
         if not h:
             raise_error(err)
         self._h = h
@@ -219,8 +219,8 @@ class Client:
         except AttributeError:
             raise TypeError("a floodgate Limit is needed (token_bucket(...), ...), not %r"
                             % (limit,)) from None
-        if fn(h, key.encode() if key.__class__ is str else N.as_bytes(key), ref, cost,
-              b.result_ref, b.err_ref):
+        if fn(h, key.encode() if key.__class__ is str and "\0" not in key else N.as_cstr(key),
+              ref, cost, b.result_ref, b.err_ref):
             raise_error(b.err)
         c = b.result
         return Result(c.allowed, c.limit, c.remaining, c.retry_after_ms, c.reset_after_ms,
@@ -229,14 +229,14 @@ class Client:
     def reset(self, key):
         """Forgets the key's state; True when it had one."""
         b = self._tls
-        if N.reset(self._handle(), N.as_bytes(key), byref(b.flag), byref(b.err)):
+        if N.reset(self._handle(), N.as_cstr(key), byref(b.flag), byref(b.err)):
             raise_error(b.err)
         return b.flag.value
 
     def inspect(self, key):
         """The key's stored state as a dict (FG.INSPECT's fields), {} when
         it has none."""
-        h, key, b = self._handle(), N.as_bytes(key), self._tls
+        h, key, b = self._handle(), N.as_cstr(key), self._tls
         size = 4096
         while True:
             buf = ctypes.create_string_buffer(size)
@@ -255,7 +255,7 @@ class Client:
         n = len(reqs)
         if n == 0:
             return []
-        keys = [N.as_bytes(r.key) for r in reqs]
+        keys = [N.as_cstr(r.key) for r in reqs]
         arr = (N.Request * n)()
         for i, r in enumerate(reqs):
             c = arr[i]
@@ -306,7 +306,7 @@ class Client:
     def unlock(self, key, owner):
         """FG.UNLOCK: what the owner still holds, -1 when it held nothing."""
         b = self._tls
-        if N.unlock(self._handle(), N.as_bytes(key), N.as_bytes(owner), byref(b.int64),
+        if N.unlock(self._handle(), N.as_cstr(key), N.as_cstr(owner), byref(b.int64),
                     byref(b.err)):
             raise_error(b.err)
         return b.int64.value
@@ -314,7 +314,7 @@ class Client:
     def extend(self, key, owner, lease_ms):
         """FG.EXTEND: False when the owner holds nothing."""
         b = self._tls
-        if N.extend(self._handle(), N.as_bytes(key), N.as_bytes(owner), lease_ms, byref(b.flag),
+        if N.extend(self._handle(), N.as_cstr(key), N.as_cstr(owner), lease_ms, byref(b.flag),
                     byref(b.err)):
             raise_error(b.err)
         return b.flag.value
@@ -322,7 +322,7 @@ class Client:
     def semaphore_release(self, key, owner, permits=0):
         """FG.RELEASE of `permits` (0: all of the owner's): the permits left."""
         b = self._tls
-        if N.semaphore_release(self._handle(), N.as_bytes(key), N.as_bytes(owner), permits,
+        if N.semaphore_release(self._handle(), N.as_cstr(key), N.as_cstr(owner), permits,
                                byref(b.int64), byref(b.err)):
             raise_error(b.err)
         return b.int64.value
@@ -331,7 +331,7 @@ class Client:
         """FG.MUNLOCK: the keys released."""
         _, arr, n = N.key_array(keys)
         b = self._tls
-        if N.unlock_multi(self._handle(), arr, n, N.as_bytes(owner), byref(b.int64),
+        if N.unlock_multi(self._handle(), arr, n, N.as_cstr(owner), byref(b.int64),
                           byref(b.err)):
             raise_error(b.err)
         return b.int64.value
@@ -352,13 +352,13 @@ class Client:
         """BF.RESERVE; an existing key raises InvalidError."""
         o = N.BloomOptions(error_rate, capacity, expansion)
         b = self._tls
-        if N.bf_reserve(self._handle(), N.as_bytes(key), byref(o), byref(b.err)):
+        if N.bf_reserve(self._handle(), N.as_cstr(key), byref(o), byref(b.err)):
             raise_error(b.err)
 
     def bf_add(self, key, item):
         """BF.ADD: True when the item was new."""
         item, b = N.as_bytes(item), self._tls
-        if N.bf_add(self._handle(), N.as_bytes(key), item, len(item), byref(b.flag),
+        if N.bf_add(self._handle(), N.as_cstr(key), item, len(item), byref(b.flag),
                     byref(b.err)):
             raise_error(b.err)
         return b.flag.value
@@ -366,7 +366,7 @@ class Client:
     def bf_exists(self, key, item):
         """BF.EXISTS: False when the item was certainly never added."""
         item, b = N.as_bytes(item), self._tls
-        if N.bf_exists(self._handle(), N.as_bytes(key), item, len(item), byref(b.flag),
+        if N.bf_exists(self._handle(), N.as_cstr(key), item, len(item), byref(b.flag),
                        byref(b.err)):
             raise_error(b.err)
         return b.flag.value
@@ -383,14 +383,16 @@ class Client:
         keep, ptrs, lens, n = N.byte_items(items)
         flags = (c_bool * max(n, 1))()
         b = self._tls
-        if fn(self._handle(), N.as_bytes(key), ptrs, lens, n, flags, byref(b.err)):
-            raise_error(b.err)
+        if fn(self._handle(), N.as_cstr(key), ptrs, lens, n, flags, byref(b.err)):
+            e = errors.from_code(b.err.code, b.err.message.decode(errors="replace"))
+            e.added = list(flags[:n])  # BF.MADD: the items before the refused one were added
+            raise e
         return list(flags[:n])
 
     def bf_card(self, key):
         """BF.CARD: the distinct items added, estimated."""
         b = self._tls
-        if N.bf_card(self._handle(), N.as_bytes(key), byref(b.int64), byref(b.err)):
+        if N.bf_card(self._handle(), N.as_cstr(key), byref(b.int64), byref(b.err)):
             raise_error(b.err)
         return b.int64.value
 
@@ -400,7 +402,7 @@ class Client:
         """FG.UVCREATE; an existing key raises InvalidError."""
         o = N.DistinctOptions(span_s, minutes, hours, days, tzoffset_s)
         b = self._tls
-        if N.distinct_create(self._handle(), N.as_bytes(key), byref(o), byref(b.err)):
+        if N.distinct_create(self._handle(), N.as_cstr(key), byref(o), byref(b.err)):
             raise_error(b.err)
 
     def distinct_add(self, key, items, at_us=None):
@@ -410,7 +412,7 @@ class Client:
             items = (items,)
         keep, ptrs, lens, n = N.byte_items(items)
         b = self._tls
-        if N.distinct_add(self._handle(), N.as_bytes(key), ptrs, lens, n,
+        if N.distinct_add(self._handle(), N.as_cstr(key), ptrs, lens, n,
                           -1 if at_us is None else at_us, byref(b.flag), byref(b.err)):
             raise_error(b.err)
         return b.flag.value
@@ -440,20 +442,20 @@ class Client:
         """FG.POLICY SET: creates or replaces the policy (a PolicyDef)."""
         c = definition.to_c()
         b = self._tls
-        if N.policy_set(self._handle(), N.as_bytes(name), byref(c), byref(b.err)):
+        if N.policy_set(self._handle(), N.as_cstr(name), byref(c), byref(b.err)):
             raise_error(b.err)
 
     def policy_delete(self, name):
         """FG.POLICY DEL: True when there was one."""
         b = self._tls
-        if N.policy_delete(self._handle(), N.as_bytes(name), byref(b.flag), byref(b.err)):
+        if N.policy_delete(self._handle(), N.as_cstr(name), byref(b.flag), byref(b.err)):
             raise_error(b.err)
         return b.flag.value
 
     def policy_get(self, name):
         """FG.POLICY GET: a PolicyInfo."""
         info, b = N.PolicyInfo(), self._tls
-        if N.policy_get(self._handle(), N.as_bytes(name), byref(info), byref(b.err)):
+        if N.policy_get(self._handle(), N.as_cstr(name), byref(info), byref(b.err)):
             raise_error(b.err)
         return policies.info_from(info)
 
@@ -480,7 +482,7 @@ class Client:
             items = (items,)
         keep, ptrs, lens, n = N.byte_items(items)
         b = self._tls
-        if N.policy_list_add(self._handle(), N.as_bytes(name), deny, ptrs, lens, n,
+        if N.policy_list_add(self._handle(), N.as_cstr(name), deny, ptrs, lens, n,
                              byref(b.int64), byref(b.err)):
             raise_error(b.err)
         return b.int64.value
@@ -489,8 +491,8 @@ class Client:
         """FG.CHECK: one request of `cost` for `key` under the policy `name`;
         `identity` (default: the key) is what the lists are checked against."""
         out, b = N.PolicyResult(), self._tls
-        if N.policy_check(self._handle(), N.as_bytes(name), N.as_bytes(key),
-                          None if identity is None else N.as_bytes(identity), cost, byref(out),
+        if N.policy_check(self._handle(), N.as_cstr(name), N.as_cstr(key),
+                          None if identity is None else N.as_cstr(identity), cost, byref(out),
                           byref(b.err)):
             raise_error(b.err)
         return policies.result_from(out)
@@ -499,8 +501,8 @@ class Client:
         """The same, waiting up to timeout_ms in the key's FIFO queue for
         the request to be allowed."""
         out, b = N.PolicyResult(), self._tls
-        if N.policy_acquire(self._handle(), N.as_bytes(name), N.as_bytes(key),
-                            None if identity is None else N.as_bytes(identity), cost,
+        if N.policy_acquire(self._handle(), N.as_cstr(name), N.as_cstr(key),
+                            None if identity is None else N.as_cstr(identity), cost,
                             timeout_ms, byref(out), byref(b.err)):
             raise_error(b.err)
         return policies.result_from(out)
@@ -516,7 +518,7 @@ class Client:
     def apply_policy_file(self, path):
         """Sets the policies of a config file (docs/policies.md): how many."""
         applied, b = c_size_t(), self._tls
-        if N.policies_apply_file(self._handle(), N.as_bytes(str(path)), byref(applied),
+        if N.policies_apply_file(self._handle(), N.as_cstr(str(path)), byref(applied),
                                  byref(b.err)):
             raise_error(b.err)
         return applied.value

@@ -21,6 +21,10 @@ class Filter:
         if not h:
             raise errors.from_code(err.code, err.message.decode(errors="replace"))
         self._h = h
+        # fg_filter_add answers -1 for both; the options tell which, and the
+        # message is the server's for the same add (client.bf_add's).
+        self._refusal = ("ERR non scaling filter is full" if expansion == 0 else
+                         "ERR problem inserting into filter")
 
     def _handle(self):
         if self._h is None:
@@ -31,8 +35,8 @@ class Filter:
         """True when added, False when maybe present already."""
         item = N.as_bytes(item)
         rc = N.filter_add(self._handle(), item, len(item))
-        if rc < 0:
-            raise errors.InvalidError("non scaling filter is full (or out of memory)")
+        if rc < 0:  # full, or no level more (the last one, or no memory)
+            raise errors.InvalidError(self._refusal)
         return rc == 1
 
     def __contains__(self, item):

@@ -7,6 +7,12 @@ acquire() answers the grant, and `with` raises LockNotAcquired when the
 grant is refused. With renew=True the client's renewal thread keeps the
 lease alive until release(); on_lost(key, owner, reason) is called from that
 thread if the lock is lost meanwhile (it must not call back into the client).
+
+on_lost is registered with the client under a fresh id for each renewed
+grant, not once per object: the client forgets an id once its callback ran,
+so an object taken again after a release or a loss needs a live one (the
+renewal thread keeps the newest id of a re-entered lock). Ids are forgotten
+when the object releases all it holds, so a released lock is never reported.
 """
 
 import collections
@@ -53,6 +59,7 @@ class _Held:
         self.grant = None
         options = dict(options)
         self._on_lost = options.pop("on_lost", None)
+        self._lost_ids = []  # on_lost's registrations of the grants held
         self._c = N.LockOptions()
         N.lock_options_init(byref(self._c))
         for name, value in options.items():
@@ -60,10 +67,6 @@ class _Held:
                 raise TypeError("unknown option %r (options: %s)"
                                 % (name, ", ".join(sorted(allowed + ("on_lost",)))))
             setattr(self._c, name, value)
-        self._lost_id = client._register_on_lost(self._on_lost) if self._on_lost else None
-        if self._lost_id is not None:
-            self._c.on_lost = client._lost_fn
-            self._c.on_lost_arg = self._lost_id
 
     @property
     def token(self):
@@ -72,10 +75,13 @@ class _Held:
 
     def acquire(self):
         """Asks for it once (or waits, per wait_ms): the LockGrant."""
-        b = self.client._tls
-        out = N.LockGrant()
-        if self._acquire(self.client._handle(), byref(out), byref(b.err)):
+        h, b, out = self.client._handle(), self.client._tls, N.LockGrant()
+        lost_id = self._watch()
+        if self._acquire(h, byref(out), byref(b.err)):
+            self._unwatch(lost_id)
             raise errors.from_code(b.err.code, b.err.message.decode(errors="replace"))
+        if not out.acquired:
+            self._unwatch(lost_id)  # nothing will be renewed under it
         self.grant = _grant(out)
         return self.grant
 
@@ -86,10 +92,26 @@ class _Held:
             self._forget_on_lost()
         return left
 
+    def _watch(self):
+        """The id on_lost is registered under for the grant about to be
+        asked (None when nothing would call it: no callback, or no renewal)."""
+        if self._on_lost is None or not self._c.renew:
+            return None
+        lost_id = self.client._register_on_lost(self._on_lost)
+        self._c.on_lost, self._c.on_lost_arg = self.client._lost_fn, lost_id
+        self._lost_ids.append(lost_id)
+        return lost_id
+
+    def _unwatch(self, lost_id):
+        if lost_id is not None:
+            self.client._forget_on_lost(lost_id)
+            if lost_id in self._lost_ids:  # another thread's release may have forgotten it
+                self._lost_ids.remove(lost_id)
+
     def _forget_on_lost(self):
-        if self._lost_id is not None:
-            self.client._forget_on_lost(self._lost_id)
-            self._lost_id = None
+        ids, self._lost_ids = self._lost_ids, []
+        for lost_id in ids:
+            self.client._forget_on_lost(lost_id)
 
     def __enter__(self):
         grant = self.acquire()
@@ -114,10 +136,10 @@ class Lock(_Held):
     def __init__(self, client, key, owner, options):
         super().__init__(client, owner, options, _LOCK_OPTIONS)
         self.key = key
-        self._key = N.as_bytes(key)
+        self._key = N.as_cstr(key)
 
     def _acquire(self, h, out, err):
-        return N.lock(h, self._key, N.as_bytes(self.owner), byref(self._c), out, err)
+        return N.lock(h, self._key, N.as_cstr(self.owner), byref(self._c), out, err)
 
     def _release(self):
         return self.client.unlock(self._key, self.owner)
@@ -138,10 +160,10 @@ class Semaphore(_Held):
     def __init__(self, client, key, capacity, permits, owner, options):
         super().__init__(client, owner, options, _SEMAPHORE_OPTIONS)
         self.key, self.capacity, self.permits = key, capacity, permits
-        self._key = N.as_bytes(key)
+        self._key = N.as_cstr(key)
 
     def _acquire(self, h, out, err):
-        return N.semaphore_acquire(h, self._key, self.capacity, N.as_bytes(self.owner),
+        return N.semaphore_acquire(h, self._key, self.capacity, N.as_cstr(self.owner),
                                    self.permits, byref(self._c), out, err)
 
     def _release(self):
@@ -165,7 +187,7 @@ class MultiLock(_Held):
         self._keep, self._arr, self._n = N.key_array(self.keys)
 
     def _acquire(self, h, out, err):
-        return N.lock_multi(h, self._arr, self._n, N.as_bytes(self.owner), byref(self._c), out,
+        return N.lock_multi(h, self._arr, self._n, N.as_cstr(self.owner), byref(self._c), out,
                             err)
 
     def release(self):
@@ -236,35 +258,41 @@ class Redlock:
 
     def acquire(self, key, owner, lease_ms):
         """Asks a majority for the lock: the RedlockGrant."""
-        return self._call(N.redlock_lock, N.as_bytes(key), N.as_bytes(owner), lease_ms)
+        return self._call(N.redlock_lock, N.as_cstr(key), N.as_cstr(owner), lease_ms)
 
     def extend(self, key, owner, lease_ms):
         """Extends on every server: acquired says whether a majority did in time."""
-        return self._call(N.redlock_extend, N.as_bytes(key), N.as_bytes(owner), lease_ms)
+        return self._call(N.redlock_extend, N.as_cstr(key), N.as_cstr(owner), lease_ms)
 
     def release(self, key, owner):
         """Releases on every server (also those that did not grant it)."""
         if self._h is None:
             raise errors.Error("the Redlock is closed")
         err = N.Error()
-        if N.redlock_unlock(self._h, N.as_bytes(key), N.as_bytes(owner), byref(err)):
+        if N.redlock_unlock(self._h, N.as_cstr(key), N.as_cstr(owner), byref(err)):
             raise errors.from_code(err.code, err.message.decode(errors="replace"))
 
     def lock(self, key, lease_ms=30000, owner=None):
         """A RedlockLock for `with`: taken on entry (LockNotAcquired when
-        no majority grants it), released on exit."""
+        no majority grants it), released on exit (where servers answer)."""
         return RedlockLock(self, key, lease_ms, owner)
 
 
 class RedlockLock:
+    """One owner's lock of a Redlock. grant is the last answer (acquire's
+    or extend's); token is the acquired grant's, which an extension (whose
+    grant has no token) keeps."""
+
     def __init__(self, redlock, key, lease_ms, owner):
         from .client import owner_id
         self.redlock, self.key, self.lease_ms = redlock, key, lease_ms
         self.owner = owner if owner is not None else owner_id()
         self.grant = None
+        self.token = 0
 
     def acquire(self):
         self.grant = self.redlock.acquire(self.key, self.owner, self.lease_ms)
+        self.token = self.grant.token
         return self.grant
 
     def extend(self, lease_ms=None):
@@ -283,5 +311,10 @@ class RedlockLock:
         return self
 
     def __exit__(self, *exc):
-        self.release()
+        try:
+            self.release()
+        except errors.IOError:
+            # Servers that did not answer drop the lock when its lease ends;
+            # a minority down is what Redlock is for, not a failed block.
+            pass
 

@@ -66,20 +66,16 @@ class _RateLimit:
             return None
         cost = self.cost(request) if callable(self.cost) else self.cost
         if self.policy is not None:
+            # A policy's limits are on the server: no RateLimit-Policy field;
+            # no fields at all when a list decided (no quota was counted).
             answer = self.client.policy_check(self.policy, key, cost)
-            result = answer.result
-            # An allow or deny list decided: no quota was counted, and its
-            # zeros would read as "none left" on an allowed response.
-            if answer.decided_by in ("allowlist", "denylist"):
-                return result.allowed, []
+            fields = answer.headers(self.name)
         else:
-            result = self.client.check(key, self.limit, cost)
-        # A policy's limits are on the server; without them there is no
-        # RateLimit-Policy field (limit=None leaves it out).
-        fields = result.headers(self.limit, self.name)
+            answer = self.client.check(key, self.limit, cost)
+            fields = answer.headers(self.limit, self.name)
         if not self.headers:
             fields = {k: v for k, v in fields.items() if k == "Retry-After"}
-        return result.allowed, list(fields.items())
+        return answer.allowed, list(fields.items())
 
 
 class WSGIRateLimit(_RateLimit):

@@ -3,9 +3,11 @@ or nothing, with a penalty box, shadow mode and allow/deny lists."""
 
 import collections
 import sys
+import traceback
 from ctypes import byref
 
 from . import _native as N
+from .errors import InvalidError
 from .limits import Limit, result_from as _result_from
 
 MAX_LIMITS = N.MAX_POLICY_LIMITS
@@ -33,18 +35,20 @@ class PolicyDef(collections.namedtuple(
         c = N.PolicyDef()
         N.policy_def_init(byref(c))
         limits = list(self.limits)
-        if not 1 <= len(limits) <= MAX_LIMITS:
-            from .errors import InvalidError
-            raise InvalidError("a policy has 1 to %d limits, not %d" % (MAX_LIMITS, len(limits)))
+        if not 1 <= len(limits) <= MAX_LIMITS:  # the server's words, as for other bad input
+            raise InvalidError("ERR a policy needs 1 to %d LIMIT rules" % MAX_LIMITS)
         c.nlimits = len(limits)
         for i, limit in enumerate(limits):
+            if not isinstance(limit, Limit):  # as Client.check says it
+                raise TypeError("a floodgate Limit is needed (token_bucket(...), ...), not %r"
+                                % (limit,))
             c.limits[i] = limit._c
         c.ban_ms, c.ban_after, c.ban_within_ms = self.ban_ms, self.ban_after, self.ban_within_ms
         c.shadow = self.shadow
-        for c_spec, spec in ((c.allowlist, self.allowlist), (c.denylist, self.denylist)):
+        for rule, c_spec, spec in (("ALLOWLIST", c.allowlist, self.allowlist),
+                                   ("DENYLIST", c.denylist, self.denylist)):
             if spec.kind not in _LIST_KINDS:
-                from .errors import InvalidError
-                raise InvalidError("a list is 'exact' or 'bloom', not %r" % (spec.kind,))
+                raise InvalidError("ERR %s takes EXACT or BLOOM error capacity" % rule)
             c_spec.kind = _LIST_KINDS.index(spec.kind)
             c_spec.error, c_spec.capacity = spec.error, spec.capacity
         return c
@@ -56,6 +60,11 @@ def _limit_from(c):
 
 def def_from(c):
     def spec(s):
+        # A server tells a list's kind only: an exact list reads as the
+        # default ListSpec (as mem: reports it), so that a definition read
+        # back equals the one set; a Bloom list's error and capacity read 0.
+        if s.kind == _LIST_KINDS.index("exact"):
+            return ListSpec("exact")
         return ListSpec(_LIST_KINDS[s.kind], s.error, s.capacity)
     return PolicyDef([_limit_from(c.limits[i]) for i in range(c.nlimits)], c.ban_ms,
                      c.ban_after, c.ban_within_ms, c.shadow, spec(c.allowlist),
@@ -91,6 +100,10 @@ class PolicyResult(collections.namedtuple(
         return self.result.allowed
 
     def headers(self, name="default"):
+        """The RateLimit fields of the result; none when a list decided (no
+        quota was counted, and its zeros would read as "none left")."""
+        if self.decided_by in ("allowlist", "denylist"):
+            return {}
         return self.result.headers(name=name)
 
 
@@ -111,7 +124,7 @@ def loader_trampoline(loader):
             out[0] = definition.to_c()
             return True
         except Exception as e:  # noqa: BLE001 - it cannot cross into C
-            sys.unraisablehook(_Unraisable(e, loader))
+            _report_unraisable(e, loader)
             return False
     return N.LOADER_FN(load)
 
@@ -121,3 +134,21 @@ class _Unraisable:
         self.exc_type, self.exc_value = type(exc), exc
         self.exc_traceback, self.err_msg, self.object = exc.__traceback__, \
             "Exception ignored in floodgate policy loader", obj
+
+
+def _report_unraisable(exc, obj):
+    """Hands the exception to sys.unraisablehook. Python's own hook takes
+    only the interpreter's UnraisableHookArgs, which Python code cannot
+    build, so for it the report is written as that hook writes it. Nothing
+    may escape: an exception leaving a ctypes callback makes its return
+    value undefined (the check would go on with a garbage definition)."""
+    args = _Unraisable(exc, obj)
+    try:
+        if sys.unraisablehook is not sys.__unraisablehook__:
+            sys.unraisablehook(args)
+            return
+    except Exception:  # noqa: BLE001 - a failing hook: report as the default one
+        pass
+    if sys.stderr is not None:
+        sys.stderr.write("%s: %r\n" % (args.err_msg, obj))
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
