@@ -251,18 +251,11 @@ class Client:
         a Request or a tuple (key, limit[, cost[, peek]]). Answers a list of
         Results in the same order; a request that failed raises its error,
         or with raise_on_error=False stands in the list as the exception."""
-        reqs = [r if isinstance(r, Request) else Request(*r) for r in requests]
-        n = len(reqs)
+        rows = [_request_row(*r) for r in requests]
+        n = len(rows)
         if n == 0:
             return []
-        keys = [N.as_cstr(r.key) for r in reqs]
-        arr = (N.Request * n)()
-        for i, r in enumerate(reqs):
-            c = arr[i]
-            c.key = keys[i]
-            c.limit = _limit_pointer(r.limit)
-            c.cost = r.cost
-            c.peek = r.peek
+        arr = (N.Request * n)(*rows)  # ctypes fills the structs from the tuples
         b = self._tls
         if N.check_batch(self._handle(), arr, n, byref(b.err)):
             raise_error(b.err)
@@ -524,8 +517,9 @@ class Client:
         return applied.value
 
 
-def _limit_pointer(limit):
+def _request_row(key, limit, cost=1, peek=False):
+    """A request of a batch as the fields of its fg_request."""
     if not isinstance(limit, Limit):
         raise TypeError("a floodgate Limit is needed (token_bucket(...), ...), not %r"
                         % (limit,))
-    return ctypes.pointer(limit._c)
+    return (N.as_cstr(key), limit._ptr, cost, peek)

@@ -20,14 +20,16 @@ class Limit:
     """A limit as the module's commands take it; build one with the
     constructors below. Immutable, hashable, comparable."""
 
-    __slots__ = ("_c", "_ref")
+    __slots__ = ("_c", "_ref", "_ptr")
 
     def __init__(self, algorithm, limit, window_ms=0.0, rate=0.0):
         if not 0 <= algorithm < len(_ALGORITHMS):
             raise ValueError("unknown algorithm %r" % (algorithm,))
         c = _native.Limit(algorithm, limit, window_ms, rate)
         object.__setattr__(self, "_c", c)
-        object.__setattr__(self, "_ref", ctypes.byref(c))  # made once, passed by every check
+        # made once: every check passes _ref, every batch request _ptr
+        object.__setattr__(self, "_ref", ctypes.byref(c))
+        object.__setattr__(self, "_ptr", ctypes.pointer(c))
 
     def __setattr__(self, name, value):
         raise AttributeError("a Limit is immutable")
