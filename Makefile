@@ -177,13 +177,14 @@ fuzz-bloom-smoke: $(BUILD)/fuzz/fuzz_bloom
 # (FUZZ_SECONDS) and a short one. Without compare tracing, which halves the
 # speed over 16 KB buckets and finds nothing a script needs; len_control
 # lets the scripts grow long within seconds. Failing inputs land in
-# build/fuzz/uv-crash-*.
+# build/fuzz/uv-crash-*. The staircase turns from a list into tiles at 48
+# entries there, so that both forms and the turn are in reach.
 .PHONY: fuzz-uv fuzz-uv-smoke
 UV_FUZZ_FLAGS := -len_control=10 -max_len=1024 -artifact_prefix=$(BUILD)/fuzz/uv-
 $(BUILD)/fuzz/fuzz_uv: tests/fuzz/fuzz_uv.c tests/fuzz/fuzz_input.h src/core/uv.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-coverage=trace-cmp \
-		-fno-sanitize-recover=all -Isrc/core -o $@ $< src/core/uv.c -lm
+		-fno-sanitize-recover=all -DFG_UV_LIST_MAX=48 -Isrc/core -o $@ $< src/core/uv.c -lm
 
 fuzz-uv: $(BUILD)/fuzz/fuzz_uv
 	@mkdir -p $(BUILD)/fuzz/corpus-uv

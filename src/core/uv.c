@@ -33,16 +33,24 @@
  * pairs): older pairs with a higher rank stay, the new pair goes in, newer
  * pairs stay; pairs at the same second with a lower rank, older pairs with
  * a lower or equal rank, and pairs older than newest - span go. Memory is
- * had (a new row) before anything is written, so a failed add changes
+ * had (a longer list, the tiles, a new row) before anything is written, so a failed add changes
  * nothing. Rows shrink again when the tile's longest staircase gets shorter
  * (a failed shrink keeps the larger block: harmless).
  *
+ * Staircase forms. While the staircase has at most FG_UV_LIST_MAX
+ * entries it is one sorted array of register << 32 | entry words: an add
+ * rebuilds its register's run and moves the tail (at most 32 KB), a query
+ * walks it. The add that would pass FG_UV_LIST_MAX builds the tiles from
+ * it, once: past that size a query over the list would cost more than
+ * scanning rows, and an add would move too much.
+ *
  * Tiers. An add raises one register of one bucket per tier whose retention
- * holds its second: (newest bucket - count, newest bucket]. Those buckets
- * map to distinct slots, so a slot holding another bucket holds an expired
- * one, whose block is reused. Blocks (and the ring, on a tier's first
- * write) are had before anything changes; buckets falling out of retention
- * are freed when newest moves on.
+ * holds its second: (newest bucket - count, newest bucket]. A tier holds
+ * its buckets in an array by number, so a quiet counter pays for the
+ * buckets it has, not for `count` slots; the newest is the last, where
+ * adds go. Blocks (a new bucket, a larger one, a larger array) are had
+ * before anything changes and swapped in after; buckets falling out of
+ * retention are freed when newest moves on.
  */
 
 #include "uv.h"
@@ -197,13 +205,7 @@ void fg_uv_merge_registers(uint8_t acc[FG_UV_REGISTERS], const uint8_t regs[FG_U
 #endif
 }
 
-/* ------------------------------------------------------------ the tiles */
-
-static inline uint8_t *tile_lens(uint32_t *block) { return (uint8_t *)block; }
-static inline uint32_t *tile_rows(uint32_t *block) { return block + LEN_WORDS; }
-static inline size_t tile_bytes(unsigned nrows) {
-    return (LEN_WORDS + (size_t)nrows * FG_UV_TILE_REGISTERS) * sizeof(uint32_t);
-}
+/* ------------------------------------------------------------- entries */
 
 static inline int64_t entry_second(const fg_uv *uv, uint32_t e) { return uv->base + (e >> RANK_BITS) - 1; }
 static inline uint32_t entry_make(const fg_uv *uv, int64_t sec, unsigned rank) {
@@ -240,6 +242,111 @@ fg_status fg_uv_init_tiers(fg_uv *uv, int64_t span, int64_t minutes, int64_t hou
     return FG_OK;
 }
 
+/* The room a block of n items gets: n rounded up to 2^k or 3 * 2^(k-1),
+ * at least `least` (0 for none): at most a third unused, and the same for
+ * the same n whatever the history, so a loaded counter takes the memory
+ * the live one did. */
+static uint32_t room_for(uint32_t n, uint32_t least) {
+    if (n <= least) return n == 0 ? 0 : least;
+    uint32_t p = 1u << (31 - __builtin_clz(n));
+    if (n == p) return p;
+    return n <= p + p / 2 ? p + p / 2 : 2 * p;
+}
+
+/* ------------------------------------------------------------- buckets */
+
+/* Sparse pairs that take as much as a dense bucket: one more, and it is dense. */
+#define SPARSE_MAX ((uint32_t)(FG_UV_REGISTERS / sizeof(uint32_t)))
+#define SPARSE_LEAST 4 /* pairs of a new bucket's room */
+#define PAIR(reg, rank) ((uint32_t)(reg) << 8 | (uint32_t)(rank))
+
+static inline bool bucket_dense(const fg_uv_bucket *b) { return b->pairs == FG_UV_DENSE; }
+static inline uint8_t *dense_regs(fg_uv_bucket *b) { return (uint8_t *)b->data; }
+static inline const uint8_t *dense_regs_of(const fg_uv_bucket *b) { return (const uint8_t *)b->data; }
+
+static size_t bucket_bytes(const fg_uv_bucket *b) {
+    return sizeof(*b) + (bucket_dense(b) ? FG_UV_REGISTERS : (size_t)b->room * sizeof(uint32_t));
+}
+
+/* The index of the first pair of register reg or above. */
+static uint32_t pair_index(const fg_uv_bucket *b, uint32_t reg) {
+    uint32_t lo = 0, hi = b->pairs;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (b->data[mid] >> 8 < reg) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static unsigned bucket_rank(const fg_uv_bucket *b, uint32_t reg) {
+    if (bucket_dense(b)) return dense_regs_of(b)[reg];
+    uint32_t i = pair_index(b, reg);
+    return i < b->pairs && b->data[i] >> 8 == reg ? b->data[i] & 0xff : 0;
+}
+
+/* Raises register reg to rank, in a bucket with room for a new pair. */
+static void bucket_raise(fg_uv_bucket *b, uint32_t reg, unsigned rank) {
+    if (bucket_dense(b)) {
+        dense_regs(b)[reg] = (uint8_t)rank;
+        return;
+    }
+    uint32_t i = pair_index(b, reg);
+    if (i == b->pairs || b->data[i] >> 8 != reg) {
+        memmove(b->data + i + 1, b->data + i, (b->pairs - i) * sizeof(uint32_t));
+        b->pairs++;
+    }
+    b->data[i] = PAIR(reg, rank);
+}
+
+/* The registers of a bucket, merged into regs (maxima). */
+static void bucket_merge_into(const fg_uv_bucket *b, uint8_t regs[FG_UV_REGISTERS]) {
+    if (bucket_dense(b)) {
+        fg_uv_merge_registers(regs, dense_regs_of(b));
+        return;
+    }
+    for (uint32_t i = 0; i < b->pairs; i++) {
+        uint32_t reg = b->data[i] >> 8;
+        uint8_t rank = (uint8_t)b->data[i];
+        if (rank > regs[reg]) regs[reg] = rank;
+    }
+}
+
+static uint32_t bucket_nonzero(const fg_uv_bucket *b) {
+    if (!bucket_dense(b)) return b->pairs;
+    uint32_t n = 0;
+    for (int i = 0; i < FG_UV_REGISTERS; i++) n += dense_regs_of(b)[i] != 0;
+    return n;
+}
+
+/* An empty bucket: sparse with room for `room` pairs, or dense. */
+static fg_uv_bucket *bucket_new(int64_t number, uint32_t room, bool dense, const fg_allocator *a) {
+    size_t data = dense ? FG_UV_REGISTERS : (size_t)room * sizeof(uint32_t);
+    fg_uv_bucket *b = a->realloc(NULL, sizeof(*b) + data);
+    if (b == NULL) return NULL;
+    b->number = number;
+    b->pairs = dense ? FG_UV_DENSE : 0;
+    b->room = dense ? 0 : room;
+    if (dense) memset(b->data, 0, FG_UV_REGISTERS);
+    return b;
+}
+
+/* A copy of b with room for one more pair, or dense once sparse would
+ * take more. NULL without memory. */
+static fg_uv_bucket *bucket_grown(const fg_uv_bucket *b, const fg_allocator *a) {
+    bool dense = b->pairs >= SPARSE_MAX;
+    uint32_t room = room_for(b->pairs + 1, SPARSE_LEAST);
+    fg_uv_bucket *g = bucket_new(b->number, room < SPARSE_MAX ? room : SPARSE_MAX, dense, a);
+    if (g == NULL) return NULL;
+    if (!dense) {
+        memcpy(g->data, b->data, b->pairs * sizeof(uint32_t));
+        g->pairs = b->pairs;
+    } else {
+        for (uint32_t i = 0; i < b->pairs; i++) dense_regs(g)[b->data[i] >> 8] = (uint8_t)b->data[i];
+    }
+    return g;
+}
+
 /* ------------------------------------------------------------ the tiers */
 
 static inline int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
@@ -257,19 +364,37 @@ static inline bool retained(const fg_uv_tier *tier, int64_t b, int64_t newest) {
     return tier->count > 0 && b > bucket_of(tier, newest) - (int64_t)tier->count;
 }
 
+/* The index of the first held bucket numbered b or above. */
+static uint32_t held_index(const fg_uv_tier *tier, int64_t b) {
+    uint32_t lo = 0, hi = tier->held;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (tier->bucket[mid]->number < b) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static fg_uv_bucket *held_bucket(const fg_uv_tier *tier, int64_t b) {
+    uint32_t i = held_index(tier, b);
+    return i < tier->held && tier->bucket[i]->number == b ? tier->bucket[i] : NULL;
+}
+
 /* What an add does to the tiers, with the memory it needs, had first. */
 typedef struct tier_plan {
-    int64_t slot[FG_UV_TIERS]; /* -1: the tier does not change */
+    bool touch[FG_UV_TIERS];
+    bool adds[FG_UV_TIERS];            /* a new bucket goes into the array */
     int64_t number[FG_UV_TIERS];
-    uint8_t *block[FG_UV_TIERS];      /* a new bucket's registers */
-    fg_uv_bucket *ring[FG_UV_TIERS]; /* a new ring */
+    fg_uv_bucket *block[FG_UV_TIERS];  /* a new bucket, or a grown copy of the held one */
+    fg_uv_bucket **array[FG_UV_TIERS]; /* a larger array for a new bucket */
+    uint32_t array_room[FG_UV_TIERS];
     bool changes;
 } tier_plan;
 
 static void plan_release(tier_plan *plan, const fg_allocator *a) {
     for (int k = 0; k < FG_UV_TIERS; k++) {
         a->free(plan->block[k]);
-        a->free(plan->ring[k]);
+        a->free(plan->array[k]);
     }
 }
 
@@ -281,21 +406,27 @@ static bool plan_tiers(const fg_uv *uv, uint32_t reg, uint8_t rank, int64_t sec,
     for (int k = 0; k < FG_UV_TIERS; k++) {
         const fg_uv_tier *tier = &uv->tiers[k];
         int64_t b = bucket_of(tier, sec);
-        plan->slot[k] = -1;
         if (!retained(tier, b, newest)) continue;
-        uint32_t s = slot_of(tier, b);
-        const fg_uv_bucket *bucket = tier->ring ? &tier->ring[s] : NULL;
-        bool held = bucket != NULL && bucket->regs != NULL;
-        if (held && bucket->number == b && bucket->regs[reg] >= rank) continue;
-        plan->slot[k] = s;
+        const fg_uv_bucket *bucket = held_bucket(tier, b);
+        unsigned now = bucket != NULL ? bucket_rank(bucket, reg) : 0;
+        if (now >= rank) continue;
+        plan->touch[k] = plan->changes = true;
         plan->number[k] = b;
-        plan->changes = true;
-        if (tier->ring == NULL) {
-            plan->ring[k] = a->realloc(NULL, tier->count * sizeof(fg_uv_bucket));
-            if (plan->ring[k] == NULL) goto nomem;
-            memset(plan->ring[k], 0, tier->count * sizeof(fg_uv_bucket));
+        if (bucket == NULL) {
+            plan->adds[k] = true;
+            plan->block[k] = bucket_new(b, room_for(1, SPARSE_LEAST), false, a);
+            if (plan->block[k] == NULL) goto nomem;
+            /* the buckets newest leaves behind go first (expire_buckets) */
+            uint32_t gone = held_index(tier, bucket_of(tier, newest) - (int64_t)tier->count + 1);
+            uint32_t room = room_for(tier->held - gone + 1, 1);
+            if (room != tier->room) {
+                plan->array_room[k] = room;
+                plan->array[k] = a->realloc(NULL, room * sizeof(fg_uv_bucket *));
+                if (plan->array[k] == NULL) goto nomem;
+            }
+        } else if (now == 0 && !bucket_dense(bucket) && bucket->pairs == bucket->room) {
+            if ((plan->block[k] = bucket_grown(bucket, a)) == NULL) goto nomem;
         }
-        if (!held && (plan->block[k] = a->realloc(NULL, FG_UV_REGISTERS)) == NULL) goto nomem;
     }
     return true;
 nomem:
@@ -303,76 +434,190 @@ nomem:
     return false;
 }
 
-static void apply_tiers(fg_uv *uv, const tier_plan *plan, uint32_t reg, uint8_t rank) {
+static void apply_tiers(fg_uv *uv, const tier_plan *plan, uint32_t reg, uint8_t rank, const fg_allocator *a) {
     for (int k = 0; k < FG_UV_TIERS; k++) {
-        if (plan->slot[k] < 0) continue;
+        if (!plan->touch[k]) continue;
         fg_uv_tier *tier = &uv->tiers[k];
-        if (plan->ring[k] != NULL) tier->ring = plan->ring[k];
-        fg_uv_bucket *bucket = &tier->ring[plan->slot[k]];
-        if (plan->block[k] != NULL) {
-            bucket->regs = plan->block[k];
+        uint32_t i = held_index(tier, plan->number[k]);
+        bool held = i < tier->held && tier->bucket[i]->number == plan->number[k];
+        if (plan->array[k] != NULL) {
+            if (tier->held > 0) memcpy(plan->array[k], tier->bucket, tier->held * sizeof(fg_uv_bucket *));
+            a->free(tier->bucket);
+            tier->bucket = plan->array[k];
+            tier->room = plan->array_room[k];
+        }
+        if (plan->block[k] != NULL && held) {
+            a->free(tier->bucket[i]); /* grown: the copy replaces it */
+            tier->bucket[i] = plan->block[k];
+        } else if (plan->block[k] != NULL) {
+            memmove(tier->bucket + i + 1, tier->bucket + i, (tier->held - i) * sizeof(fg_uv_bucket *));
+            tier->bucket[i] = plan->block[k];
+            tier->held++;
             uv->buckets++;
         }
-        if (plan->block[k] != NULL || bucket->number != plan->number[k]) {
-            memset(bucket->regs, 0, FG_UV_REGISTERS); /* new, or an expired bucket's block */
-            bucket->number = plan->number[k];
-        }
-        bucket->regs[reg] = rank;
+        bucket_raise(tier->bucket[i], reg, rank);
     }
 }
 
-/* Frees the buckets that newest has left behind. */
-static void expire_buckets(fg_uv *uv, const fg_allocator *a) {
+/* Frees the buckets that newest has left behind, the oldest of each tier,
+ * and gives back the room of their array that neither the buckets left nor
+ * the one the plan adds need (a failed shrink keeps the larger block:
+ * harmless); a tier that gets a new array from the plan keeps the old
+ * until it is swapped. */
+static void expire_buckets(fg_uv *uv, const tier_plan *plan, const fg_allocator *a) {
     for (int k = 0; k < FG_UV_TIERS; k++) {
         fg_uv_tier *tier = &uv->tiers[k];
-        int64_t gone = bucket_of(tier, uv->newest) - (int64_t)tier->count; /* the newest left */
-        for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) {
-            fg_uv_bucket *bucket = &tier->ring[s];
-            if (bucket->regs == NULL || bucket->number > gone) continue;
-            a->free(bucket->regs);
-            bucket->regs = NULL;
-            bucket->number = 0;
-            uv->buckets--;
+        uint32_t gone = held_index(tier, bucket_of(tier, uv->newest) - (int64_t)tier->count + 1);
+        if (gone == 0) continue;
+        for (uint32_t i = 0; i < gone; i++) a->free(tier->bucket[i]);
+        memmove(tier->bucket, tier->bucket + gone, (tier->held - gone) * sizeof(fg_uv_bucket *));
+        tier->held -= gone;
+        uv->buckets -= gone;
+        if (plan->array[k] != NULL) continue;
+        uint32_t room = room_for(tier->held + plan->adds[k], 1);
+        if (room == 0) {
+            a->free(tier->bucket);
+            tier->bucket = NULL;
+            tier->room = 0;
+        } else if (room < tier->room) {
+            fg_uv_bucket **smaller = a->realloc(tier->bucket, room * sizeof(fg_uv_bucket *));
+            if (smaller != NULL) {
+                tier->bucket = smaller;
+                tier->room = room;
+            }
         }
     }
+}
+
+/* ------------------------------------------------------------ the tiles */
+
+static inline uint8_t *tile_lens(uint32_t *block) { return (uint8_t *)block; }
+static inline const uint8_t *tile_lens_of(const uint32_t *block) { return (const uint8_t *)block; }
+static inline uint32_t *tile_rows(uint32_t *block) { return block + LEN_WORDS; }
+static inline const uint32_t *tile_rows_of(const uint32_t *block) { return block + LEN_WORDS; }
+static inline size_t tile_bytes(unsigned nrows) {
+    return (LEN_WORDS + (size_t)nrows * FG_UV_TILE_REGISTERS) * sizeof(uint32_t);
 }
 
 /* Resizes tile t to nrows (>= its longest staircase); new rows are zeroed,
  * and 0 rows frees it. False (nothing changed) without memory. */
-static bool tile_resize(fg_uv *uv, int t, unsigned nrows, const fg_allocator *a) {
+static bool tile_resize(fg_uv_tiles *tiles, int t, unsigned nrows, const fg_allocator *a) {
     if (nrows == 0) {
-        a->free(uv->tiles[t]);
-        uv->tiles[t] = NULL;
-        uv->nrows[t] = 0;
+        a->free(tiles->tile[t]);
+        tiles->tile[t] = NULL;
+        tiles->nrows[t] = 0;
         return true;
     }
-    uint32_t *block = a->realloc(uv->tiles[t], tile_bytes(nrows));
+    uint32_t *block = a->realloc(tiles->tile[t], tile_bytes(nrows));
     if (block == NULL) return false;
-    if (uv->tiles[t] == NULL) memset(tile_lens(block), 0, FG_UV_TILE_REGISTERS);
-    if (nrows > uv->nrows[t])
-        memset(tile_rows(block) + (size_t)uv->nrows[t] * FG_UV_TILE_REGISTERS, 0,
-               (size_t)(nrows - uv->nrows[t]) * FG_UV_TILE_REGISTERS * sizeof(uint32_t));
-    uv->tiles[t] = block;
-    uv->nrows[t] = (uint8_t)nrows;
+    if (tiles->tile[t] == NULL) memset(tile_lens(block), 0, FG_UV_TILE_REGISTERS);
+    if (nrows > tiles->nrows[t])
+        memset(tile_rows(block) + (size_t)tiles->nrows[t] * FG_UV_TILE_REGISTERS, 0,
+               (size_t)(nrows - tiles->nrows[t]) * FG_UV_TILE_REGISTERS * sizeof(uint32_t));
+    tiles->tile[t] = block;
+    tiles->nrows[t] = (uint8_t)nrows;
     return true;
 }
 
 /* Gives back rows no staircase of tile t uses any more. */
-static void tile_shrink(fg_uv *uv, int t, const fg_allocator *a) {
-    const uint8_t *lens = tile_lens(uv->tiles[t]);
+static void tile_shrink(fg_uv_tiles *tiles, int t, const fg_allocator *a) {
+    const uint8_t *lens = tile_lens(tiles->tile[t]);
     unsigned longest = 0;
     for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) longest = lens[j] > longest ? lens[j] : longest;
-    if (longest < uv->nrows[t]) (void)tile_resize(uv, t, longest, a);
+    if (longest < tiles->nrows[t]) (void)tile_resize(tiles, t, longest, a);
+}
+
+static void tiles_free(fg_uv_tiles *tiles, const fg_allocator *a) {
+    if (tiles == NULL) return;
+    for (int t = 0; t < FG_UV_TILES; t++) a->free(tiles->tile[t]);
+    a->free(tiles);
+}
+
+/* Appends entry e to register j of tile block (rows enough). */
+static inline void tile_push(uint32_t *block, unsigned j, uint32_t e) {
+    uint8_t *lens = tile_lens(block);
+    tile_rows(block)[lens[j]++ * FG_UV_TILE_REGISTERS + j] = e;
+}
+
+/* ------------------------------------------------------------ the list */
+
+#define LIST_WORD(reg, e) ((uint64_t)(reg) << 32 | (e))
+#define LIST_REG(w) ((uint32_t)((w) >> 32))
+
+/* The index of the first list entry of register reg or above. */
+static uint32_t list_index(const fg_uv *uv, uint32_t reg) {
+    uint32_t lo = 0, hi = (uint32_t)uv->entries;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (LIST_REG(uv->list[mid]) < reg) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Tiles holding the list's staircases, with room for `extra` entries in
+ * register reg's tile; NULL without memory. */
+static fg_uv_tiles *tiles_from_list(const fg_uv *uv, uint32_t reg, unsigned extra, const fg_allocator *a) {
+    fg_uv_tiles *tiles = a->realloc(NULL, sizeof(*tiles));
+    if (tiles == NULL) return NULL;
+    memset(tiles, 0, sizeof(*tiles));
+    uint8_t longest[FG_UV_TILES] = {0};
+    for (uint32_t i = 0, run = 0; i < uv->entries; i++) {
+        uint32_t r = LIST_REG(uv->list[i]);
+        run = i > 0 && LIST_REG(uv->list[i - 1]) == r ? run + 1 : 1;
+        if (run > longest[r / FG_UV_TILE_REGISTERS]) longest[r / FG_UV_TILE_REGISTERS] = (uint8_t)run;
+    }
+    if (extra > longest[reg / FG_UV_TILE_REGISTERS]) longest[reg / FG_UV_TILE_REGISTERS] = (uint8_t)extra;
+    for (int t = 0; t < FG_UV_TILES; t++)
+        if (longest[t] > 0 && !tile_resize(tiles, t, longest[t], a)) {
+            tiles_free(tiles, a);
+            return NULL;
+        }
+    for (uint32_t i = 0; i < uv->entries; i++) {
+        uint32_t r = LIST_REG(uv->list[i]);
+        tile_push(tiles->tile[r / FG_UV_TILE_REGISTERS], r % FG_UV_TILE_REGISTERS, (uint32_t)uv->list[i]);
+    }
+    return tiles;
+}
+
+/* ------------------------------------------------------- the staircases */
+
+/* Register reg's staircase: its entries, oldest first; how many. */
+static unsigned stair_entries(const fg_uv *uv, uint32_t reg, uint32_t out[MAX_STAIR]) {
+    unsigned n = 0;
+    if (uv->tiles == NULL) {
+        for (uint32_t i = list_index(uv, reg); i < uv->entries && LIST_REG(uv->list[i]) == reg; i++)
+            out[n++] = (uint32_t)uv->list[i];
+        return n;
+    }
+    const uint32_t *block = uv->tiles->tile[reg / FG_UV_TILE_REGISTERS];
+    if (block == NULL) return 0;
+    unsigned j = reg % FG_UV_TILE_REGISTERS;
+    for (; n < tile_lens_of(block)[j]; n++) out[n] = tile_rows_of(block)[n * FG_UV_TILE_REGISTERS + j];
+    return n;
 }
 
 /* Moves base to newest - span: drops the entries older than that and
  * re-encodes the others. No allocation; the caller shrinks the rows. */
 static void rebase(fg_uv *uv, int64_t newest) {
     int64_t base = newest - uv->span;
+    if (uv->tiles == NULL) {
+        uint32_t kept = 0;
+        for (uint32_t i = 0; i < uv->entries; i++) {
+            uint32_t e = (uint32_t)uv->list[i];
+            int64_t sec = entry_second(uv, e);
+            if (sec < base) continue;
+            uv->list[kept++] = LIST_WORD(LIST_REG(uv->list[i]),
+                                         (uint32_t)(sec - base + 1) << RANK_BITS | (e & RANK_MASK));
+        }
+        uv->entries = kept;
+        uv->base = base;
+        return;
+    }
     for (int t = 0; t < FG_UV_TILES; t++) {
-        if (uv->tiles[t] == NULL) continue;
-        uint8_t *lens = tile_lens(uv->tiles[t]);
-        uint32_t *rows = tile_rows(uv->tiles[t]);
+        if (uv->tiles->tile[t] == NULL) continue;
+        uint8_t *lens = tile_lens(uv->tiles->tile[t]);
+        uint32_t *rows = tile_rows(uv->tiles->tile[t]);
         for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) {
             unsigned kept = 0;
             for (unsigned s = 0; s < lens[j]; s++) {
@@ -393,21 +638,21 @@ static void rebase(fg_uv *uv, int64_t newest) {
 typedef struct stair {
     int64_t sec[MAX_STAIR];
     uint8_t rank[MAX_STAIR];
-    unsigned len;
+    unsigned len, old_len;
 } stair;
 
-/* The register's staircase after adding (sec, rank) with the counter's
+/* Register reg's staircase after adding (sec, rank) with the counter's
  * newest second at `newest`. False when the pair is dominated. */
-static bool stair_after_add(const fg_uv *uv, int t, int j, int64_t sec, unsigned rank, int64_t newest,
+static bool stair_after_add(const fg_uv *uv, uint32_t reg, int64_t sec, unsigned rank, int64_t newest,
                             stair *out) {
-    unsigned len = uv->tiles[t] ? tile_lens(uv->tiles[t])[j] : 0;
-    const uint32_t *rows = uv->tiles[t] ? tile_rows(uv->tiles[t]) : NULL;
+    uint32_t now[MAX_STAIR];
+    unsigned len = stair_entries(uv, reg, now);
     bool placed = false;
     out->len = 0;
+    out->old_len = len;
     for (unsigned s = 0; s < len; s++) {
-        uint32_t e = rows[s * FG_UV_TILE_REGISTERS + j];
-        int64_t at = entry_second(uv, e);
-        unsigned r = e & RANK_MASK;
+        int64_t at = entry_second(uv, now[s]);
+        unsigned r = now[s] & RANK_MASK;
         if (at >= sec && !placed) {
             if (r >= rank) return false; /* a pair no older and no lower */
             out->sec[out->len] = sec;
@@ -425,15 +670,68 @@ static bool stair_after_add(const fg_uv *uv, int t, int j, int64_t sec, unsigned
     return true;
 }
 
-/* Writes register (t, j)'s new staircase, moving newest (and base). */
-static void write_stair(fg_uv *uv, int t, int j, const stair *next, int64_t newest, bool empty,
-                        const fg_allocator *a) {
-    if (empty) uv->base = newest - uv->span;
-    bool rebased = newest - uv->base + 1 >= REBASE_AT;
-    if (rebased) rebase(uv, newest);
-    uv->newest = newest;
-    uint8_t *lens = tile_lens(uv->tiles[t]);
-    uint32_t *rows = tile_rows(uv->tiles[t]);
+/* The memory a new staircase needs, had before anything is written: a
+ * larger list, the tiles the list turns into, or more rows in a tile. */
+typedef struct stair_plan {
+    uint64_t *list;
+    uint32_t list_room;
+    fg_uv_tiles *tiles;
+} stair_plan;
+
+static bool plan_stair(fg_uv *uv, uint32_t reg, const stair *next, stair_plan *plan, const fg_allocator *a) {
+    memset(plan, 0, sizeof(*plan));
+    if (uv->tiles != NULL) {
+        int t = (int)(reg / FG_UV_TILE_REGISTERS);
+        /* grows in place: nothing else can fail after it */
+        return next->len <= uv->tiles->nrows[t] || tile_resize(uv->tiles, t, next->len, a);
+    }
+    uint64_t need = uv->entries - next->old_len + next->len;
+    if (need > FG_UV_LIST_MAX) return (plan->tiles = tiles_from_list(uv, reg, next->len, a)) != NULL;
+    if (need <= uv->list_room) return true;
+    uint32_t room = room_for((uint32_t)need, 1);
+    plan->list_room = room < FG_UV_LIST_MAX ? room : FG_UV_LIST_MAX;
+    return (plan->list = a->realloc(NULL, plan->list_room * sizeof(uint64_t))) != NULL;
+}
+
+static void apply_stair_plan(fg_uv *uv, const stair_plan *plan, const fg_allocator *a) {
+    if (plan->tiles != NULL) {
+        a->free(uv->list);
+        uv->list = NULL;
+        uv->list_room = 0;
+        uv->tiles = plan->tiles;
+    } else if (plan->list != NULL) {
+        if (uv->entries > 0) memcpy(plan->list, uv->list, uv->entries * sizeof(uint64_t));
+        a->free(uv->list);
+        uv->list = plan->list;
+        uv->list_room = plan->list_room;
+    }
+}
+
+/* Writes register reg's new staircase into the list, then gives back the
+ * room fewer entries no longer need (a failed shrink keeps the larger
+ * block: harmless). */
+static void list_write(fg_uv *uv, uint32_t reg, const stair *next, const fg_allocator *a) {
+    uint32_t lo = list_index(uv, reg), hi = lo;
+    while (hi < uv->entries && LIST_REG(uv->list[hi]) == reg) hi++;
+    memmove(uv->list + lo + next->len, uv->list + hi, (uv->entries - hi) * sizeof(uint64_t));
+    for (unsigned s = 0; s < next->len; s++)
+        uv->list[lo + s] = LIST_WORD(reg, entry_make(uv, next->sec[s], next->rank[s]));
+    uv->entries = uv->entries - (hi - lo) + next->len;
+    uint32_t room = room_for((uint32_t)uv->entries, 1);
+    if (room < uv->list_room) {
+        uint64_t *smaller = a->realloc(uv->list, room * sizeof(uint64_t));
+        if (smaller != NULL) {
+            uv->list = smaller;
+            uv->list_room = room;
+        }
+    }
+}
+
+/* Writes register reg's new staircase into its tile. */
+static void tile_write(fg_uv *uv, uint32_t reg, const stair *next, bool rebased, const fg_allocator *a) {
+    int t = (int)(reg / FG_UV_TILE_REGISTERS), j = (int)(reg % FG_UV_TILE_REGISTERS);
+    uint8_t *lens = tile_lens(uv->tiles->tile[t]);
+    uint32_t *rows = tile_rows(uv->tiles->tile[t]);
     unsigned old_len = lens[j];
     for (unsigned s = 0; s < old_len; s++) rows[s * FG_UV_TILE_REGISTERS + j] = 0;
     for (unsigned s = 0; s < next->len; s++)
@@ -442,10 +740,21 @@ static void write_stair(fg_uv *uv, int t, int j, const stair *next, int64_t newe
     uv->entries = uv->entries - old_len + next->len;
     if (rebased) {
         for (int i = 0; i < FG_UV_TILES; i++)
-            if (uv->tiles[i] != NULL) tile_shrink(uv, i, a);
-    } else if (next->len < old_len && old_len == uv->nrows[t]) {
-        tile_shrink(uv, t, a);
+            if (uv->tiles->tile[i] != NULL) tile_shrink(uv->tiles, i, a);
+    } else if (next->len < old_len && old_len == uv->tiles->nrows[t]) {
+        tile_shrink(uv->tiles, t, a);
     }
+}
+
+/* Writes register reg's new staircase, moving newest (and base). */
+static void write_stair(fg_uv *uv, uint32_t reg, const stair *next, int64_t newest, bool empty,
+                        const fg_allocator *a) {
+    if (empty) uv->base = newest - uv->span;
+    bool rebased = newest - uv->base + 1 >= REBASE_AT;
+    if (rebased) rebase(uv, newest);
+    uv->newest = newest;
+    if (uv->tiles == NULL) list_write(uv, reg, next, a);
+    else tile_write(uv, reg, next, rebased, a);
 }
 
 fg_uv_add_result fg_uv_add(fg_uv *uv, uint64_t hash, int64_t sec, const fg_allocator *a) {
@@ -453,22 +762,26 @@ fg_uv_add_result fg_uv_add(fg_uv *uv, uint64_t hash, int64_t sec, const fg_alloc
     bool empty = uv->entries == 0;
     uint32_t reg = fg_uv_register(hash);
     uint8_t rank = fg_uv_rank(hash);
-    int t = (int)(reg / FG_UV_TILE_REGISTERS), j = (int)(reg % FG_UV_TILE_REGISTERS);
     int64_t newest = empty || sec > uv->newest ? sec : uv->newest;
     stair next;
+    next.len = next.old_len = 0; /* set by stair_after_add; this calms -Wmaybe-uninitialized */
     /* A newer second always changes the staircase, so only it moves newest. */
-    bool stair_changes = (empty || sec >= oldest_kept(uv)) && stair_after_add(uv, t, j, sec, rank, newest, &next);
+    bool stair_changes = (empty || sec >= oldest_kept(uv)) && stair_after_add(uv, reg, sec, rank, newest, &next);
     tier_plan plan;
     if (!plan_tiers(uv, reg, rank, sec, newest, &plan, a)) return FG_UV_NOMEM;
     if (!stair_changes && !plan.changes) return FG_UV_UNCHANGED;
-    if (stair_changes && next.len > uv->nrows[t] && !tile_resize(uv, t, next.len, a)) {
+    stair_plan room;
+    if (stair_changes && !plan_stair(uv, reg, &next, &room, a)) {
         plan_release(&plan, a);
         return FG_UV_NOMEM;
     }
     bool advanced = newest != uv->newest;
-    if (stair_changes) write_stair(uv, t, j, &next, newest, empty, a);
-    apply_tiers(uv, &plan, reg, rank);
-    if (advanced) expire_buckets(uv, a);
+    if (stair_changes) {
+        apply_stair_plan(uv, &room, a);
+        write_stair(uv, reg, &next, newest, empty, a);
+    }
+    if (advanced) expire_buckets(uv, &plan, a);
+    apply_tiers(uv, &plan, reg, rank, a);
     return FG_UV_CHANGED;
 }
 
@@ -568,10 +881,19 @@ static void registers_since(const fg_uv *uv, int64_t t1, uint8_t regs[FG_UV_REGI
     }
     if (t1 < oldest_kept(uv)) t1 = oldest_kept(uv);
     int32_t threshold = (int32_t)entry_make(uv, t1, 0);
+    if (uv->tiles == NULL) {
+        memset(regs, 0, FG_UV_REGISTERS);
+        for (uint32_t i = 0; i < uv->entries; i++) {
+            uint32_t e = (uint32_t)uv->list[i], reg = LIST_REG(uv->list[i]);
+            uint8_t rank = (int32_t)e >= threshold ? (uint8_t)(e & RANK_MASK) : 0;
+            if (rank > regs[reg]) regs[reg] = rank;
+        }
+        return;
+    }
     for (int t = 0; t < FG_UV_TILES; t++) {
         uint8_t *out = regs + t * FG_UV_TILE_REGISTERS;
-        if (uv->tiles[t] == NULL) memset(out, 0, FG_UV_TILE_REGISTERS);
-        else scan(tile_rows(uv->tiles[t]), uv->nrows[t], threshold, out);
+        if (uv->tiles->tile[t] == NULL) memset(out, 0, FG_UV_TILE_REGISTERS);
+        else scan(tile_rows_of(uv->tiles->tile[t]), uv->tiles->nrows[t], threshold, out);
     }
 }
 
@@ -645,20 +967,26 @@ fg_uv_window_result fg_uv_registers_between(const fg_uv *uv, int64_t t1, int64_t
             return FG_UV_WINDOW_OFF_GRID;
         }
         const fg_uv_tier *tier = &uv->tiers[k];
-        const fg_uv_bucket *bucket = tier->ring ? &tier->ring[slot_of(tier, b)] : NULL;
-        if (bucket != NULL && bucket->regs != NULL && bucket->number == b) fg_uv_merge_registers(regs, bucket->regs);
+        const fg_uv_bucket *bucket = held_bucket(tier, b);
+        if (bucket != NULL) bucket_merge_into(bucket, regs);
         cursor = bucket_start(tier, b + 1);
     }
     return FG_UV_WINDOW_OK;
 }
 
 uint64_t fg_uv_bytes(const fg_uv *uv) {
-    uint64_t bytes = sizeof(*uv);
-    for (int t = 0; t < FG_UV_TILES; t++)
-        if (uv->tiles[t] != NULL) bytes += tile_bytes(uv->nrows[t]);
-    for (int k = 0; k < FG_UV_TIERS; k++)
-        if (uv->tiers[k].ring != NULL) bytes += uv->tiers[k].count * sizeof(fg_uv_bucket);
-    return bytes + uv->buckets * FG_UV_REGISTERS;
+    uint64_t bytes = sizeof(*uv) + (uint64_t)uv->list_room * sizeof(uint64_t);
+    if (uv->tiles != NULL) {
+        bytes += sizeof(*uv->tiles);
+        for (int t = 0; t < FG_UV_TILES; t++)
+            if (uv->tiles->tile[t] != NULL) bytes += tile_bytes(uv->tiles->nrows[t]);
+    }
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        const fg_uv_tier *tier = &uv->tiers[k];
+        bytes += (uint64_t)tier->room * sizeof(fg_uv_bucket *);
+        for (uint32_t i = 0; i < tier->held; i++) bytes += bucket_bytes(tier->bucket[i]);
+    }
+    return bytes;
 }
 
 /* -------------------------------------------------------------- checking */
@@ -671,56 +999,92 @@ static bool entry_in_buckets(const fg_uv *uv, uint32_t reg, int64_t sec, unsigne
         const fg_uv_tier *tier = &uv->tiers[k];
         int64_t b = bucket_of(tier, sec);
         if (!retained(tier, b, uv->newest)) continue;
-        if (tier->ring == NULL) return false;
-        const fg_uv_bucket *bucket = &tier->ring[slot_of(tier, b)];
-        if (bucket->regs == NULL || bucket->number != b || bucket->regs[reg] < rank) return false;
+        const fg_uv_bucket *bucket = held_bucket(tier, b);
+        if (bucket == NULL || bucket_rank(bucket, reg) < rank) return false;
     }
     return true;
 }
 
-/* Tile t's staircases: shape, ranges, zeroed empty slots, entries in
- * their buckets; adds its entries to *entries and notes whether one is at
- * newest. */
-static bool tile_storable(const fg_uv *uv, int t, uint64_t *entries, bool *has_newest) {
-    if ((uv->tiles[t] == NULL) != (uv->nrows[t] == 0) || uv->nrows[t] > FG_UV_MAX_RANK) return false;
-    if (uv->tiles[t] == NULL) return true;
-    const uint8_t *lens = tile_lens(uv->tiles[t]);
-    const uint32_t *rows = tile_rows(uv->tiles[t]);
-    for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) {
-        if (lens[j] > uv->nrows[t]) return false;
-        for (unsigned s = 0; s < uv->nrows[t]; s++) {
-            uint32_t e = rows[s * FG_UV_TILE_REGISTERS + j];
-            if (s >= lens[j]) {
-                if (e != 0) return false;
-                continue;
-            }
-            int64_t sec = entry_second(uv, e);
-            unsigned r = e & RANK_MASK;
-            if (r < 1 || r > FG_UV_MAX_RANK || sec < uv->base || sec > uv->newest ||
-                !entry_in_buckets(uv, (uint32_t)(t * FG_UV_TILE_REGISTERS + j), sec, r))
-                return false;
-            if (s > 0) {
-                uint32_t p = rows[(s - 1) * FG_UV_TILE_REGISTERS + j];
-                if (entry_second(uv, p) >= sec || (p & RANK_MASK) <= r) return false;
-            }
-            *has_newest |= sec == uv->newest;
-        }
-        *entries += lens[j];
+/* One register's staircase: times strictly ascending, ranks strictly
+ * descending within 1..51, times in [base, newest], each entry in its
+ * buckets; notes whether one is at newest. */
+static bool stair_storable(const fg_uv *uv, uint32_t reg, const uint32_t *entries, unsigned len,
+                           bool *has_newest) {
+    for (unsigned s = 0; s < len; s++) {
+        int64_t sec = entry_second(uv, entries[s]);
+        unsigned r = entries[s] & RANK_MASK;
+        if (r < 1 || r > FG_UV_MAX_RANK || sec < uv->base || sec > uv->newest ||
+            !entry_in_buckets(uv, reg, sec, r))
+            return false;
+        if (s > 0 && (entry_second(uv, entries[s - 1]) >= sec || (entries[s - 1] & RANK_MASK) <= r))
+            return false;
+        *has_newest |= sec == uv->newest;
     }
     return true;
 }
 
-/* A bucket: in its slot, retained, not after newest, ranks 1..51 or 0,
- * some register set. */
-static bool bucket_storable(const fg_uv *uv, const fg_uv_tier *tier, uint32_t s) {
-    const fg_uv_bucket *bucket = &tier->ring[s];
-    if (bucket->regs == NULL) return bucket->number == 0;
-    if (slot_of(tier, bucket->number) != s || !retained(tier, bucket->number, uv->newest) ||
-        bucket->number > bucket_of(tier, uv->newest))
+/* The list: sorted by register, at most FG_UV_LIST_MAX entries in its
+ * room, each register's run a staircase. */
+static bool list_storable(const fg_uv *uv, bool *has_newest) {
+    if (uv->entries > uv->list_room || uv->list_room > FG_UV_LIST_MAX || (uv->list == NULL) != (uv->list_room == 0))
         return false;
-    uint8_t top = 0;
-    for (int i = 0; i < FG_UV_REGISTERS; i++) top = bucket->regs[i] > top ? bucket->regs[i] : top;
-    return top >= 1 && top <= FG_UV_MAX_RANK;
+    for (uint32_t i = 0; i < uv->entries;) {
+        uint32_t reg = LIST_REG(uv->list[i]), run[MAX_STAIR];
+        unsigned len = 0;
+        if (reg >= FG_UV_REGISTERS || (i > 0 && LIST_REG(uv->list[i - 1]) >= reg)) return false;
+        for (; i < uv->entries && LIST_REG(uv->list[i]) == reg; i++) {
+            if (len == FG_UV_MAX_RANK) return false;
+            run[len++] = (uint32_t)uv->list[i];
+        }
+        if (!stair_storable(uv, reg, run, len, has_newest)) return false;
+    }
+    return true;
+}
+
+/* The tiles: each tile's rows at least its longest staircase, empty slots
+ * zero, every staircase storable; counts their entries. */
+static bool tiles_storable(const fg_uv *uv, uint64_t *entries, bool *has_newest) {
+    if (uv->list != NULL || uv->list_room != 0) return false;
+    for (int t = 0; t < FG_UV_TILES; t++) {
+        const uint32_t *block = uv->tiles->tile[t];
+        unsigned nrows = uv->tiles->nrows[t];
+        if ((block == NULL) != (nrows == 0) || nrows > FG_UV_MAX_RANK) return false;
+        if (block == NULL) continue;
+        for (int j = 0; j < FG_UV_TILE_REGISTERS; j++) {
+            unsigned len = tile_lens_of(block)[j];
+            uint32_t run[MAX_STAIR];
+            if (len > nrows) return false;
+            for (unsigned s = 0; s < nrows; s++) {
+                uint32_t e = tile_rows_of(block)[s * FG_UV_TILE_REGISTERS + j];
+                if (s < len) run[s] = e;
+                else if (e != 0) return false;
+            }
+            if (!stair_storable(uv, (uint32_t)(t * FG_UV_TILE_REGISTERS + j), run, len, has_newest))
+                return false;
+            *entries += len;
+        }
+    }
+    return true;
+}
+
+/* A bucket: retained, not after newest, its registers ranks 1..51 (sparse:
+ * sorted, within its room; dense exactly when sparse would be larger). */
+static bool bucket_storable(const fg_uv *uv, const fg_uv_tier *tier, const fg_uv_bucket *bucket) {
+    if (!retained(tier, bucket->number, uv->newest) || bucket->number > bucket_of(tier, uv->newest))
+        return false;
+    if (bucket_dense(bucket)) {
+        uint8_t top = 0;
+        for (int i = 0; i < FG_UV_REGISTERS; i++) top = dense_regs_of(bucket)[i] > top ? dense_regs_of(bucket)[i] : top;
+        return bucket->room == 0 && top <= FG_UV_MAX_RANK && bucket_nonzero(bucket) > SPARSE_MAX;
+    }
+    if (bucket->pairs == 0 || bucket->pairs > bucket->room || bucket->room > SPARSE_MAX) return false;
+    for (uint32_t i = 0; i < bucket->pairs; i++) {
+        uint32_t reg = bucket->data[i] >> 8, rank = bucket->data[i] & 0xff;
+        if (reg >= FG_UV_REGISTERS || rank < 1 || rank > FG_UV_MAX_RANK ||
+            (i > 0 && bucket->data[i - 1] >> 8 >= reg))
+            return false;
+    }
+    return true;
 }
 
 static bool tiers_storable(const fg_uv *uv) {
@@ -730,14 +1094,16 @@ static bool tiers_storable(const fg_uv *uv) {
     for (int k = 0; k < FG_UV_TIERS; k++) {
         const fg_uv_tier *tier = &uv->tiers[k];
         if (tier->width != tier_widths[k] || tier->offset != (k == 0 ? 0 : uv->tzoffset) ||
-            tier->count > tier_limits[k])
+            tier->count > tier_limits[k] || tier->held > tier->room ||
+            (tier->bucket == NULL) != (tier->room == 0))
             return false;
-        if (tier->ring == NULL) continue;
+        if (tier->room == 0) continue;
         if (tier->count == 0 || uv->entries == 0) return false;
-        for (uint32_t s = 0; s < tier->count; s++) {
-            if (!bucket_storable(uv, tier, s)) return false;
-            buckets += tier->ring[s].regs != NULL;
+        for (uint32_t i = 0; i < tier->held; i++) {
+            if (!bucket_storable(uv, tier, tier->bucket[i])) return false;
+            if (i > 0 && tier->bucket[i - 1]->number >= tier->bucket[i]->number) return false;
         }
+        buckets += tier->held;
     }
     return buckets == uv->buckets;
 }
@@ -746,16 +1112,18 @@ static bool tiers_storable(const fg_uv *uv) {
  * staircase: each of its items is there, or dominated by a later one, since
  * nothing that recent was pruned. */
 static bool buckets_within_stairs(const fg_uv *uv) {
-    uint8_t since[FG_UV_REGISTERS];
+    uint8_t since[FG_UV_REGISTERS], held[FG_UV_REGISTERS];
     for (int k = 0; k < FG_UV_TIERS; k++) {
         const fg_uv_tier *tier = &uv->tiers[k];
-        for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) {
-            const fg_uv_bucket *bucket = &tier->ring[s];
+        for (uint32_t i = 0; i < tier->held; i++) {
+            const fg_uv_bucket *bucket = tier->bucket[i];
             int64_t start = bucket_start(tier, bucket->number);
-            if (bucket->regs == NULL || start < oldest_kept(uv)) continue;
+            if (start < oldest_kept(uv)) continue;
             fg_uv_registers_since(uv, start, since);
-            for (int i = 0; i < FG_UV_REGISTERS; i++)
-                if (bucket->regs[i] > since[i]) return false;
+            memset(held, 0, sizeof(held));
+            bucket_merge_into(bucket, held);
+            for (int r = 0; r < FG_UV_REGISTERS; r++)
+                if (held[r] > since[r]) return false;
         }
     }
     return true;
@@ -767,10 +1135,10 @@ bool fg_uv_storable(const fg_uv *uv) {
     if (uv->newest < 0 || uv->newest > FG_UV_MAX_SECOND) return false;
     /* Written so that no difference can overflow, whatever base holds. */
     if (uv->base > uv->newest - uv->span || uv->base <= uv->newest + 1 - REBASE_AT) return false;
-    uint64_t entries = 0;
+    uint64_t entries = uv->tiles == NULL ? uv->entries : 0;
     bool has_newest = false;
-    for (int t = 0; t < FG_UV_TILES; t++)
-        if (!tile_storable(uv, t, &entries, &has_newest)) return false;
+    if (uv->tiles == NULL ? !list_storable(uv, &has_newest) : !tiles_storable(uv, &entries, &has_newest))
+        return false;
     if (entries != uv->entries || !has_newest) return false;
     return buckets_within_stairs(uv);
 }
@@ -789,39 +1157,57 @@ static uint64_t get_le(const uint8_t **p, int bytes) {
     return v;
 }
 
-static uint32_t nonzero_registers(const uint8_t *regs) {
-    uint32_t n = 0;
-    for (int i = 0; i < FG_UV_REGISTERS; i++) n += regs[i] != 0;
-    return n;
-}
-
 size_t fg_uv_serialized_size(const fg_uv *uv) {
     size_t size = SERIAL_HEADER + (size_t)uv->entries * SERIAL_ENTRY + SERIAL_TIERS;
     for (int k = 0; k < FG_UV_TIERS; k++) {
         const fg_uv_tier *tier = &uv->tiers[k];
         size += 2;
-        for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++)
-            if (tier->ring[s].regs != NULL)
-                size += SERIAL_BUCKET + (size_t)nonzero_registers(tier->ring[s].regs) * SERIAL_PAIR;
+        for (uint32_t i = 0; i < tier->held; i++)
+            size += SERIAL_BUCKET + (size_t)bucket_nonzero(tier->bucket[i]) * SERIAL_PAIR;
     }
     return size;
 }
 
-static uint8_t *serialize_tier(const fg_uv_tier *tier, uint8_t *p) {
-    uint32_t held = 0;
-    for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) held += tier->ring[s].regs != NULL;
-    p = put_le(p, held, 2);
-    for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) {
-        const fg_uv_bucket *bucket = &tier->ring[s];
-        if (bucket->regs == NULL) continue;
-        p = put_le(p, (uint64_t)bucket->number, 8);
-        p = put_le(p, nonzero_registers(bucket->regs), 2);
-        for (int i = 0; i < FG_UV_REGISTERS; i++) {
-            if (bucket->regs[i] == 0) continue;
-            p = put_le(p, (uint64_t)i, 2);
-            *p++ = bucket->regs[i];
+/* The held bucket that comes first in slot order (b mod count), the order
+ * of the serialized form (version 2 kept a ring). The held numbers lie
+ * within `count` consecutive ones, so slot order is number order turned
+ * at the one place the slots wrap. */
+static uint32_t first_in_slot_order(const fg_uv_tier *tier) {
+    uint32_t first = 0;
+    for (uint32_t i = 1; i < tier->held; i++)
+        if (slot_of(tier, tier->bucket[i]->number) < slot_of(tier, tier->bucket[first]->number)) first = i;
+    return first;
+}
+
+static uint8_t *serialize_bucket(const fg_uv_bucket *bucket, uint8_t *p) {
+    p = put_le(p, (uint64_t)bucket->number, 8);
+    p = put_le(p, bucket_nonzero(bucket), 2);
+    if (!bucket_dense(bucket)) {
+        for (uint32_t i = 0; i < bucket->pairs; i++) {
+            p = put_le(p, bucket->data[i] >> 8, 2);
+            *p++ = (uint8_t)bucket->data[i];
         }
+        return p;
     }
+    for (int i = 0; i < FG_UV_REGISTERS; i++) {
+        if (dense_regs_of(bucket)[i] == 0) continue;
+        p = put_le(p, (uint64_t)i, 2);
+        *p++ = dense_regs_of(bucket)[i];
+    }
+    return p;
+}
+
+static uint8_t *serialize_tier(const fg_uv_tier *tier, uint8_t *p) {
+    p = put_le(p, tier->held, 2);
+    uint32_t first = first_in_slot_order(tier);
+    for (uint32_t n = 0; n < tier->held; n++) p = serialize_bucket(tier->bucket[(first + n) % tier->held], p);
+    return p;
+}
+
+static uint8_t *serialize_entry(uint8_t *p, const fg_uv *uv, uint32_t reg, uint32_t e) {
+    p = put_le(p, reg, 2);
+    p = put_le(p, (uint64_t)entry_second(uv, e), 4);
+    *p++ = (uint8_t)(e & RANK_MASK);
     return p;
 }
 
@@ -832,25 +1218,26 @@ void fg_uv_serialize(const fg_uv *uv, uint8_t *out) {
     p = put_le(p, (uint64_t)uv->newest, 8);
     p = put_le(p, (uint64_t)uv->base, 8);
     p = put_le(p, uv->entries, 4);
-    for (int t = 0; t < FG_UV_TILES; t++) {
-        if (uv->tiles[t] == NULL) continue;
-        const uint8_t *lens = tile_lens(uv->tiles[t]);
-        const uint32_t *rows = tile_rows(uv->tiles[t]);
-        for (int j = 0; j < FG_UV_TILE_REGISTERS; j++)
-            for (unsigned s = 0; s < lens[j]; s++) {
-                uint32_t e = rows[s * FG_UV_TILE_REGISTERS + j];
-                p = put_le(p, (uint64_t)(t * FG_UV_TILE_REGISTERS + j), 2);
-                p = put_le(p, (uint64_t)entry_second(uv, e), 4);
-                *p++ = (uint8_t)(e & RANK_MASK);
-            }
+    if (uv->tiles == NULL) {
+        for (uint32_t i = 0; i < uv->entries; i++)
+            p = serialize_entry(p, uv, LIST_REG(uv->list[i]), (uint32_t)uv->list[i]);
+    } else {
+        for (int t = 0; t < FG_UV_TILES; t++) {
+            const uint32_t *block = uv->tiles->tile[t];
+            for (int j = 0; block != NULL && j < FG_UV_TILE_REGISTERS; j++)
+                for (unsigned s = 0; s < tile_lens_of(block)[j]; s++)
+                    p = serialize_entry(p, uv, (uint32_t)(t * FG_UV_TILE_REGISTERS + j),
+                                        tile_rows_of(block)[s * FG_UV_TILE_REGISTERS + j]);
+        }
     }
     for (int k = 0; k < FG_UV_TIERS; k++) p = put_le(p, uv->tiers[k].count, 2);
     p = put_le(p, (uint64_t)uv->tzoffset, 4);
     for (int k = 0; k < FG_UV_TIERS; k++) p = serialize_tier(&uv->tiers[k], p);
 }
 
-/* Places the entries, sorted by register then second, into tiles sized
- * for them; the shape is checked afterwards by fg_uv_storable. */
+/* Places the entries, sorted by register then second, into a list, or
+ * into tiles sized for them past FG_UV_LIST_MAX; the staircases' shape is
+ * checked afterwards by fg_uv_storable. */
 static fg_status load_entries(fg_uv *uv, const uint8_t *p, uint64_t count, const fg_allocator *a) {
     uint8_t longest[FG_UV_TILES] = {0};
     const uint8_t *q = p;
@@ -866,31 +1253,62 @@ static fg_status load_entries(fg_uv *uv, const uint8_t *p, uint64_t count, const
         prev_reg = reg;
         if (run > longest[reg / FG_UV_TILE_REGISTERS]) longest[reg / FG_UV_TILE_REGISTERS] = (uint8_t)run;
     }
-    for (int t = 0; t < FG_UV_TILES; t++)
-        if (longest[t] > 0 && !tile_resize(uv, t, longest[t], a)) return FG_EOVERFLOW;
+    if (count <= FG_UV_LIST_MAX && count > 0) {
+        uint32_t room = room_for((uint32_t)count, 1); /* as the adds would have left it */
+        if (room > FG_UV_LIST_MAX) room = FG_UV_LIST_MAX;
+        if ((uv->list = a->realloc(NULL, room * sizeof(uint64_t))) == NULL) return FG_EOVERFLOW;
+        uv->list_room = room;
+    } else if (count > 0) {
+        if ((uv->tiles = a->realloc(NULL, sizeof(*uv->tiles))) == NULL) return FG_EOVERFLOW;
+        memset(uv->tiles, 0, sizeof(*uv->tiles));
+        for (int t = 0; t < FG_UV_TILES; t++)
+            if (longest[t] > 0 && !tile_resize(uv->tiles, t, longest[t], a)) return FG_EOVERFLOW;
+    }
     for (uint64_t i = 0; i < count; i++) {
         uint32_t reg = (uint32_t)get_le(&p, 2);
         int64_t sec = (int64_t)get_le(&p, 4);
         unsigned rank = *p++;
-        uint8_t *lens = tile_lens(uv->tiles[reg / FG_UV_TILE_REGISTERS]);
-        uint32_t *rows = tile_rows(uv->tiles[reg / FG_UV_TILE_REGISTERS]);
-        unsigned j = reg % FG_UV_TILE_REGISTERS;
-        rows[lens[j]++ * FG_UV_TILE_REGISTERS + j] = rank > RANK_MASK ? 0 : entry_make(uv, sec, rank);
+        /* a rank the encoding cannot hold becomes an empty entry, which
+         * fg_uv_storable refuses */
+        uint32_t e = rank > RANK_MASK ? 0 : entry_make(uv, sec, rank);
+        if (uv->tiles == NULL) uv->list[i] = LIST_WORD(reg, e);
+        else tile_push(uv->tiles->tile[reg / FG_UV_TILE_REGISTERS], reg % FG_UV_TILE_REGISTERS, e);
     }
     uv->entries = count;
     return FG_OK;
 }
 
-/* One tier's buckets, from *p (at most `end`): each retained, in its own
- * slot, in slot order, with sorted registers of ranks 1..51. */
+/* One bucket of nonzero sorted (register, rank) pairs at *p: sparse, or
+ * dense when sparse would be larger, as an add would have built it. */
+static fg_status load_bucket(int64_t number, uint64_t nonzero, const uint8_t **p, fg_uv_bucket **out,
+                             const fg_allocator *a) {
+    bool dense = nonzero > SPARSE_MAX;
+    uint32_t room = room_for((uint32_t)nonzero, SPARSE_LEAST); /* as the adds would have left it */
+    fg_uv_bucket *bucket = bucket_new(number, room < SPARSE_MAX ? room : SPARSE_MAX, dense, a);
+    if ((*out = bucket) == NULL) return FG_EOVERFLOW;
+    int64_t prev_reg = -1;
+    for (uint64_t n = 0; n < nonzero; n++) {
+        int64_t reg = (int64_t)get_le(p, 2);
+        uint8_t rank = *(*p)++;
+        if (reg >= FG_UV_REGISTERS || reg <= prev_reg || rank < 1 || rank > FG_UV_MAX_RANK) return FG_EINVAL;
+        if (dense) dense_regs(bucket)[reg] = rank;
+        else bucket->data[bucket->pairs++] = PAIR(reg, rank);
+        prev_reg = reg;
+    }
+    return FG_OK;
+}
+
+/* One tier's buckets, from *p (at most `end`): each retained, in slot
+ * order, with sorted registers of ranks 1..51; held by number. */
 static fg_status load_tier(fg_uv *uv, fg_uv_tier *tier, const uint8_t **p, const uint8_t *end,
                            const fg_allocator *a) {
     if (end - *p < 2) return FG_EINVAL;
     uint64_t held = get_le(p, 2);
     if (held > tier->count) return FG_EINVAL;
     if (held > 0) {
-        if ((tier->ring = a->realloc(NULL, tier->count * sizeof(fg_uv_bucket))) == NULL) return FG_EOVERFLOW;
-        memset(tier->ring, 0, tier->count * sizeof(fg_uv_bucket));
+        uint32_t room = room_for((uint32_t)held, 1);
+        if ((tier->bucket = a->realloc(NULL, room * sizeof(fg_uv_bucket *))) == NULL) return FG_EOVERFLOW;
+        tier->room = room;
     }
     int64_t prev_slot = -1;
     for (uint64_t i = 0; i < held; i++) {
@@ -901,18 +1319,17 @@ static fg_status load_tier(fg_uv *uv, fg_uv_tier *tier, const uint8_t **p, const
             (int64_t)slot_of(tier, number) <= prev_slot || nonzero == 0 || nonzero > FG_UV_REGISTERS ||
             (uint64_t)(end - *p) < nonzero * SERIAL_PAIR)
             return FG_EINVAL;
-        fg_uv_bucket *bucket = &tier->ring[prev_slot = slot_of(tier, number)];
-        if ((bucket->regs = a->realloc(NULL, FG_UV_REGISTERS)) == NULL) return FG_EOVERFLOW;
-        memset(bucket->regs, 0, FG_UV_REGISTERS);
-        bucket->number = number;
-        uv->buckets++;
-        int64_t prev_reg = -1;
-        for (uint64_t n = 0; n < nonzero; n++) {
-            int64_t reg = (int64_t)get_le(p, 2);
-            uint8_t rank = *(*p)++;
-            if (reg >= FG_UV_REGISTERS || reg <= prev_reg || rank < 1 || rank > FG_UV_MAX_RANK) return FG_EINVAL;
-            bucket->regs[prev_reg = reg] = rank;
+        prev_slot = slot_of(tier, number);
+        fg_uv_bucket *bucket;
+        fg_status st = load_bucket(number, nonzero, p, &bucket, a);
+        if (bucket != NULL) { /* held, so that freeing the tier frees it */
+            uint32_t at = held_index(tier, number);
+            memmove(tier->bucket + at + 1, tier->bucket + at, (tier->held - at) * sizeof(fg_uv_bucket *));
+            tier->bucket[at] = bucket;
+            tier->held++;
+            uv->buckets++;
         }
+        if (st != FG_OK) return st;
     }
     return FG_OK;
 }
@@ -956,16 +1373,17 @@ fg_status fg_uv_deserialize(fg_uv *uv, const uint8_t *in, size_t len, const fg_a
 }
 
 void fg_uv_free(fg_uv *uv, const fg_allocator *a) {
-    for (int t = 0; t < FG_UV_TILES; t++) {
-        a->free(uv->tiles[t]);
-        uv->tiles[t] = NULL;
-        uv->nrows[t] = 0;
-    }
+    a->free(uv->list);
+    uv->list = NULL;
+    uv->list_room = 0;
+    tiles_free(uv->tiles, a);
+    uv->tiles = NULL;
     for (int k = 0; k < FG_UV_TIERS; k++) {
         fg_uv_tier *tier = &uv->tiers[k];
-        for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) a->free(tier->ring[s].regs);
-        a->free(tier->ring);
-        tier->ring = NULL;
+        for (uint32_t i = 0; i < tier->held; i++) a->free(tier->bucket[i]);
+        a->free(tier->bucket);
+        tier->bucket = NULL;
+        tier->held = tier->room = 0;
     }
     uv->entries = 0;
     uv->buckets = 0;

@@ -17,21 +17,24 @@
  * theirs until a rebase, and queries mask them, so every window sees only
  * the seconds [newest - span, now].
  *
- * The staircase layout is the design's "rows" form for every tile (no list
- * form): small counters cost ~82 KB instead of a few KB. Queries scan the
- * rows with SSE2 (the x86-64 baseline), AVX2 where the CPU has it (chosen
- * at run time), or a portable loop elsewhere: ~15-22 µs for the last 24
- * hours at 10M items a day.
+ * The staircase is a sorted list of (register, entry) while it has at
+ * most FG_UV_LIST_MAX entries: a quiet counter costs a few bytes per item,
+ * and a query walks the list. Past that it becomes the design's "rows"
+ * form, tile by tile, for good: queries scan the rows with SSE2 (the
+ * x86-64 baseline), AVX2 where the CPU has it (chosen at run time), or a
+ * portable loop elsewhere: ~15-22 µs for the last 24 hours at 10M items a
+ * day.
  *
  * Bucket maxima: windows in the past. Three tiers (minutes, hours, days:
  * 60, 3600 and 86400 s, hours and days shifted by tzoffset) each keep the
- * register maxima of their last `count` buckets in a ring (slot b mod
- * count holds bucket b). Every add within a tier's retention raises its
- * bucket's register, so a union of whole retained buckets is exactly the
- * registers of its items. A bucket is dense, one byte per register
- * (16 KB), allocated when first written and freed once it falls out of
- * retention: simpler than the design's sparse/6-bit forms, at 33% more
- * memory per busy bucket and much more per nearly empty one.
+ * register maxima of their last `count` buckets, held in an array by
+ * number. Every add within a tier's retention raises its bucket's
+ * register, so a union of whole retained buckets is exactly the registers
+ * of its items. A bucket is sparse, a sorted word per non-zero register,
+ * until that would take more than one byte per register; it is then dense
+ * (16 KB). It is allocated when first written and freed once it falls out
+ * of retention. (The design's 3-byte pairs and 6-bit dense form would take
+ * a quarter less; 4-byte words keep the search and the merge simple.)
  *
  * Times are whole seconds in [0, FG_UV_MAX_SECOND], passed in; no clock.
  */
@@ -85,31 +88,53 @@ extern const fg_uv_option fg_uv_options[FG_UV_OPTIONS];
  * others); the ranges are fg_uv_options'. */
 bool fg_uv_tzoffset_valid(int64_t tzoffset_s);
 
-/* One bucket of a tier: its number and registers (NULL: no item yet). */
+/* One bucket of a tier: its number and registers, sparse while that is
+ * smaller (sorted words register << 8 | rank), dense after (one byte per
+ * register), in one block. */
+#define FG_UV_DENSE UINT32_MAX /* pairs of a dense bucket */
 typedef struct fg_uv_bucket {
-    int64_t number; /* floor((second + offset) / width) */
-    uint8_t *regs;  /* FG_UV_REGISTERS bytes */
+    int64_t number;  /* floor((second + offset) / width) */
+    uint32_t pairs;  /* sparse: pairs held; FG_UV_DENSE: dense */
+    uint32_t room;   /* sparse: pairs the block has room for */
+    uint32_t data[]; /* room pairs, or FG_UV_REGISTERS bytes */
 } fg_uv_bucket;
 
 typedef struct fg_uv_tier {
-    int64_t width;      /* seconds per bucket */
-    int64_t offset;     /* added to a second before dividing (tzoffset or 0) */
-    uint32_t count;     /* buckets kept (0: no tier) */
-    fg_uv_bucket *ring; /* count slots, allocated with the first add */
+    int64_t width;          /* seconds per bucket */
+    int64_t offset;         /* added to a second before dividing (tzoffset or 0) */
+    uint32_t count;         /* buckets kept (0: no tier) */
+    uint32_t held, room;    /* buckets held, and room in the array */
+    fg_uv_bucket **bucket;  /* the held buckets, by number ascending */
 } fg_uv_tier;
+
+/* The staircase once it outgrows the list: tile t holds registers 64t ..
+ * 64t+63 in 64 length bytes, then nrows rows of 64 entries (row s holds
+ * slot s of every register, slot 0 the oldest, 0 when empty); NULL with
+ * nrows 0 when the tile is empty. */
+typedef struct fg_uv_tiles {
+    uint8_t nrows[FG_UV_TILES];
+    uint32_t *tile[FG_UV_TILES];
+} fg_uv_tiles;
+
+/* Entries a staircase holds as a list; more, and it becomes tiles. (The
+ * fuzzer builds the core with a small one, so that its short scripts
+ * cross it.) */
+#ifndef FG_UV_LIST_MAX
+#define FG_UV_LIST_MAX 4096
+#endif
 
 typedef struct fg_uv {
     int64_t span;     /* seconds of history, 1 .. FG_UV_MAX_SPAN */
     int64_t newest;   /* the newest second added (0 while empty) */
     int64_t base;     /* entries encode (second - base + 1) << 6 | rank */
     uint64_t entries; /* stored (second, rank) pairs */
-    /* Tile t holds registers 64t .. 64t+63: 64 length bytes, then nrows rows
-     * of 64 entries (row s holds slot s of every register, slot 0 the
-     * oldest, 0 when empty). NULL with nrows 0 when the tile is empty. */
-    uint8_t nrows[FG_UV_TILES];
-    uint32_t *tiles[FG_UV_TILES];
+    /* The staircase: a list of register << 32 | entry, sorted (so by
+     * register, then time), while tiles is NULL; tiles after. */
+    uint64_t *list;
+    uint32_t list_room;
+    fg_uv_tiles *tiles;
     int64_t tzoffset;
-    uint64_t buckets; /* buckets with registers, all tiers */
+    uint64_t buckets; /* buckets held, all tiers */
     fg_uv_tier tiers[FG_UV_TIERS]; /* minutes, hours, days */
 } fg_uv;
 
@@ -177,7 +202,8 @@ void fg_uv_to_redis_hll(const uint8_t regs[FG_UV_REGISTERS], uint8_t out[FG_UV_H
 /* Register maxima: acc[i] = max(acc[i], regs[i]) (unions of windows/keys). */
 void fg_uv_merge_registers(uint8_t acc[FG_UV_REGISTERS], const uint8_t regs[FG_UV_REGISTERS]);
 
-/* Bytes allocated: the struct, the tiles, the rings and the buckets. */
+/* Bytes allocated: the struct, the staircase, the tiers' arrays and the
+ * buckets. */
 uint64_t fg_uv_bytes(const fg_uv *uv);
 
 /* Whether the counter is one fg_uv_add could have built: span in range,
@@ -206,7 +232,7 @@ void fg_uv_serialize(const fg_uv *uv, uint8_t *out);
  * memory. *uv is untouched on error. */
 fg_status fg_uv_deserialize(fg_uv *uv, const uint8_t *in, size_t len, const fg_allocator *a);
 
-/* Frees the tiles; the struct itself is the caller's. */
+/* Frees what the counter holds; the struct itself is the caller's. */
 void fg_uv_free(fg_uv *uv, const fg_allocator *a);
 
 /* The counter's grid in words, as the refusals of an off-grid window quote

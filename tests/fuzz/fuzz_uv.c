@@ -32,7 +32,8 @@
  *     failed (a failed shrink is harmless);
  *   - fg_uv_bytes is the struct plus exactly the bytes held from the
  *     allocator; serialize -> deserialize -> serialize is byte-identical,
- *     and the copy answers and evolves as the original does;
+ *     the copy takes as many bytes (but for tiles shrunk to a list's
+ *     size), and it answers and evolves as the original does;
  *   - a damaged serialized form never breaks the loader (ASan, UBSan); a
  *     refused one leaves the destination untouched and frees everything; an
  *     accepted one is storable, re-serializes to the same bytes, answers
@@ -41,8 +42,8 @@
  *   - the dense string decodes back to the registers, merging is the
  *     maximum, and the estimate is Redis's, to the bit.
  *
- * Checking costs more than the calls checked (a bucket is 16 KB), so the
- * scripts are short: at most 96 steps.
+ * Checking costs more than the calls checked (a window is 16 KB of
+ * registers), so the scripts are short: at most 96 steps.
  *
  * Build: make fuzz-uv (long run) or make fuzz-uv-smoke (inside make test).
  */
@@ -75,9 +76,10 @@ typedef struct heap {
     int64_t calls;    /* since armed */
     int64_t fail_at;  /* -1: never */
     bool grow_failed; /* a failure that was not a shrink */
+    bool shrink_failed; /* since the input began: a block kept more room */
 } heap;
 
-static heap mem = {0, 0, -1, false};
+static heap mem = {0, 0, -1, false, false};
 
 static void arm(int64_t fail_at) {
     mem.calls = 0;
@@ -90,6 +92,7 @@ static void *fuzz_realloc(void *ptr, size_t size) {
     size_t old = block ? block[0] : 0;
     if (mem.fail_at >= 0 && mem.calls++ >= mem.fail_at) {
         mem.grow_failed |= size > old || ptr == NULL;
+        mem.shrink_failed |= size < old && ptr != NULL;
         return NULL;
     }
     block = realloc(block, size + 2 * sizeof(size_t));
@@ -131,48 +134,25 @@ static void mix_bytes(digest *d, const void *p, size_t n) {
     while (n-- > 0) mix(d, *b++);
 }
 
-/* Everything a counter is, addresses and unused slots included. */
+/* Everything a counter is, addresses included: the struct and every
+ * block's words in use. */
 static uint64_t digest_of(const fg_uv *uv) {
     digest d = {0xcbf29ce484222325ULL};
     mix_bytes(&d, uv, sizeof(*uv));
-    for (int t = 0; t < FG_UV_TILES; t++)
-        if (uv->tiles[t] != NULL) mix_bytes(&d, uv->tiles[t], (16 + (size_t)uv->nrows[t] * 64) * 4);
+    if (uv->tiles == NULL && uv->entries > 0) mix_bytes(&d, uv->list, uv->entries * sizeof(uint64_t));
+    for (int t = 0; uv->tiles != NULL && t < FG_UV_TILES; t++) {
+        mix(&d, uv->tiles->nrows[t]);
+        if (uv->tiles->tile[t] != NULL)
+            mix_bytes(&d, uv->tiles->tile[t], (16 + (size_t)uv->tiles->nrows[t] * 64) * 4);
+    }
     for (int k = 0; k < FG_UV_TIERS; k++) {
         const fg_uv_tier *tier = &uv->tiers[k];
-        for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) {
-            mix_bytes(&d, &tier->ring[s], sizeof(tier->ring[s]));
-            if (tier->ring[s].regs != NULL) mix_bytes(&d, tier->ring[s].regs, FG_UV_REGISTERS);
-        }
-    }
-    return d.x;
-}
-
-/* What the serialized form holds (so equal exactly when the forms are),
- * without building it: 16 KB buckets make serializing the slow part. */
-static uint64_t content_of(const fg_uv *uv) {
-    digest d = {0xcbf29ce484222325ULL};
-    mix(&d, (uint64_t)uv->span);
-    mix(&d, (uint64_t)uv->newest);
-    mix(&d, (uint64_t)uv->base);
-    mix(&d, uv->entries);
-    for (int t = 0; t < FG_UV_TILES; t++) {
-        if (uv->tiles[t] == NULL) continue;
-        const uint8_t *lens = (const uint8_t *)uv->tiles[t];
-        const uint32_t *rows = uv->tiles[t] + 16;
-        for (int j = 0; j < 64; j++)
-            for (unsigned s = 0; s < lens[j]; s++) {
-                uint32_t e = rows[s * 64 + j];
-                mix(&d, (uint64_t)(t * 64 + j) << 48 | (uint64_t)(uv->base + (e >> 6) - 1) << 8 | (e & 63));
-            }
-    }
-    mix(&d, (uint64_t)uv->tzoffset);
-    for (int k = 0; k < FG_UV_TIERS; k++) {
-        const fg_uv_tier *tier = &uv->tiers[k];
-        mix(&d, tier->count);
-        for (uint32_t s = 0; tier->ring != NULL && s < tier->count; s++) {
-            if (tier->ring[s].regs == NULL) continue;
-            mix(&d, (uint64_t)tier->ring[s].number);
-            mix_bytes(&d, tier->ring[s].regs, FG_UV_REGISTERS);
+        for (uint32_t i = 0; i < tier->held; i++) {
+            const fg_uv_bucket *bucket = tier->bucket[i];
+            mix(&d, (uint64_t)(uintptr_t)bucket);
+            mix_bytes(&d, bucket, sizeof(*bucket));
+            mix_bytes(&d, bucket->data, bucket->pairs == FG_UV_DENSE ? FG_UV_REGISTERS
+                                                                     : bucket->pairs * sizeof(uint32_t));
         }
     }
     return d.x;
@@ -192,6 +172,15 @@ static blob serialized(const fg_uv *uv) {
 }
 
 static bool same_blob(blob a, blob b) { return a.len == b.len && memcmp(a.bytes, b.bytes, a.len) == 0; }
+
+/* What the serialized form holds (so equal exactly when the forms are). */
+static uint64_t content_of(const fg_uv *uv) {
+    blob b = serialized(uv);
+    digest d = {0xcbf29ce484222325ULL};
+    mix_bytes(&d, b.bytes, b.len);
+    free(b.bytes);
+    return d.x;
+}
 
 /* Little-endian fields of a serialized form. */
 static void put_u64(uint8_t *p, uint64_t v, int bytes) {
@@ -350,7 +339,7 @@ static void check_between(run *u, int64_t t1, int64_t t2) {
     CHECK(memcmp(u->got, u->want, FG_UV_REGISTERS) == 0);
 }
 
-/* Every kept bucket holds exactly its items' maxima, in its slot. */
+/* Every kept bucket holds exactly its items' maxima. */
 static void check_buckets(run *u) {
     const fg_uv *uv = &u->uv;
     for (int k = 0; k < FG_UV_TIERS; k++) {
@@ -361,11 +350,19 @@ static void check_buckets(run *u) {
             model_window(u, bucket_begin(uv, k, b), bucket_begin(uv, k, b + 1));
             bool empty = true;
             for (int i = 0; i < FG_UV_REGISTERS && empty; i++) empty = u->want[i] == 0;
-            int64_t slot = ((b % tier->count) + tier->count) % tier->count;
-            const fg_uv_bucket *bucket = tier->ring ? &tier->ring[slot] : NULL;
-            bool held = bucket != NULL && bucket->regs != NULL && bucket->number == b;
-            CHECK(held == !empty);
-            if (held) CHECK(memcmp(bucket->regs, u->want, FG_UV_REGISTERS) == 0);
+            const fg_uv_bucket *bucket = NULL;
+            for (uint32_t i = 0; i < tier->held; i++)
+                if (tier->bucket[i]->number == b) bucket = tier->bucket[i];
+            CHECK((bucket != NULL) == !empty);
+            if (bucket == NULL) continue;
+            static uint8_t held[FG_UV_REGISTERS];
+            if (bucket->pairs == FG_UV_DENSE) {
+                memcpy(held, bucket->data, FG_UV_REGISTERS);
+            } else {
+                memset(held, 0, sizeof(held));
+                for (uint32_t i = 0; i < bucket->pairs; i++) held[bucket->data[i] >> 8] = (uint8_t)bucket->data[i];
+            }
+            CHECK(memcmp(held, u->want, FG_UV_REGISTERS) == 0);
         }
     }
 }
@@ -542,6 +539,14 @@ static void round_trip(run *u, fg_uv *copy) {
     blob again = serialized(copy);
     CHECK(same_blob(b, again));
     check_bytes(&u->uv, copy);
+    /* Rooms depend on what is held, not on history: the copy takes the
+     * original's memory, unless a shrink of the original failed or it has
+     * turned to tiles and since shrunk to what a list holds (it stays
+     * tiles); never more. */
+    if (!mem.shrink_failed && (u->uv.tiles == NULL || copy->tiles != NULL))
+        CHECK(fg_uv_bytes(copy) == fg_uv_bytes(&u->uv));
+    else if (u->uv.tiles == NULL || copy->tiles != NULL)
+        CHECK(fg_uv_bytes(copy) <= fg_uv_bytes(&u->uv));
     int64_t t1 = pick_time(u);
     check_since_from_entries(&u->uv, &b, t1, u->want, u->got);
     check_since_from_entries(copy, &b, t1, u->want, u->got);
@@ -904,6 +909,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     run *u = calloc(1, sizeof(*u));
     CHECK(u != NULL);
     u->in = (reader){data, size};
+    mem.shrink_failed = false;
     create(u);
     CHECK(fg_uv_storable(&u->uv));
     check_counter(u);

@@ -889,6 +889,8 @@ def test_load_the_aof_payloads(r, payloads):
     p.execute()
     for key in loads:
         assert r.dump(key) == dumps[key], key
+        # the same memory too: blocks get room by what they hold, not by
+        # how they came to hold it
         assert uv_info(r, key) == uv_info(r, "copy:" + key)
         windows = {"big": [["LAST", 1, "HOURS"], ["LAST", 7, "DAYS"]],
                    "src": [["LAST", 1, "HOURS"], ["LAST", 10, "SECONDS"]],

@@ -558,10 +558,13 @@ def test_unlink_frees_a_big_counter_in_the_background():
         c = srv.client(socket_timeout=60)
         now = int(time.time())
         assert ok(c.execute_command("FG.UVCREATE", "big", "MINUTES", 400))
-        p = c.pipeline(transaction=False)
-        for i in range(300):  # 300 minute buckets of 16 KiB, and the rest
-            p.execute_command("FG.UVADDAT", "big", (now - 60 * i) * US, *group("m%d-" % i, 20))
-        p.execute()
+        # 260 minute buckets of 5,500 items: about 4,670 registers each, so
+        # dense (16 KiB; a bucket is sparse up to 4,096), and the rest
+        for start in range(0, 260, 20):
+            p = c.pipeline(transaction=False)
+            for i in range(start, start + 20):
+                p.execute_command("FG.UVADDAT", "big", (now - 60 * i) * US, *group("m%d-" % i, 5500))
+            p.execute()
         assert uvinfo(c, "big")["bytes"] > 4 * 1024 * 1024
         c.execute_command("FG.UVADD", "small", "a")
         mem0 = used_memory(c)
