@@ -372,8 +372,18 @@ static void print_errors(int salts) {
 
 static double average_rows(const fg_uv *uv) {
     unsigned rows = 0;
-    for (int t = 0; t < FG_UV_TILES; t++) rows += uv->nrows[t];
+    for (int t = 0; uv->tiles != NULL && t < FG_UV_TILES; t++) rows += uv->tiles->nrows[t];
     return (double)rows / FG_UV_TILES;
+}
+
+/* The staircase's bytes: its list, or its tiles. */
+static uint64_t staircase_bytes(const fg_uv *uv) {
+    uint64_t bytes = (uint64_t)uv->list_room * sizeof(uint64_t);
+    if (uv->tiles == NULL) return bytes;
+    bytes += sizeof(*uv->tiles);
+    for (int t = 0; t < FG_UV_TILES; t++)
+        if (uv->tiles->tile[t] != NULL) bytes += (16 + (uint64_t)uv->tiles->nrows[t] * 64) * 4;
+    return bytes;
 }
 
 /* ------------------------------------------------------------- memory */
@@ -404,15 +414,11 @@ static void memory_row(const memory_config *c, int64_t per_day) {
         for (int64_t j = 0; j < n; j++)
             if (fg_uv_add(&uv, rng_next(), DAY0 + d * DAY + j * DAY / n, &heap) < 0) exit(1);
     }
-    uint64_t rings = 0;
-    for (int k = 0; k < FG_UV_TIERS; k++)
-        if (uv.tiers[k].ring != NULL) rings += uv.tiers[k].count * sizeof(fg_uv_bucket);
-    uint64_t bucket_bytes = uv.buckets * FG_UV_REGISTERS, total = fg_uv_bytes(&uv);
+    uint64_t total = fg_uv_bytes(&uv), stairs = staircase_bytes(&uv);
     printf("| %s | %.0e | %lld | %llu | %.2f | %llu | %llu | %llu | %llu |\n", c->name,
            (double)per_day, (long long)fed, (unsigned long long)uv.entries, average_rows(&uv),
-           (unsigned long long)(total - bucket_bytes - rings - sizeof(uv)),
-           (unsigned long long)uv.buckets, (unsigned long long)(bucket_bytes + rings + sizeof(uv)),
-           (unsigned long long)total);
+           (unsigned long long)stairs, (unsigned long long)uv.buckets,
+           (unsigned long long)(total - stairs), (unsigned long long)total);
     fflush(stdout);
     fg_uv_free(&uv, &heap);
 }
@@ -425,7 +431,7 @@ static int memory_table(void) {
     };
     printf("### In process: bytes of a full counter by distinct items a day\n\n");
     printf("| counter | items/day | days fed | staircase entries | rows/tile | staircase bytes "
-           "| buckets | bucket, ring and header bytes | fg_uv_bytes |\n");
+           "| buckets | bucket, array and header bytes | fg_uv_bytes |\n");
     printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t c = 0; c < sizeof(configs) / sizeof(configs[0]); c++)
         for (int64_t per_day = 1000; per_day <= 100000000; per_day *= 10)

@@ -353,6 +353,22 @@ def placed(items, placement, end):
     return by_second
 
 
+def pfadd_keys(r, by_second, end):
+    """The items, {second: [item, ...]}, PFADDed into a key per minute of
+    the hour ending at `end` and per hour of the day ending there (the 84
+    keys of the busy counter): the keys written."""
+    keys = set()
+    p = r.pipeline(transaction=False)
+    for sec, items in by_second.items():
+        age = end - sec
+        for key, kept in (("{uv}:pf:m%d" % (sec // 60), age < 3600), ("{uv}:pf:h%d" % (sec // 3600), True)):
+            if kept:
+                keys.add(key)
+                p.execute_command("PFADD", key, *items)
+    p.execute()
+    return sorted(keys)
+
+
 def small_counters(srv):
     """Counters with the default parameters, by items and placement."""
     r = srv.client
@@ -364,11 +380,14 @@ def small_counters(srv):
            "current second or spread evenly over the 24 hours ending there. `MEMORY USAGE` is "
            "the counter's `mem_usage` (the bytes it asked for) plus the key; used_memory is "
            "the growth of `INFO memory`'s used_memory per counter over N counters fed alike "
-           "(what the allocator really handed out); `DUMP` is the RDB payload's length.",
+           "(what the allocator really handed out); `DUMP` is the RDB payload's length. "
+           "\"PFADD keys\" is what the usual alternative takes for the same items: a "
+           "HyperLogLog key per minute of the last hour and per hour of the last day that "
+           "has items (`MEMORY USAGE` summed; each key sparse until its items make it dense).",
            "",
            "| items | placed | N | `MEMORY USAGE` | used_memory / counter | staircase entries "
-           "| buckets | FG.UVINFO bytes | `DUMP` |",
-           "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "| buckets | FG.UVINFO bytes | `DUMP` | PFADD keys (keys) |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n, counters in MEMORY_SIZES:
         for placement in ("one second", "24 hours"):
             r.flushall()
@@ -379,9 +398,11 @@ def small_counters(srv):
                 feed_counter(sock, "{uv}:n%d" % c, placed(items, placement, end))
             grown = (r.info("memory")["used_memory"] - before) / counters
             info = uv_info(r, "{uv}:n0")
-            out.append("| %d | %s | %d | %d | %.0f | %d | %d | %d | %d |"
+            pf_keys = pfadd_keys(r, placed([b"c0:i%d" % i for i in range(n)], placement, end), end)
+            out.append("| %d | %s | %d | %d | %.0f | %d | %d | %d | %d | %d (%d) |"
                        % (n, placement, counters, memory_usage(r, "{uv}:n0"), grown, info["entries"],
-                          info["buckets"], info["bytes"], len(r.dump("{uv}:n0"))))
+                          info["buckets"], info["bytes"], len(r.dump("{uv}:n0")),
+                          sum(memory_usage(r, k) for k in pf_keys), len(pf_keys)))
             log("memory: %d items, %s" % (n, placement))
     sock.close()
     r.flushall()

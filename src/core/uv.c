@@ -222,7 +222,7 @@ fg_status fg_uv_init(fg_uv *uv, int64_t span) {
     if (span < 1 || span > FG_UV_MAX_SPAN) return FG_EINVAL;
     memset(uv, 0, sizeof(*uv));
     uv->span = span;
-    for (int k = 0; k < FG_UV_TIERS; k++) uv->tiers[k].width = tier_widths[k];
+    for (int k = 0; k < FG_UV_TIERS; k++) uv->tiers[k].width = (int32_t)tier_widths[k];
     return FG_OK;
 }
 
@@ -237,7 +237,7 @@ fg_status fg_uv_init_tiers(fg_uv *uv, int64_t span, int64_t minutes, int64_t hou
     uv->tzoffset = tzoffset;
     for (int k = 0; k < FG_UV_TIERS; k++) {
         uv->tiers[k].count = (uint32_t)counts[k];
-        uv->tiers[k].offset = k == 0 ? 0 : tzoffset; /* minutes need no shift */
+        uv->tiers[k].offset = k == 0 ? 0 : (int32_t)tzoffset; /* minutes need no shift */
     }
     return FG_OK;
 }
@@ -324,9 +324,9 @@ static fg_uv_bucket *bucket_new(int64_t number, uint32_t room, bool dense, const
     size_t data = dense ? FG_UV_REGISTERS : (size_t)room * sizeof(uint32_t);
     fg_uv_bucket *b = a->realloc(NULL, sizeof(*b) + data);
     if (b == NULL) return NULL;
-    b->number = number;
+    b->number = (int32_t)number; /* a retained bucket's number, within range */
     b->pairs = dense ? FG_UV_DENSE : 0;
-    b->room = dense ? 0 : room;
+    b->room = (uint16_t)(dense ? 0 : room);
     if (dense) memset(b->data, 0, FG_UV_REGISTERS);
     return b;
 }
@@ -362,6 +362,12 @@ static inline uint32_t slot_of(const fg_uv_tier *tier, int64_t b) {
 /* Whether bucket b is kept while the newest second is `newest`. */
 static inline bool retained(const fg_uv_tier *tier, int64_t b, int64_t newest) {
     return tier->count > 0 && b > bucket_of(tier, newest) - (int64_t)tier->count;
+}
+
+/* The room of a tier's array for n buckets: never more than it keeps. */
+static uint32_t array_room(const fg_uv_tier *tier, uint32_t n) {
+    uint32_t room = room_for(n, 1);
+    return room < tier->count ? room : tier->count;
 }
 
 /* The index of the first held bucket numbered b or above. */
@@ -418,7 +424,7 @@ static bool plan_tiers(const fg_uv *uv, uint32_t reg, uint8_t rank, int64_t sec,
             if (plan->block[k] == NULL) goto nomem;
             /* the buckets newest leaves behind go first (expire_buckets) */
             uint32_t gone = held_index(tier, bucket_of(tier, newest) - (int64_t)tier->count + 1);
-            uint32_t room = room_for(tier->held - gone + 1, 1);
+            uint32_t room = array_room(tier, tier->held - gone + 1);
             if (room != tier->room) {
                 plan->array_room[k] = room;
                 plan->array[k] = a->realloc(NULL, room * sizeof(fg_uv_bucket *));
@@ -444,7 +450,7 @@ static void apply_tiers(fg_uv *uv, const tier_plan *plan, uint32_t reg, uint8_t 
             if (tier->held > 0) memcpy(plan->array[k], tier->bucket, tier->held * sizeof(fg_uv_bucket *));
             a->free(tier->bucket);
             tier->bucket = plan->array[k];
-            tier->room = plan->array_room[k];
+            tier->room = (uint16_t)plan->array_room[k];
         }
         if (plan->block[k] != NULL && held) {
             a->free(tier->bucket[i]); /* grown: the copy replaces it */
@@ -474,7 +480,7 @@ static void expire_buckets(fg_uv *uv, const tier_plan *plan, const fg_allocator 
         tier->held -= gone;
         uv->buckets -= gone;
         if (plan->array[k] != NULL) continue;
-        uint32_t room = room_for(tier->held + plan->adds[k], 1);
+        uint32_t room = array_room(tier, tier->held + plan->adds[k]);
         if (room == 0) {
             a->free(tier->bucket);
             tier->bucket = NULL;
@@ -483,7 +489,7 @@ static void expire_buckets(fg_uv *uv, const tier_plan *plan, const fg_allocator 
             fg_uv_bucket **smaller = a->realloc(tier->bucket, room * sizeof(fg_uv_bucket *));
             if (smaller != NULL) {
                 tier->bucket = smaller;
-                tier->room = room;
+                tier->room = (uint16_t)room;
             }
         }
     }
@@ -1094,7 +1100,7 @@ static bool tiers_storable(const fg_uv *uv) {
     for (int k = 0; k < FG_UV_TIERS; k++) {
         const fg_uv_tier *tier = &uv->tiers[k];
         if (tier->width != tier_widths[k] || tier->offset != (k == 0 ? 0 : uv->tzoffset) ||
-            tier->count > tier_limits[k] || tier->held > tier->room ||
+            tier->count > tier_limits[k] || tier->held > tier->room || tier->room > tier->count ||
             (tier->bucket == NULL) != (tier->room == 0))
             return false;
         if (tier->room == 0) continue;
@@ -1306,9 +1312,9 @@ static fg_status load_tier(fg_uv *uv, fg_uv_tier *tier, const uint8_t **p, const
     uint64_t held = get_le(p, 2);
     if (held > tier->count) return FG_EINVAL;
     if (held > 0) {
-        uint32_t room = room_for((uint32_t)held, 1);
+        uint32_t room = array_room(tier, (uint32_t)held);
         if ((tier->bucket = a->realloc(NULL, room * sizeof(fg_uv_bucket *))) == NULL) return FG_EOVERFLOW;
-        tier->room = room;
+        tier->room = (uint16_t)room;
     }
     int64_t prev_slot = -1;
     for (uint64_t i = 0; i < held; i++) {

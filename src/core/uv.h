@@ -91,19 +91,21 @@ bool fg_uv_tzoffset_valid(int64_t tzoffset_s);
 /* One bucket of a tier: its number and registers, sparse while that is
  * smaller (sorted words register << 8 | rank), dense after (one byte per
  * register), in one block. */
-#define FG_UV_DENSE UINT32_MAX /* pairs of a dense bucket */
+#define FG_UV_DENSE UINT16_MAX /* pairs of a dense bucket */
 typedef struct fg_uv_bucket {
-    int64_t number;  /* floor((second + offset) / width) */
-    uint32_t pairs;  /* sparse: pairs held; FG_UV_DENSE: dense */
-    uint32_t room;   /* sparse: pairs the block has room for */
+    int32_t number;  /* floor((second + offset) / width): seconds are u32 */
+    uint16_t pairs;  /* sparse: pairs held (at most 4096); FG_UV_DENSE: dense */
+    uint16_t room;   /* sparse: pairs the block has room for */
     uint32_t data[]; /* room pairs, or FG_UV_REGISTERS bytes */
 } fg_uv_bucket;
 
+/* Narrow fields: a busy counter's 139 default buckets cost what the ring
+ * of slots did before buckets could be sparse. */
 typedef struct fg_uv_tier {
-    int64_t width;          /* seconds per bucket */
-    int64_t offset;         /* added to a second before dividing (tzoffset or 0) */
+    int32_t width;          /* seconds per bucket */
+    int32_t offset;         /* added to a second before dividing (tzoffset or 0) */
     uint32_t count;         /* buckets kept (0: no tier) */
-    uint32_t held, room;    /* buckets held, and room in the array */
+    uint16_t held, room;    /* buckets held, and room in the array (at most count) */
     fg_uv_bucket **bucket;  /* the held buckets, by number ascending */
 } fg_uv_tier;
 
