@@ -8,7 +8,9 @@ then round 2 every case, ...). Each case is compared with INCR of the same
 round and the same pipeline depth; the report gives the median over rounds
 of ops/s and of that ratio.
 
-Usage: throughput.py --port PORT --lua-dir DIR --out-md FILE --out-raw FILE
+Usage: throughput.py --port PORT --lua-dir DIR --out-md FILE --out-raw FILE [--title T]
+(--title names the section: run.sh runs the cases a peer module has on a
+server of its own, redis-cell's CL.THROTTLE, RedisBloom's BF.*).
 Environment: QUICK=1 (1 round, -n 20000 / 100000), BENCH_ROUNDS=N,
 BENCH_CASES=name,name,... (INCR is always added), BENCH_N1, BENCH_N16,
 BENCH_CLIENTS, BENCH_KEYSPACE, REDIS_BENCHMARK, BENCH_CPU (default 1).
@@ -43,6 +45,9 @@ CASES = [
     # (capacity 100, 10 per second); the server's own where it has one
     ("GCRA", ["GCRA", "gn:__rand_int__", "99", "10", "1"]),
     ("FG.PEEK TOKEN", ["FG.PEEK", "TOKEN", "pk:__rand_int__", "100", "10"]),
+    # One filter of 10M items at 1%, random integer items (prefilled: reserved)
+    ("BF.ADD", ["BF.ADD", "bf", "__rand_int__"]),
+    ("BF.EXISTS", ["BF.EXISTS", "bf", "__rand_int__"]),
     # Lua baselines: "@name" is replaced by the SHA1 of bench/lua/name.lua
     ("Lua token bucket (2 keys)",
      ["EVALSHA", "@token_bucket", "2", "{u:__rand_int__}.tokens",
@@ -76,7 +81,13 @@ def prefill_peek(r, keyspace):
     pipe.execute()
 
 
-PREFILL = {"FG.PEEK TOKEN": prefill_peek}
+def prefill_filter(r, keyspace):
+    """The filter the Bloom cases use, reserved as RedisBloom's benchmarks
+    do, so that no add pays for growing it."""
+    r.execute_command("BF.RESERVE", "bf", "0.01", "10000000")
+
+
+PREFILL = {"FG.PEEK TOKEN": prefill_peek, "BF.ADD": prefill_filter, "BF.EXISTS": prefill_filter}
 
 
 def main_thread_cpu(r):
@@ -111,6 +122,7 @@ def main():
     ap.add_argument("--lua-dir", required=True)
     ap.add_argument("--out-md", required=True)
     ap.add_argument("--out-raw", required=True)
+    ap.add_argument("--title", default="Throughput")
     a = ap.parse_args()
 
     quick = os.environ.get("QUICK", "") not in ("", "0")
@@ -131,14 +143,16 @@ def main():
             if w.upper() not in known:
                 die("unknown case %r in BENCH_CASES; known: %s"
                     % (w, ", ".join(c[0] for c in CASES)))
-        names = ["INCR"] + [known[w.upper()][0] for w in wanted if w.upper() != "INCR"]
+        wanted = [w.upper() for w in wanted]
+        names = ["INCR"] + [known[w][0] for w in wanted if w != "INCR"]
         cases = [c for c in CASES if c[0] in names]
 
     r = redis.Redis(host="127.0.0.1", port=a.port)
 
-    # Load the Lua baselines and expand "@name" to their SHA1.
+    # Load the Lua baselines (those the cases use) and expand "@name" to their SHA1.
     shas = {}
-    for name in LUA_SCRIPTS:
+    used = {x[1:] for _, cmd in cases for x in cmd if x.startswith("@")}
+    for name in [n for n in LUA_SCRIPTS if n in used]:
         with open(os.path.join(a.lua_dir, name + ".lua")) as f:
             shas[name] = r.script_load(f.read())
     resolved = []
@@ -200,7 +214,7 @@ def main():
         return tuple(statistics.median(x[i] for x in v) for i in fields)
 
     lines = []
-    lines.append("## Throughput")
+    lines.append("## " + a.title)
     lines.append("")
     lines.append("redis-server pinned to CPU 0, redis-benchmark pinned to CPU %d; "
                  "`-c %d -r %d`, P=1 `-n %d`, P=16 `-n %d`; %d interleaved round%s; "
