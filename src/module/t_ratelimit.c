@@ -249,16 +249,16 @@ static void store_state(check *c, fg_limiter_family family, const fg_limiter_sta
     int n = 0;
     switch (family) {
     case FG_LIMITER_BUCKET:
-        store_bucket(c->key, s->tat_ns, expire_ms);
+        store_bucket(c->key, c->value, s->tat_ns, expire_ms);
         fields[n++] = s->tat_ns;
         break;
     case FG_LIMITER_FIXED:
-        store_fixed(c->key, &s->fixed, expire_ms);
+        store_fixed(c->key, c->value, &s->fixed, expire_ms);
         fields[n++] = s->fixed.window_start_us;
         fields[n++] = s->fixed.count;
         break;
     case FG_LIMITER_SLIDING:
-        store_sliding(c->key, &s->sliding, expire_ms);
+        store_sliding(c->key, c->value, &s->sliding, expire_ms);
         fields[n++] = s->sliding.window_start_us;
         fields[n++] = s->sliding.count;
         fields[n++] = s->sliding.prev_count;
@@ -573,11 +573,6 @@ static int parse_pxat(RedisModuleCtx *ctx, RedisModuleString **argv, int *argc,
     return 1;
 }
 
-/* A key that is empty or holds any floodgate state may be overwritten. */
-static bool key_accepts_state(RedisModuleKey *key) {
-    void *value;
-    return key_family(key, &value) != FG_LIMITER_FAMILIES;
-}
 
 /* The slidelog fields are runs "ts_us count", oldest first. */
 static int setstate_slidelog(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString **f, int n,
@@ -605,9 +600,10 @@ static int setstate_slidelog(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModu
     return 1;
 }
 
-/* Parses the fields of one family and stores them; 0 after replying an error. */
+/* Parses the fields of one family and stores them; 0 after replying an
+ * error. `held` is the key's value when it holds this family, else NULL. */
 static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, fg_limiter_family family,
-                           RedisModuleString **f, int n, int64_t expire_ms) {
+                           void *held, RedisModuleString **f, int n, int64_t expire_ms) {
     static const int expected[FG_LIMITER_FAMILIES] = {1, 2, 3, -1};
     if (expected[family] >= 0 && n != expected[family]) {
         reply_error_fmt(ctx, "ERR %s takes %d field(s)", family_name(family), expected[family]);
@@ -616,13 +612,13 @@ static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, fg_limiter_
     if (family == FG_LIMITER_BUCKET) {
         int64_t tat;
         if (!parse_integer(ctx, f[0], "tat_ns", 1, INT64_MAX, &tat)) return 0;
-        store_bucket(key, tat, expire_ms);
+        store_bucket(key, held, tat, expire_ms);
     } else if (family == FG_LIMITER_FIXED) {
         fg_fixed_state s;
         if (!parse_integer(ctx, f[0], "window_start_us", 0, INT64_MAX, &s.window_start_us) ||
             !parse_integer(ctx, f[1], "count", 1, INT64_MAX, &s.count))
             return 0;
-        store_fixed(key, &s, expire_ms);
+        store_fixed(key, held, &s, expire_ms);
     } else if (family == FG_LIMITER_SLIDING) {
         fg_sliding_state s;
         if (!parse_integer(ctx, f[0], "window_start_us", 0, INT64_MAX, &s.window_start_us) ||
@@ -633,7 +629,7 @@ static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, fg_limiter_
             RedisModule_ReplyWithError(ctx, "ERR sliding state needs count or prev_count > 0");
             return 0;
         }
-        store_sliding(key, &s, expire_ms);
+        store_sliding(key, held, &s, expire_ms);
     } else {
         return setstate_slidelog(ctx, key, f, n, expire_ms);
     }
@@ -651,11 +647,15 @@ static int setstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         return RedisModule_ReplyWithError(
             ctx, "ERR unknown state type: use bucket, fixed, sliding or slidelog");
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    if (!key_accepts_state(key)) {
+    /* A key that is empty or holds any floodgate state may be overwritten. */
+    void *value = NULL;
+    int held = key_family(key, &value);
+    if (held == FG_LIMITER_FAMILIES) {
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
-    int stored = setstate_fields(ctx, key, family, argv + 3, argc - 3, expire_ms);
+    int stored = setstate_fields(ctx, key, family, held == (int)family ? value : NULL, argv + 3,
+                                 argc - 3, expire_ms);
     RedisModule_CloseKey(key);
     if (!stored) return REDISMODULE_OK;
     RedisModule_ReplicateVerbatim(ctx);
