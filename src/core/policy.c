@@ -437,9 +437,9 @@ static bool decide_args_valid(const fg_policy_state *cur, const fg_policy_rules 
            state_follows_rules(cur, rules) && now_us >= 0 && cost >= 0;
 }
 
-fg_status fg_policy_decide(const fg_policy_state *cur, const fg_policy_rules *rules, int64_t now_us,
-                           int64_t cost, fg_policy_decision *out, fg_policy_state *next) {
-    if (!decide_args_valid(cur, rules, now_us, cost)) return FG_EINVAL;
+/* The decision, on arguments the caller vouches for. */
+static fg_status decide(const fg_policy_state *cur, const fg_policy_rules *rules, int64_t now_us,
+                        int64_t cost, fg_policy_decision *out, fg_policy_state *next) {
     fg_policy_decision answer;
     fg_policy_state after = *cur;
     memset(&answer, 0, sizeof(answer));
@@ -453,6 +453,18 @@ fg_status fg_policy_decide(const fg_policy_state *cur, const fg_policy_rules *ru
     *out = answer;
     *next = after;
     return FG_OK;
+}
+
+fg_status fg_policy_decide(const fg_policy_state *cur, const fg_policy_rules *rules, int64_t now_us,
+                           int64_t cost, fg_policy_decision *out, fg_policy_state *next) {
+    if (!decide_args_valid(cur, rules, now_us, cost)) return FG_EINVAL;
+    return decide(cur, rules, now_us, cost, out, next);
+}
+
+fg_status fg_policy_decide_carried(const fg_policy_state *carried, const fg_policy_rules *rules,
+                                   int64_t now_us, int64_t cost, fg_policy_decision *out,
+                                   fg_policy_state *next) {
+    return decide(carried, rules, now_us, cost, out, next);
 }
 
 /* --------------------------------------------------------- carrying over */

@@ -134,6 +134,14 @@ fg_status fg_policy_decide(const fg_policy_state *cur, const fg_policy_rules *ru
                            int64_t now_us, int64_t cost, fg_policy_decision *out,
                            fg_policy_state *next);
 
+/* fg_policy_decide without checking its arguments again (FG_EINVAL never
+ * comes back): for a check, whose rules were checked when the policy was
+ * set, whose cost and time were parsed, and whose state fg_policy_rescale
+ * or fg_policy_state_init has just made under these rules. */
+fg_status fg_policy_decide_carried(const fg_policy_state *carried, const fg_policy_rules *rules,
+                                   int64_t now_us, int64_t cost, fg_policy_decision *out,
+                                   fg_policy_state *next);
+
 /* How long a request that `d` denied (decided from `cur` at now_us, as
  * fg_policy_decide did) waits before it may be allowed, when it waits
  * instead of failing: its limits' wait or the running ban's end. A denial
