@@ -10,6 +10,12 @@
  * with the same number of arguments -- all of them strings made once at
  * load, so nothing is formatted or allocated by the module. What floodgate
  * costs above this is its own: parsing, the key, the decision, formatting.
+ *
+ * FLOOR.KEYED is FLOOR.BUCKET plus what any write of a key with a TTL
+ * costs through the API: it opens the key, sets it (a string made once)
+ * with an absolute expiry, signals it and sends a keyspace event, as
+ * floodgate's checks do; what is left above it is parsing, the decision
+ * and formatting.
  */
 #include "redismodule_api.h"
 
@@ -34,6 +40,18 @@ static int bucket_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     reply_ints(ctx, r, 5);
     RedisModule_Replicate(ctx, "FG.SETSTATE", "sssss", argv[1], w_bucket, w_tat, w_pxat, w_ms);
     return REDISMODULE_OK;
+}
+
+/* FLOOR.KEYED key capacity rate: FLOOR.BUCKET and the key's write. */
+static int keyed_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 4) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) RedisModule_StringSet(key, w_tat);
+    RedisModule_SetAbsExpire(key, 4102444800000LL);
+    RedisModule_CloseKey(key);
+    RedisModule_SignalModifiedKey(ctx, argv[1]);
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "floor", argv[1]);
+    return bucket_command(ctx, argv, argc);
 }
 
 /* FLOOR.THROTTLE key max_burst count period: CL.THROTTLE's. */
@@ -109,7 +127,8 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         const char *name;
         int (*fn)(RedisModuleCtx *, RedisModuleString **, int);
         int key;
-    } cmds[] = {{"FLOOR.BUCKET", bucket_command, 1},     {"FLOOR.THROTTLE", throttle_command, 1},
+    } cmds[] = {{"FLOOR.BUCKET", bucket_command, 1},     {"FLOOR.KEYED", keyed_command, 1},
+                {"FLOOR.THROTTLE", throttle_command, 1},
                 {"FLOOR.FIXED", fixed_command, 1},       {"FLOOR.CHECK", check_command, 2},
                 {"FLOOR.LOCK", lock_command, 1},         {"FLOOR.UNLOCK", unlock_command, 1}};
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)

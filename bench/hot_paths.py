@@ -44,6 +44,7 @@ CASES = [
     # the floor: an empty command with the same arguments, reply shape and
     # replicated effect (FLOOR.* in bench/floor_module.c)
     ("floor FG.TOKEN", [["FLOOR.BUCKET", "fb:__rand_int__", "1000000", "1"]]),
+    ("floor FG.TOKEN with its key", [["FLOOR.KEYED", "fk:__rand_int__", "1000000", "1"]]),
     ("floor CL.THROTTLE", [["FLOOR.THROTTLE", "ft:__rand_int__", "100", "1", "3600"]]),
     ("floor FG.FIXED", [["FLOOR.FIXED", "ff:__rand_int__", "100000", "86400000"]]),
     ("floor FG.CHECK p2", [["FLOOR.CHECK", "p2", "fc:__rand_int__"]]),
@@ -98,12 +99,93 @@ def measure(srv, module_path, name, unit):
     return res
 
 
+# --throughput: redis-benchmark at pipeline 16 as bench/throughput.py runs
+# it (-c 50 -r 100000 -n 1000000, FLUSHALL before each run, 3 interleaved
+# rounds, server on CPU 0, client on CPU 1), each command beside its floor.
+# The floors touch no key, so a floor lock pair is FLOOR.LOCK and
+# FLOOR.UNLOCK timed apart; the real pair needs one key for both commands
+# and is bench/lock_bench.sh's.
+TP_CASES = [
+    ("INCR", ["INCR", "incr:__rand_int__"]),
+    ("FG.TOKEN", ["FG.TOKEN", "tb:__rand_int__", "100", "10"]),
+    ("floor FG.TOKEN", ["FLOOR.BUCKET", "fb:__rand_int__", "100", "10"]),
+    ("floor FG.TOKEN with its key", ["FLOOR.KEYED", "fk:__rand_int__", "100", "10"]),
+    ("CL.THROTTLE", ["CL.THROTTLE", "cl:__rand_int__", "15", "30", "60"]),
+    ("floor CL.THROTTLE", ["FLOOR.THROTTLE", "ft:__rand_int__", "15", "30", "60"]),
+    ("FG.FIXED", ["FG.FIXED", "fx:__rand_int__", "100", "60000"]),
+    ("floor FG.FIXED", ["FLOOR.FIXED", "ff:__rand_int__", "100", "60000"]),
+    ("FG.CHECK p2", ["FG.CHECK", "p2", "c2:__rand_int__"]),
+    ("floor FG.CHECK p2", ["FLOOR.CHECK", "p2", "fc:__rand_int__"]),
+    ("floor FG.LOCK", ["FLOOR.LOCK", "fl:__rand_int__", "owner", "30000"]),
+    ("floor FG.UNLOCK", ["FLOOR.UNLOCK", "fl:__rand_int__", "owner"]),
+]
+TP_POLICY = ["LIMIT", "TOKEN", "100", "10", "LIMIT", "FIXED", "1000", "86400000"]
+
+
+def throughput(module, rounds, n):
+    import statistics
+    workdir = tempfile.mkdtemp(prefix="floodgate-hot-tp.")
+    srv = pb.Server(workdir, module, more_modules=[FLOOR_SO])
+    srv.r.execute_command("FG.POLICY", "SET", "p2", *TP_POLICY)
+    for name, cmd in TP_CASES:  # every command works before it is timed
+        srv.r.execute_command(*[pb.key_arg(a, 0) for a in cmd])
+    srv.r.flushall()
+    pb.run_benchmark(srv.port, 200000, 16, TP_CASES[0][1])  # warm-up
+    runs = {name: [] for name, _ in TP_CASES}
+    for rnd in range(rounds):
+        for name, cmd in TP_CASES:
+            srv.r.flushall()
+            pb.Quiet.wait()
+            cpu0 = pb.main_thread_cpu(srv.r)
+            rps, _ = pb.run_benchmark(srv.port, n, 16, cmd)
+            us = (pb.main_thread_cpu(srv.r) - cpu0) * 1e6 / n
+            runs[name].append((rps, us))
+            pb.log("round %d %-20s %10.0f ops/s  %.3f us/command" % (rnd + 1, name, rps, us))
+    srv.stop()
+    shutil.rmtree(workdir, True)
+    incr = runs["INCR"]
+    lines = ["| case | P=16 ops/s | P=16 x INCR | server us/command | x INCR by server CPU |",
+             "|---|---:|---:|---:|---:|"]
+    out = {}
+    for name, _ in TP_CASES:
+        ratio = statistics.median(r[0] / i[0] for r, i in zip(runs[name], incr))
+        cpu_ratio = statistics.median(i[1] / r[1] for r, i in zip(runs[name], incr))
+        rps = statistics.median(r[0] for r in runs[name])
+        us = statistics.median(r[1] for r in runs[name])
+        out[name] = {"rps": rps, "ratio": ratio, "us": us, "cpu_ratio": cpu_ratio,
+                     "runs": runs[name]}
+        lines.append("| %s | %s | %.2f | %.3f | %.2f |" % (name, pb.fmt(rps), ratio, us, cpu_ratio))
+    # a floor pair: one FLOOR.LOCK and one FLOOR.UNLOCK, per command
+    pair = [2 / (1 / lk[0] + 1 / ul[0]) / i[0] for lk, ul, i in
+            zip(runs["floor FG.LOCK"], runs["floor FG.UNLOCK"], incr)]
+    out["floor FG.LOCK + FG.UNLOCK"] = {"ratio": statistics.median(pair)}
+    lines.append("| floor FG.LOCK + FG.UNLOCK (from the two) | | %.2f | | |"
+                 % statistics.median(pair))
+    lines.append("")
+    lines.append("INCR over the rounds: %s ops/s." % ", ".join(pb.fmt(i[0]) for i in incr))
+    return "\n".join(lines) + "\n", out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--module", default=os.path.join(ROOT, "build", "floodgate.so"))
     ap.add_argument("--output")
     ap.add_argument("--cases", default="")
+    ap.add_argument("--throughput", action="store_true",
+                    help="redis-benchmark at P=16 instead of callgrind")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("-n", type=int, default=1000000)
     args = ap.parse_args()
+    if args.throughput:
+        build_floor()
+        text, out = throughput(args.module, args.rounds, args.n)
+        print(text)
+        if args.output:
+            with open(args.output, "w") as f:
+                f.write(text)
+            with open(os.path.splitext(args.output)[0] + ".raw", "w") as f:
+                json.dump(out, f, indent=1)
+        return
     wanted = [c for c in args.cases.split(",") if c]
     floors = any(n.startswith("floor") and (not wanted or n in wanted) for n, _ in CASES)
     if floors:
@@ -140,6 +222,10 @@ def main():
         lines.append("| %s | %s | %.2f | %s | %s |" % (
             name, pb.fmt(t), incr * len(unit) / t,
             pb.fmt(fl["total"]) if fl else "", "%.2f" % (t / fl["total"]) if fl else ""))
+    for name, unit in CASES:
+        if name.startswith("floor") and name in results:
+            t = results[name]["total"]
+            lines.append("| %s | %s | %.2f | | |" % (name, pb.fmt(t), incr * len(unit) / t))
     text = "\n".join(lines) + "\n"
     print(text)
     if args.output:
