@@ -448,6 +448,13 @@ bench-uv-memory: deps module $(BUILD)/bench/uv_bench
 bench-policy: deps module
 	$(PYTHON) bench/policy_bench.py
 
+# The hot paths' instructions (callgrind) next to their floor: an empty
+# command with the same arguments, reply and replication (bench/hot_paths.py,
+# which builds bench/floor_module.c into build/bench/; about 3 minutes).
+.PHONY: bench-hot
+bench-hot: deps module
+	$(PYTHON) bench/hot_paths.py --output bench/results/hot.md
+
 bench-nginx: deps module $(NGINX_SO)
 	$(PYTHON) bench/nginx_bench.py
 

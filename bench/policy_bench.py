@@ -197,16 +197,19 @@ def free_port():
 
 class Server:
     """redis-server with the module, pinned to SERVER_CPU; under callgrind
-    when callgrind_out is given (its dumps are callgrind_out.<n>)."""
+    when callgrind_out is given (its dumps are callgrind_out.<n>); other
+    modules (bench/hot_paths.py's floor) are loaded after it."""
 
     running = []
 
-    def __init__(self, workdir, module, callgrind_out=None):
+    def __init__(self, workdir, module, callgrind_out=None, more_modules=()):
         self.port = free_port()
         self.log = os.path.join(workdir, "redis-%d.log" % self.port)
         argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", workdir, "--logfile", self.log,
                 "--loadmodule", module]
+        for extra in more_modules:
+            argv += ["--loadmodule", extra]
         if callgrind_out:
             argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + callgrind_out,
                     "--log-file=" + callgrind_out + ".log"] + argv

@@ -59,7 +59,13 @@
  *
  * The serialized state is versioned, little-endian, and holds exactly the
  * fields that fg_policy_state_storable checks, so a loaded state serializes
- * to the same bytes and a corrupted one is refused whole.
+ * to the same bytes and a corrupted one is refused whole. Version 2 is
+ * packed per algorithm and leaves out the penalty's integers while they
+ * are all 0 (most keys: no penalty, or no denial yet), so that a
+ * two-limit state is 60 bytes where version 1 took 84; version 1 still
+ * loads (and is written again as version 2). The module keeps a key's
+ * state in memory in this form too, so that replicating, saving and
+ * digesting it copy nothing.
  */
 
 #include "policy.h"
@@ -71,7 +77,11 @@
 
 __extension__ typedef __int128 policy_i128;
 
-#define SERIAL_VERSION 1
+#define SERIAL_VERSION    2 /* written */
+#define SERIAL_VERSION_V1 1 /* still read: the penalty's integers always there */
+/* Version 2's second byte: the number of limits, and this bit when the
+ * penalty's three integers follow the limits. */
+#define PENALTY_FIELDS 0x80
 
 /* The ranges of params.c: durations up to FG_MAX_DURATION_MS, emission
  * intervals up to (double)INT64_MAX / 2, which is 2^62. */
@@ -427,9 +437,9 @@ static bool decide_args_valid(const fg_policy_state *cur, const fg_policy_rules 
            state_follows_rules(cur, rules) && now_us >= 0 && cost >= 0;
 }
 
-fg_status fg_policy_decide(const fg_policy_state *cur, const fg_policy_rules *rules, int64_t now_us,
-                           int64_t cost, fg_policy_decision *out, fg_policy_state *next) {
-    if (!decide_args_valid(cur, rules, now_us, cost)) return FG_EINVAL;
+/* The decision, on arguments the caller vouches for. */
+static fg_status decide(const fg_policy_state *cur, const fg_policy_rules *rules, int64_t now_us,
+                        int64_t cost, fg_policy_decision *out, fg_policy_state *next) {
     fg_policy_decision answer;
     fg_policy_state after = *cur;
     memset(&answer, 0, sizeof(answer));
@@ -443,6 +453,18 @@ fg_status fg_policy_decide(const fg_policy_state *cur, const fg_policy_rules *ru
     *out = answer;
     *next = after;
     return FG_OK;
+}
+
+fg_status fg_policy_decide(const fg_policy_state *cur, const fg_policy_rules *rules, int64_t now_us,
+                           int64_t cost, fg_policy_decision *out, fg_policy_state *next) {
+    if (!decide_args_valid(cur, rules, now_us, cost)) return FG_EINVAL;
+    return decide(cur, rules, now_us, cost, out, next);
+}
+
+fg_status fg_policy_decide_carried(const fg_policy_state *carried, const fg_policy_rules *rules,
+                                   int64_t now_us, int64_t cost, fg_policy_decision *out,
+                                   fg_policy_state *next) {
+    return decide(carried, rules, now_us, cost, out, next);
 }
 
 /* --------------------------------------------------------- carrying over */
@@ -569,27 +591,43 @@ bool fg_policy_rescale(const fg_policy_state *cur, const fg_policy_rules *rules,
 
 /* --------------------------------------------------------- serialization */
 
-/* The bytes: the version and the number of limits (u8 each); for each limit
- * its algorithm (u8), its two parameters and its state (one integer for a
- * bucket, two for a fixed window, three for a sliding window); then the
- * ban's end, the denial count and its window's start. Integers are 64-bit
- * little-endian two's complement, in the order of the structs' fields. */
+/* The bytes: the version (u8); the number of limits (u8), with
+ * PENALTY_FIELDS set when the penalty's integers follow; for each limit its
+ * algorithm (u8), its two parameters and its state (one integer for a
+ * bucket, two for a fixed window, three for a sliding window); then, when
+ * flagged, the ban's end, the denial count and its window's start.
+ * Integers are 64-bit little-endian two's complement, in the order of the
+ * structs' fields. Version 1 had no flag and the three integers always. */
 
 static size_t state_words(fg_policy_algorithm a) {
     return is_bucket(a) ? 1 : a == FG_POLICY_FIXED ? 2 : 3;
 }
 
+static bool has_penalty_fields(const fg_policy_state *s) {
+    return s->banned_until_us != 0 || s->denials != 0 || s->denials_start_us != 0;
+}
+
 size_t fg_policy_state_serialized_size(const fg_policy_state *s) {
-    size_t size = 2 + 3 * 8;
+    size_t size = 2 + (has_penalty_fields(s) ? 3 * 8 : 0);
     for (uint32_t i = 0; i < s->nlimits; i++)
         size += 1 + 8 * (2 + state_words(s->limits[i].limit.algorithm));
     return size;
 }
 
+/* Little-endian through memcpy: one move each on the usual hosts, since a
+ * check unpacks and packs the state it keeps in memory this way. */
+static uint64_t to_le64(uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return __builtin_bswap64(v);
+#else
+    return v;
+#endif
+}
+
 static uint8_t *put_i64(uint8_t *p, int64_t v) {
-    for (int i = 0; i < 8; i++)
-        *p++ = (uint8_t)((uint64_t)v >> (8 * i));
-    return p;
+    uint64_t le = to_le64((uint64_t)v);
+    memcpy(p, &le, 8);
+    return p + 8;
 }
 
 static uint8_t *put_limit(uint8_t *p, const fg_policy_limit_state *ls) {
@@ -619,10 +657,12 @@ static uint8_t *put_limit(uint8_t *p, const fg_policy_limit_state *ls) {
 
 void fg_policy_state_serialize(const fg_policy_state *s, uint8_t *out) {
     uint8_t *p = out;
+    bool penalty = has_penalty_fields(s);
     *p++ = SERIAL_VERSION;
-    *p++ = (uint8_t)s->nlimits;
+    *p++ = (uint8_t)(s->nlimits | (penalty ? PENALTY_FIELDS : 0));
     for (uint32_t i = 0; i < s->nlimits; i++)
         p = put_limit(p, &s->limits[i]);
+    if (!penalty) return;
     p = put_i64(p, s->banned_until_us);
     p = put_i64(p, s->denials);
     put_i64(p, s->denials_start_us);
@@ -648,11 +688,10 @@ static int64_t read_i64(reader *r) {
         r->short_input = true;
         return 0;
     }
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | r->p[i];
+    uint64_t le;
+    memcpy(&le, r->p, 8);
     r->p += 8;
-    return (int64_t)v;
+    return (int64_t)to_le64(le);
 }
 
 /* False for an unknown algorithm: the size of what follows is unknown. */
@@ -686,20 +725,55 @@ static bool read_limit(reader *r, fg_policy_limit_state *ls) {
     return true;
 }
 
+/* Reads either version into *s (zeroed first); false when the bytes cannot
+ * be read as one: a version, a count or an algorithm unknown, or short. A
+ * version 2 state that flags penalty integers all 0 is refused, since it
+ * would not serialize to the same bytes. */
+static bool read_state(reader *r, fg_policy_state *s) {
+    memset(s, 0, sizeof(*s));
+    uint8_t version = read_u8(r), count = read_u8(r);
+    bool penalty = version == SERIAL_VERSION_V1 || (count & PENALTY_FIELDS);
+    if (version == SERIAL_VERSION)
+        count &= (uint8_t)~PENALTY_FIELDS;
+    else if (version != SERIAL_VERSION_V1)
+        return false;
+    s->nlimits = count;
+    if (s->nlimits < 1 || s->nlimits > FG_POLICY_MAX_LIMITS) return false;
+    for (uint32_t i = 0; i < s->nlimits; i++)
+        if (!read_limit(r, &s->limits[i])) return false;
+    if (penalty) {
+        s->banned_until_us = read_i64(r);
+        s->denials = read_i64(r);
+        s->denials_start_us = read_i64(r);
+        if (version == SERIAL_VERSION && !has_penalty_fields(s)) return false;
+    }
+    return !r->short_input;
+}
+
+size_t fg_policy_state_packed_size(const uint8_t *in) {
+    bool penalty = in[0] == SERIAL_VERSION_V1 || (in[1] & PENALTY_FIELDS);
+    uint32_t nlimits = in[1] & (uint8_t)~PENALTY_FIELDS;
+    size_t size = 2;
+    for (uint32_t i = 0; i < nlimits; i++)
+        size += 1 + 8 * (2 + state_words((fg_policy_algorithm)in[size]));
+    return size + (penalty ? 3 * 8 : 0);
+}
+
+size_t fg_policy_state_unpack(fg_policy_state *s, const uint8_t *in) {
+    /* Bytes serialize wrote from a storable state: they are not checked
+     * again, the length only bounds the reads. */
+    size_t len = fg_policy_state_packed_size(in);
+    reader r = {in, in + len, false};
+    read_state(&r, s);
+    return len;
+}
+
 fg_status fg_policy_state_deserialize(fg_policy_state *s, const uint8_t *in, size_t len) {
     if (in == NULL) return FG_EINVAL;
     reader r = {in, in + len, false};
     fg_policy_state loaded;
-    memset(&loaded, 0, sizeof(loaded));
-    if (read_u8(&r) != SERIAL_VERSION) return FG_EINVAL;
-    loaded.nlimits = read_u8(&r);
-    if (loaded.nlimits < 1 || loaded.nlimits > FG_POLICY_MAX_LIMITS) return FG_EINVAL;
-    for (uint32_t i = 0; i < loaded.nlimits; i++)
-        if (!read_limit(&r, &loaded.limits[i])) return FG_EINVAL;
-    loaded.banned_until_us = read_i64(&r);
-    loaded.denials = read_i64(&r);
-    loaded.denials_start_us = read_i64(&r);
-    if (r.short_input || r.p != r.end || !fg_policy_state_storable(&loaded)) return FG_EINVAL;
+    if (!read_state(&r, &loaded) || r.p != r.end || !fg_policy_state_storable(&loaded))
+        return FG_EINVAL;
     *s = loaded;
     return FG_OK;
 }

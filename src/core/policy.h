@@ -134,6 +134,14 @@ fg_status fg_policy_decide(const fg_policy_state *cur, const fg_policy_rules *ru
                            int64_t now_us, int64_t cost, fg_policy_decision *out,
                            fg_policy_state *next);
 
+/* fg_policy_decide without checking its arguments again (FG_EINVAL never
+ * comes back): for a check, whose rules were checked when the policy was
+ * set, whose cost and time were parsed, and whose state fg_policy_rescale
+ * or fg_policy_state_init has just made under these rules. */
+fg_status fg_policy_decide_carried(const fg_policy_state *carried, const fg_policy_rules *rules,
+                                   int64_t now_us, int64_t cost, fg_policy_decision *out,
+                                   fg_policy_state *next);
+
 /* How long a request that `d` denied (decided from `cur` at now_us, as
  * fg_policy_decide did) waits before it may be allowed, when it waits
  * instead of failing: its limits' wait or the running ban's end. A denial
@@ -151,12 +159,18 @@ int64_t fg_policy_expires_at_us(const fg_policy_state *s, const fg_policy_rules 
  * and fg_policy_rescale produce from valid rules. */
 bool fg_policy_state_storable(const fg_policy_state *s);
 
-/* Serialized state (little-endian, versioned): exactly what
- * fg_policy_state_storable accepts, so a round trip is byte-identical. */
+/* Serialized state (little-endian, versioned, packed per algorithm):
+ * exactly what fg_policy_state_storable accepts, so a round trip of what
+ * fg_policy_state_serialize writes is byte-identical. */
 size_t fg_policy_state_serialized_size(const fg_policy_state *s);
 void fg_policy_state_serialize(const fg_policy_state *s, uint8_t *out);
-/* FG_EINVAL for a bad length or version, or a state that is not storable;
- * *s is untouched then. */
+/* Reads the current version and version 1. FG_EINVAL for a bad length or
+ * version, or a state that is not storable; *s is untouched then. */
 fg_status fg_policy_state_deserialize(fg_policy_state *s, const uint8_t *in, size_t len);
+/* Reads back, unchecked, what fg_policy_state_serialize wrote from a
+ * storable state (a copy kept in memory); returns its length, which
+ * fg_policy_state_packed_size tells without reading the state. */
+size_t fg_policy_state_unpack(fg_policy_state *s, const uint8_t *in);
+size_t fg_policy_state_packed_size(const uint8_t *in);
 
 #endif

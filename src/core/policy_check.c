@@ -27,7 +27,8 @@ fg_status fg_policy_check_state(fg_policy_eval *c, const fg_policy_rules *rules,
         c->rescaled = fg_policy_rescale(stored, rules, c->now_us, &c->carried);
     else
         fg_policy_state_init(&c->carried, rules);
-    return fg_policy_decide(&c->carried, rules, c->now_us, c->cost, &c->d, &c->next);
+    /* The rules were checked when set, the state carried under them. */
+    return fg_policy_decide_carried(&c->carried, rules, c->now_us, c->cost, &c->d, &c->next);
 }
 
 bool fg_policy_check_writes(const fg_policy_eval *c) {

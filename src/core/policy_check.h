@@ -77,8 +77,10 @@ bool fg_policy_check_lists(fg_policy_eval *c, int64_t now_us, int64_t cost, bool
                            bool on_allow);
 
 /* The state's step, after lists that did not decide: `stored` is the
- * key's live state under this policy, NULL when it has none. FG_EOVERFLOW
- * when the arithmetic would overflow (nothing is decided). */
+ * key's live state under this policy, NULL when it has none; the rules are
+ * valid (fg_policy_rules_valid, checked when the policy was set), stored
+ * is storable, cost and now_us are >= 0: none of it is checked again.
+ * FG_EOVERFLOW when the arithmetic would overflow (nothing is decided). */
 fg_status fg_policy_check_state(fg_policy_eval *c, const fg_policy_rules *rules,
                                 const fg_policy_state *stored);
 

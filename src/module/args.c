@@ -16,13 +16,28 @@
 #include <string.h>
 #include <strings.h>
 
+/* Two digits per division: replication formats a 13-digit expiry and
+ * 16- or 19-digit times on every admitted request. */
+static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324"
+                                  "25262728293031323334353637383940414243444546474849"
+                                  "50515253545556575859606162636465666768697071727374"
+                                  "75767778798081828384858687888990919293949596979899";
+
 void format_number(number_arg *a, int64_t v) {
     char *end = a->buf + sizeof(a->buf), *p = end;
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    while (u >= 100) {
+        const char *pair = digit_pairs + 2 * (u % 100);
+        u /= 100;
+        *--p = pair[1];
+        *--p = pair[0];
+    }
+    if (u >= 10) {
+        *--p = digit_pairs[2 * u + 1];
+        *--p = digit_pairs[2 * u];
+    } else {
+        *--p = (char)('0' + u);
+    }
     if (v < 0) *--p = '-';
     a->str = p;
     a->len = (size_t)(end - p);

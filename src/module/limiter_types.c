@@ -69,10 +69,9 @@ static void set_or_replace(RedisModuleKey *key, fg_limiter_family family, void *
     RedisModule_ModuleTypeSetValue(key, types[family], value);
 }
 
-void store_bucket(RedisModuleKey *key, int64_t tat_ns, int64_t expire_ms) {
+void store_bucket(RedisModuleKey *key, const void *held, int64_t tat_ns, int64_t expire_ms) {
     void *value = (void *)(uintptr_t)tat_ns;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE &&
-        RedisModule_ModuleTypeGetType(key) == types[FG_LIMITER_BUCKET])
+    if (held)
         RedisModule_ModuleTypeReplaceValue(key, types[FG_LIMITER_BUCKET], value, NULL);
     else
         set_or_replace(key, FG_LIMITER_BUCKET, value);
@@ -80,25 +79,26 @@ void store_bucket(RedisModuleKey *key, int64_t tat_ns, int64_t expire_ms) {
 }
 
 /* Fixed-size states are updated in place when the key already holds one. */
-static void store_struct(RedisModuleKey *key, fg_limiter_family family, const void *state, size_t size,
-                         int64_t expire_ms) {
-    void *value;
-    if (limiter_lookup(key, family, &value) == LOOKUP_FOUND) {
-        memcpy(value, state, size);
+static void store_struct(RedisModuleKey *key, fg_limiter_family family, void *held,
+                         const void *state, size_t size, int64_t expire_ms) {
+    if (held) {
+        memcpy(held, state, size);
     } else {
-        value = RedisModule_Alloc(size);
+        void *value = RedisModule_Alloc(size);
         memcpy(value, state, size);
         set_or_replace(key, family, value);
     }
     RedisModule_SetAbsExpire(key, expire_ms);
 }
 
-void store_fixed(RedisModuleKey *key, const fg_fixed_state *s, int64_t expire_ms) {
-    store_struct(key, FG_LIMITER_FIXED, s, sizeof(*s), expire_ms);
+void store_fixed(RedisModuleKey *key, fg_fixed_state *held, const fg_fixed_state *s,
+                 int64_t expire_ms) {
+    store_struct(key, FG_LIMITER_FIXED, held, s, sizeof(*s), expire_ms);
 }
 
-void store_sliding(RedisModuleKey *key, const fg_sliding_state *s, int64_t expire_ms) {
-    store_struct(key, FG_LIMITER_SLIDING, s, sizeof(*s), expire_ms);
+void store_sliding(RedisModuleKey *key, fg_sliding_state *held, const fg_sliding_state *s,
+                   int64_t expire_ms) {
+    store_struct(key, FG_LIMITER_SLIDING, held, s, sizeof(*s), expire_ms);
 }
 
 fg_slog *slidelog_create(void) {

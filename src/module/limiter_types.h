@@ -24,10 +24,15 @@ static inline int64_t bucket_tat(void *value) {
 }
 
 /* Store a state in a key opened for writing (creating or replacing it) and
- * give the key its absolute expiry. The previous TTL is not kept. */
-void store_bucket(RedisModuleKey *key, int64_t tat_ns, int64_t expire_ms);
-void store_fixed(RedisModuleKey *key, const fg_fixed_state *s, int64_t expire_ms);
-void store_sliding(RedisModuleKey *key, const fg_sliding_state *s, int64_t expire_ms);
+ * give the key its absolute expiry. The previous TTL is not kept. `held`
+ * is the key's value of this family as the caller looked it up (NULL when
+ * the key is empty or holds something else): it is updated in place, and
+ * the key is not looked up again. */
+void store_bucket(RedisModuleKey *key, const void *held, int64_t tat_ns, int64_t expire_ms);
+void store_fixed(RedisModuleKey *key, fg_fixed_state *held, const fg_fixed_state *s,
+                 int64_t expire_ms);
+void store_sliding(RedisModuleKey *key, fg_sliding_state *held, const fg_sliding_state *s,
+                   int64_t expire_ms);
 
 /* A new empty log, its destructor, and storing a built log (taking it). */
 fg_slog *slidelog_create(void);

@@ -2,19 +2,23 @@
  * policy_types.c - the module data type fg-plstat: the state of a key
  * checked against a policy, and the name of that policy.
  *
- * In memory a state holds only the limits its policy has, followed by the
- * name, in one allocation: a key of a one-limit policy costs about a fifth
- * of the core's fixed-size fg_policy_state. A check expands it, decides,
- * and writes it back in place when the number of limits is unchanged.
+ * One payload serves every copy of a state, in memory and out of it:
+ * FG.PLSTATE (replication, AOF), RDB, AOF rewrite and DEBUG DIGEST all
+ * take the key's value as it is. It is a version byte, the name's length
+ * and bytes, then core/policy.h's serialized state, itself versioned,
+ * packed per algorithm and validated (fg_policy_state_deserialize accepts
+ * exactly what fg_policy_state_storable accepts). A two-limit state of a
+ * two-byte name is 64 bytes, one allocation of jemalloc's 64-byte class
+ * (the expanded struct of the previous release took 130, in the 160-byte
+ * class). A check unpacks it, decides, and packs the new state back in
+ * place when its size is unchanged; replicating it formats and allocates
+ * nothing.
  *
- * One payload serves every copy of a state that leaves memory: FG.PLSTATE
- * (replication, AOF), RDB, AOF rewrite and DEBUG DIGEST. It is a version
- * byte, the name's length and bytes, then core/policy.h's serialized state,
- * itself versioned and validated (fg_policy_state_deserialize accepts
- * exactly what fg_policy_state_storable accepts). A payload from RESTORE or
- * a client's FG.PLSTATE is therefore checked whole before anything is
- * stored, and a round trip is byte-identical, so a replica's digest equals
- * its master's.
+ * A payload from RESTORE, an RDB file or a client's FG.PLSTATE is checked
+ * whole before anything is stored and packed again in the current
+ * version, so the core's version 1 (an older release's RDB files and AOF)
+ * still loads; a round trip of the current version is byte-identical, so a
+ * replica's digest equals its master's.
  *
  * AOF rewrite emits FG.PLSTATE without PXAT: the server appends the key's
  * PEXPIREAT itself, with the TTL the key really has (a state decided with
@@ -31,57 +35,47 @@
 #include "policy_registry.h"
 
 #define ENCODING_VERSION 1 /* of the type and of its aux data */
-#define PAYLOAD_VERSION  1
+#define PAYLOAD_VERSION  1 /* of the wrapper; the state has its own */
 #define PAYLOAD_HEAD     2 /* version, name length */
 
 RedisModuleType *PolicyStateType;
 
+/* The payload itself. */
 struct plstat {
-    int64_t banned_until_us;
-    int64_t denials;
-    int64_t denials_start_us;
-    uint8_t nlimits;
+    uint8_t version;
     uint8_t name_len;
-    fg_policy_limit_state limits[]; /* nlimits, then the name's bytes */
+    uint8_t bytes[]; /* the name, then the serialized state */
 };
 
-static size_t plstat_size(uint32_t nlimits, size_t name_len) {
-    return sizeof(plstat) + nlimits * sizeof(fg_policy_limit_state) + name_len;
+static const uint8_t *state_of(const plstat *v) {
+    return v->bytes + v->name_len;
 }
 
-static char *name_of(const plstat *v) {
-    return (char *)(v->limits + v->nlimits);
+static size_t payload_len(const plstat *v) {
+    return PAYLOAD_HEAD + v->name_len + fg_policy_state_packed_size(state_of(v));
 }
 
 const char *plstat_policy(const plstat *v, size_t *len) {
     *len = v->name_len;
-    return name_of(v);
+    return (const char *)v->bytes;
 }
 
 void plstat_state(const plstat *v, fg_policy_state *out) {
-    memset(out, 0, sizeof(*out));
-    out->nlimits = v->nlimits;
-    memcpy(out->limits, v->limits, v->nlimits * sizeof(fg_policy_limit_state));
-    out->banned_until_us = v->banned_until_us;
-    out->denials = v->denials;
-    out->denials_start_us = v->denials_start_us;
+    fg_policy_state_unpack(out, state_of(v));
 }
 
-static void plstat_fill(plstat *v, const fg_policy_state *s) {
-    memcpy(v->limits, s->limits, s->nlimits * sizeof(fg_policy_limit_state));
-    v->banned_until_us = s->banned_until_us;
-    v->denials = s->denials;
-    v->denials_start_us = s->denials_start_us;
+const uint8_t *plstat_payload(const plstat *v, size_t *len) {
+    *len = payload_len(v);
+    return (const uint8_t *)v;
 }
 
-/* Names are 1 to POLICY_NAME_MAX bytes and states have 1 to
- * FG_POLICY_MAX_LIMITS limits: both fit their byte. */
+/* Names are 1 to POLICY_NAME_MAX bytes: the length fits its byte. */
 static plstat *plstat_new(const char *name, size_t name_len, const fg_policy_state *s) {
-    plstat *v = RedisModule_Alloc(plstat_size(s->nlimits, name_len));
-    v->nlimits = (uint8_t)s->nlimits;
+    plstat *v = RedisModule_Alloc(PAYLOAD_HEAD + name_len + fg_policy_state_serialized_size(s));
+    v->version = PAYLOAD_VERSION;
     v->name_len = (uint8_t)name_len;
-    plstat_fill(v, s);
-    memcpy(name_of(v), name, name_len);
+    memcpy(v->bytes, name, name_len);
+    fg_policy_state_serialize(s, v->bytes + name_len);
     return v;
 }
 
@@ -99,36 +93,19 @@ static void set_value(RedisModuleKey *key, plstat *v, int64_t expire_ms) {
     RedisModule_SetAbsExpire(key, expire_ms);
 }
 
-void plstat_store(RedisModuleKey *key, const char *name, size_t name_len, const fg_policy_state *s,
-                  int64_t expire_ms) {
-    plstat *v;
-    if (plstat_lookup_key(key, &v) == PLSTAT_FOUND && v->nlimits == s->nlimits &&
-        v->name_len == name_len && memcmp(name_of(v), name, name_len) == 0) {
-        plstat_fill(v, s);
+const plstat *plstat_store(RedisModuleKey *key, plstat *held, const char *name, size_t name_len,
+                           const fg_policy_state *s, int64_t expire_ms) {
+    if (held && fg_policy_state_packed_size(state_of(held)) == fg_policy_state_serialized_size(s)) {
+        fg_policy_state_serialize(s, held->bytes + held->name_len);
         RedisModule_SetAbsExpire(key, expire_ms);
-        return;
+        return held;
     }
-    set_value(key, plstat_new(name, name_len, s), expire_ms);
+    plstat *v = plstat_new(name, name_len, s);
+    set_value(key, v, expire_ms);
+    return v;
 }
 
 /* ---------------------------------------------------------------- payload */
-
-uint8_t *plstat_payload(const char *name, size_t name_len, const fg_policy_state *s, size_t *len) {
-    size_t state_len = fg_policy_state_serialized_size(s);
-    *len = PAYLOAD_HEAD + name_len + state_len;
-    uint8_t *p = RedisModule_Alloc(*len);
-    p[0] = PAYLOAD_VERSION;
-    p[1] = (uint8_t)name_len;
-    memcpy(p + PAYLOAD_HEAD, name, name_len);
-    fg_policy_state_serialize(s, p + PAYLOAD_HEAD + name_len);
-    return p;
-}
-
-static uint8_t *value_payload(const plstat *v, size_t *len) {
-    fg_policy_state s;
-    plstat_state(v, &s);
-    return plstat_payload(name_of(v), v->name_len, &s, len);
-}
 
 /* NULL when the bytes are not a payload this code could have written. */
 static plstat *payload_decode(const uint8_t *p, size_t len) {
@@ -158,10 +135,7 @@ static void plstat_free(void *value) {
 }
 
 static void plstat_rdb_save(RedisModuleIO *io, void *value) {
-    size_t len;
-    uint8_t *p = value_payload(value, &len);
-    RedisModule_SaveStringBuffer(io, (const char *)p, len);
-    RedisModule_Free(p);
+    RedisModule_SaveStringBuffer(io, value, payload_len(value));
 }
 
 static void *plstat_rdb_load(RedisModuleIO *io, int encver) {
@@ -175,23 +149,16 @@ static void *plstat_rdb_load(RedisModuleIO *io, int encver) {
 }
 
 static void plstat_aof_rewrite(RedisModuleIO *io, RedisModuleString *key, void *value) {
-    size_t len;
-    uint8_t *p = value_payload(value, &len);
-    RedisModule_EmitAOF(io, "FG.PLSTATE", "sb", key, (const char *)p, len);
-    RedisModule_Free(p);
+    RedisModule_EmitAOF(io, "FG.PLSTATE", "sb", key, (const char *)value, payload_len(value));
 }
 
 static void plstat_digest(RedisModuleDigest *md, void *value) {
-    size_t len;
-    uint8_t *p = value_payload(value, &len);
-    RedisModule_DigestAddStringBuffer(md, (const char *)p, len);
+    RedisModule_DigestAddStringBuffer(md, value, payload_len(value));
     RedisModule_DigestEndSequence(md);
-    RedisModule_Free(p);
 }
 
 static size_t plstat_mem_usage(const void *value) {
-    const plstat *v = value;
-    return plstat_size(v->nlimits, v->name_len);
+    return payload_len(value);
 }
 
 static void *plstat_copy(RedisModuleString *from, RedisModuleString *to, const void *value) {

@@ -17,8 +17,7 @@ extern RedisModuleType *PolicyStateType;
 
 int policy_types_create(RedisModuleCtx *ctx);
 
-/* A stored state: the limits that exist (nlimits of them, not
- * FG_POLICY_MAX_LIMITS), then the policy's name. */
+/* A stored state: its payload (below), packed. */
 typedef struct plstat plstat;
 
 typedef enum plstat_lookup { PLSTAT_EMPTY, PLSTAT_FOUND, PLSTAT_WRONGTYPE } plstat_lookup;
@@ -29,13 +28,16 @@ void plstat_state(const plstat *v, fg_policy_state *out);
 const char *plstat_policy(const plstat *v, size_t *len);
 
 /* Stores a state in a key opened for writing (creating or replacing it) and
- * gives the key its absolute expiry (REDISMODULE_NO_EXPIRE: none). */
-void plstat_store(RedisModuleKey *key, const char *name, size_t name_len, const fg_policy_state *s,
-                  int64_t expire_ms);
+ * gives the key its absolute expiry (REDISMODULE_NO_EXPIRE: none); returns
+ * the stored value. `held` is the key's value as the caller looked it up,
+ * with this name (NULL: the key is empty or replaced): it is rewritten in
+ * place when the state's size allows, and not looked up again. */
+const plstat *plstat_store(RedisModuleKey *key, plstat *held, const char *name, size_t name_len,
+                           const fg_policy_state *s, int64_t expire_ms);
 
-/* The payload: a version byte, the name's length and bytes, then the
- * core's serialized state. To be freed with RedisModule_Free. */
-uint8_t *plstat_payload(const char *name, size_t name_len, const fg_policy_state *s, size_t *len);
+/* The payload of a stored state, which is the value itself: a version
+ * byte, the name's length and bytes, then the core's serialized state. */
+const uint8_t *plstat_payload(const plstat *v, size_t *len);
 
 /* Stores a payload (FG.PLSTATE) in a key opened for writing. False, with
  * nothing changed, when the payload is not one this code could have

@@ -152,18 +152,40 @@ static void key_changed(RedisModuleCtx *ctx, RedisModuleString *keyname, const c
     RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, event, keyname);
 }
 
+/* The words of FG.HOLD, made once (lock_commands_created): an argument
+ * given as a string costs a reference count where a C string is copied
+ * into a new object on every grant. "1" is a lock's capacity and the usual
+ * count. */
+static RedisModuleString *word_kind[FG_LOCK_KIND_SEMAPHORE + 1], *word_mode[FG_LOCK_SHARED + 1],
+    *word_one;
+
+static void create_replication_words(void) {
+    for (uint8_t k = FG_LOCK_KIND_LOCK; k <= FG_LOCK_KIND_SEMAPHORE; k++)
+        word_kind[k] = RedisModule_CreateString(NULL, lock_kind_name(k), strlen(lock_kind_name(k)));
+    for (uint8_t m = FG_LOCK_EXCLUSIVE; m <= FG_LOCK_SHARED; m++)
+        word_mode[m] = RedisModule_CreateString(NULL, lock_mode_name(m), strlen(lock_mode_name(m)));
+    word_one = RedisModule_CreateString(NULL, "1", 1);
+}
+
 /* FG.HOLD key kind capacity owner mode count expires_us token */
 static void replicate_hold(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_lock_state *s,
                            const fg_lock_holder *h) {
-    number_arg capacity, count, expires, token;
-    format_number(&capacity, s->capacity);
-    format_number(&count, h->count);
+    number_arg expires, token;
     format_number(&expires, h->expires_us);
     format_number(&token, (int64_t)h->token);
-    RedisModule_Replicate(ctx, "FG.HOLD", "scbbcbbb", keyname, lock_kind_name(s->kind),
-                          capacity.str, capacity.len, h->owner, (size_t)h->owner_len,
-                          lock_mode_name(h->mode), count.str, count.len, expires.str, expires.len,
-                          token.str, token.len);
+    RedisModuleString *kind = word_kind[s->kind], *mode = word_mode[h->mode];
+    if (s->capacity == 1 && h->count == 1) {
+        RedisModule_Replicate(ctx, "FG.HOLD", "sssbssbb", keyname, kind, word_one, h->owner,
+                              (size_t)h->owner_len, mode, word_one, expires.str, expires.len,
+                              token.str, token.len);
+        return;
+    }
+    number_arg capacity, count;
+    format_number(&capacity, s->capacity);
+    format_number(&count, h->count);
+    RedisModule_Replicate(ctx, "FG.HOLD", "ssbbsbbb", keyname, kind, capacity.str, capacity.len,
+                          h->owner, (size_t)h->owner_len, mode, count.str, count.len, expires.str,
+                          expires.len, token.str, token.len);
 }
 
 typedef struct prune_ctx {
@@ -648,14 +670,15 @@ static int acquire_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
 
 /* =========================================================== releasing */
 
-/* After the owner's hold changed: replicate what it is now. */
+/* After the owner's hold changed: replicate what it is now. The owner goes
+ * out as the client's own argument (a reference, not a copy). */
 static void replicate_hold_change(RedisModuleCtx *ctx, RedisModuleString *keyname,
-                                  fg_lock_state *s, const char *owner, size_t owner_len,
-                                  int64_t left) {
+                                  fg_lock_state *s, RedisModuleString *owner_arg,
+                                  const fg_lock_request *r, int64_t left) {
     if (left > 0)
-        replicate_hold(ctx, keyname, s, fg_lock_find(s, owner, owner_len));
+        replicate_hold(ctx, keyname, s, fg_lock_find(s, r->owner, r->owner_len));
     else
-        RedisModule_Replicate(ctx, "FG.UNHOLD", "sb", keyname, owner, owner_len);
+        RedisModule_Replicate(ctx, "FG.UNHOLD", "ss", keyname, owner_arg);
 }
 
 /* The common path of FG.UNLOCK and FG.RELEASE. */
@@ -673,7 +696,7 @@ static int release(RedisModuleCtx *ctx, RedisModuleString *keyname, uint8_t kind
     if (s) {
         left = fg_lock_release(s, r.owner, r.owner_len, count, &module_allocator);
         if (left >= 0) {
-            replicate_hold_change(ctx, keyname, s, r.owner, r.owner_len, left);
+            replicate_hold_change(ctx, keyname, s, owner_arg, &r, left);
             lockstate_settle(key, s);
             key_changed(ctx, keyname, "fg.unlock");
         }
@@ -881,7 +904,7 @@ static int munlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
         if (s) {
             left = fg_lock_release(s, r.owner, r.owner_len, 1, &module_allocator);
             if (left >= 0) {
-                replicate_hold_change(ctx, keyname, s, r.owner, r.owner_len, left);
+                replicate_hold_change(ctx, keyname, s, argv[n + 2], &r, left);
                 lockstate_settle(key, s);
                 key_changed(ctx, keyname, "fg.unlock");
                 released++;
@@ -1130,6 +1153,7 @@ const command_spec lock_commands[] = {
 int lock_commands_created(RedisModuleCtx *ctx) {
     (void)ctx;
     key_queues_init(&queues, &lock_queues);
+    create_replication_words();
     return REDISMODULE_OK;
 }
 

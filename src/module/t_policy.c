@@ -97,6 +97,7 @@ typedef struct evaluation {
     policy *p;           /* unless failed */
     RedisModuleKey *key; /* decided by the key's state */
     bool existed;        /* the key held a state */
+    plstat *held;        /* that state, of this policy (when existed) */
     fg_policy_eval c;
     answer a; /* the error, else filled when settled */
 } evaluation;
@@ -137,6 +138,7 @@ static void evaluate_state(RedisModuleCtx *ctx, const request *r, evaluation *ev
         }
         plstat_state(v, &cur);
         ev->existed = true;
+        ev->held = v;
     }
     if (fg_policy_check_state(&ev->c, &p->rules, ev->existed ? &cur : NULL) != FG_OK) {
         close_key(ev);
@@ -209,16 +211,18 @@ static int64_t expiry_ms(int64_t at_us, int64_t clock_skew_us) {
     return fg_us_to_ms_ceil(at < 0 ? 0 : at);
 }
 
-/* FG.PLSTATE key <payload> PXAT <expire_ms> */
-static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const policy *p,
-                            const fg_policy_state *s, int64_t expire_ms) {
+/* FG.PLSTATE key <payload> PXAT <expire_ms>: the payload is the stored
+ * value itself, and "PXAT" a string made once. */
+static RedisModuleString *word_pxat;
+
+static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const plstat *v,
+                            int64_t expire_ms) {
     size_t len;
-    uint8_t *payload = plstat_payload(p->name, p->name_len, s, &len);
+    const uint8_t *payload = plstat_payload(v, &len);
     number_arg ms;
     format_number(&ms, expire_ms);
-    RedisModule_Replicate(ctx, "FG.PLSTATE", "sbcb", keyname, (const char *)payload, len, "PXAT",
-                          ms.str, ms.len);
-    RedisModule_Free(payload);
+    RedisModule_Replicate(ctx, "FG.PLSTATE", "sbsb", keyname, (const char *)payload, len,
+                          word_pxat, ms.str, ms.len);
 }
 
 /* Writes the check's new state (a state already neutral at now_us deletes
@@ -233,8 +237,9 @@ static bool store(RedisModuleCtx *ctx, const request *r, evaluation *ev, int64_t
         return true;
     }
     int64_t expire_ms = expiry_ms(neutral_at, clock_skew_us);
-    plstat_store(ev->key, ev->p->name, ev->p->name_len, &ev->c.next, expire_ms);
-    replicate_state(ctx, r->key, ev->p, &ev->c.next, expire_ms);
+    const plstat *v = plstat_store(ev->key, ev->existed ? ev->held : NULL, ev->p->name,
+                                   ev->p->name_len, &ev->c.next, expire_ms);
+    replicate_state(ctx, r->key, v, expire_ms);
     return true;
 }
 
@@ -848,6 +853,7 @@ const command_spec policy_commands[] = {
 
 int policy_commands_created(RedisModuleCtx *ctx) {
     key_queues_init(&queues, &policy_queues);
+    word_pxat = RedisModule_CreateString(NULL, "PXAT", 4);
     RedisModuleCommand *parent = RedisModule_GetCommand(ctx, POLICY_PARENT);
     if (!parent) return REDISMODULE_ERR;
     for (size_t i = 0; i < sizeof(policy_subcommands) / sizeof(policy_subcommands[0]); i++) {

@@ -177,23 +177,55 @@ static int reply_status_error(RedisModuleCtx *ctx, fg_status st) {
 static RedisModuleString *word_pxat;
 static RedisModuleString *word_family[FG_LIMITER_FAMILIES];
 
-/* FG.SETSTATE key <family> <fields...> PXAT <expire_ms> */
-static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *key, fg_limiter_family family,
-                            const int64_t *fields, int nfields, int64_t expire_ms) {
-    number_arg f[3], ms;
+/* The keys of one window share its start and its end, their expiry: the
+ * last start and end replicated are kept as strings, which go out by
+ * reference, neither formatted nor copied, while they stay the same. */
+typedef struct kept_number {
+    int64_t value;
+    RedisModuleString *str;
+} kept_number;
+static kept_number kept_window_start, kept_window_end;
+
+static RedisModuleString *kept(kept_number *k, int64_t v) {
+    if (k->str == NULL || k->value != v) {
+        number_arg a;
+        format_number(&a, v);
+        if (k->str) RedisModule_FreeString(NULL, k->str);
+        k->str = RedisModule_CreateString(NULL, a.str, a.len);
+        k->value = v;
+    }
+    return k->str;
+}
+
+/* FG.SETSTATE key bucket <tat_ns> PXAT <expire_ms> */
+static void replicate_bucket(RedisModuleCtx *ctx, RedisModuleString *key, int64_t tat_ns,
+                             int64_t expire_ms) {
+    number_arg tat, ms;
+    format_number(&tat, tat_ns);
     format_number(&ms, expire_ms);
-    for (int i = 0; i < nfields; i++)
-        format_number(&f[i], fields[i]);
-    RedisModuleString *fam = word_family[family];
-    if (nfields == 1)
-        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbsb", key, fam, f[0].str, f[0].len, word_pxat,
-                              ms.str, ms.len);
-    else if (nfields == 2)
-        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbsb", key, fam, f[0].str, f[0].len, f[1].str,
-                              f[1].len, word_pxat, ms.str, ms.len);
-    else
-        RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbbbsb", key, fam, f[0].str, f[0].len, f[1].str,
-                              f[1].len, f[2].str, f[2].len, word_pxat, ms.str, ms.len);
+    RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbsb", key, word_family[FG_LIMITER_BUCKET],
+                          tat.str, tat.len, word_pxat, ms.str, ms.len);
+}
+
+/* FG.SETSTATE key fixed <window_start_us> <count> PXAT <expire_ms> */
+static void replicate_fixed(RedisModuleCtx *ctx, RedisModuleString *key, const fg_fixed_state *s,
+                            int64_t expire_ms) {
+    number_arg count;
+    format_number(&count, s->count);
+    RedisModule_Replicate(ctx, "FG.SETSTATE", "sssbss", key, word_family[FG_LIMITER_FIXED],
+                          kept(&kept_window_start, s->window_start_us), count.str, count.len,
+                          word_pxat, kept(&kept_window_end, expire_ms));
+}
+
+/* FG.SETSTATE key sliding <window_start_us> <count> <prev_count> PXAT <expire_ms> */
+static void replicate_sliding(RedisModuleCtx *ctx, RedisModuleString *key,
+                              const fg_sliding_state *s, int64_t expire_ms) {
+    number_arg count, prev;
+    format_number(&count, s->count);
+    format_number(&prev, s->prev_count);
+    RedisModule_Replicate(ctx, "FG.SETSTATE", "sssbbss", key, word_family[FG_LIMITER_SLIDING],
+                          kept(&kept_window_start, s->window_start_us), count.str, count.len,
+                          prev.str, prev.len, word_pxat, kept(&kept_window_end, expire_ms));
 }
 
 /* FG.LOGAPPEND key drop_through_us at_us count PXAT expire_ms */
@@ -242,33 +274,28 @@ static int64_t expiry_ms(const check *c, int64_t empty_at_us) {
     return fg_us_to_ms_ceil(at < 0 ? 0 : at);
 }
 
-/* Stores a state of the family but the sliding log, and replicates it. */
+/* Stores a state of the family but the sliding log, and replicates it.
+ * Replicas still hold redis-cell's string: it is deleted there first (the
+ * server wraps both commands in MULTI/EXEC). */
 static void store_state(check *c, fg_limiter_family family, const fg_limiter_state *s,
                         int64_t expire_ms) {
-    int64_t fields[3];
-    int n = 0;
+    if (family == FG_LIMITER_SLIDELOG) return; /* stored as an effect */
+    if (c->replaces_string) RedisModule_Replicate(c->ctx, "DEL", "s", c->keyname);
     switch (family) {
     case FG_LIMITER_BUCKET:
-        store_bucket(c->key, s->tat_ns, expire_ms);
-        fields[n++] = s->tat_ns;
+        store_bucket(c->key, c->value, s->tat_ns, expire_ms);
+        replicate_bucket(c->ctx, c->keyname, s->tat_ns, expire_ms);
         break;
     case FG_LIMITER_FIXED:
-        store_fixed(c->key, &s->fixed, expire_ms);
-        fields[n++] = s->fixed.window_start_us;
-        fields[n++] = s->fixed.count;
+        store_fixed(c->key, c->value, &s->fixed, expire_ms);
+        replicate_fixed(c->ctx, c->keyname, &s->fixed, expire_ms);
         break;
     case FG_LIMITER_SLIDING:
-        store_sliding(c->key, &s->sliding, expire_ms);
-        fields[n++] = s->sliding.window_start_us;
-        fields[n++] = s->sliding.count;
-        fields[n++] = s->sliding.prev_count;
+        store_sliding(c->key, c->value, &s->sliding, expire_ms);
+        replicate_sliding(c->ctx, c->keyname, &s->sliding, expire_ms);
         break;
-    case FG_LIMITER_SLIDELOG: return; /* stored as an effect */
+    case FG_LIMITER_SLIDELOG: break;
     }
-    /* Replicas still hold redis-cell's string: delete it there first (the
-     * server wraps both commands in MULTI/EXEC). */
-    if (c->replaces_string) RedisModule_Replicate(c->ctx, "DEL", "s", c->keyname);
-    replicate_state(c->ctx, c->keyname, family, fields, n, expire_ms);
 }
 
 /* Stores and replicates what an admitted request left (core/limiter.h). */
@@ -573,11 +600,6 @@ static int parse_pxat(RedisModuleCtx *ctx, RedisModuleString **argv, int *argc,
     return 1;
 }
 
-/* A key that is empty or holds any floodgate state may be overwritten. */
-static bool key_accepts_state(RedisModuleKey *key) {
-    void *value;
-    return key_family(key, &value) != FG_LIMITER_FAMILIES;
-}
 
 /* The slidelog fields are runs "ts_us count", oldest first. */
 static int setstate_slidelog(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString **f, int n,
@@ -605,9 +627,10 @@ static int setstate_slidelog(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModu
     return 1;
 }
 
-/* Parses the fields of one family and stores them; 0 after replying an error. */
+/* Parses the fields of one family and stores them; 0 after replying an
+ * error. `held` is the key's value when it holds this family, else NULL. */
 static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, fg_limiter_family family,
-                           RedisModuleString **f, int n, int64_t expire_ms) {
+                           void *held, RedisModuleString **f, int n, int64_t expire_ms) {
     static const int expected[FG_LIMITER_FAMILIES] = {1, 2, 3, -1};
     if (expected[family] >= 0 && n != expected[family]) {
         reply_error_fmt(ctx, "ERR %s takes %d field(s)", family_name(family), expected[family]);
@@ -616,13 +639,13 @@ static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, fg_limiter_
     if (family == FG_LIMITER_BUCKET) {
         int64_t tat;
         if (!parse_integer(ctx, f[0], "tat_ns", 1, INT64_MAX, &tat)) return 0;
-        store_bucket(key, tat, expire_ms);
+        store_bucket(key, held, tat, expire_ms);
     } else if (family == FG_LIMITER_FIXED) {
         fg_fixed_state s;
         if (!parse_integer(ctx, f[0], "window_start_us", 0, INT64_MAX, &s.window_start_us) ||
             !parse_integer(ctx, f[1], "count", 1, INT64_MAX, &s.count))
             return 0;
-        store_fixed(key, &s, expire_ms);
+        store_fixed(key, held, &s, expire_ms);
     } else if (family == FG_LIMITER_SLIDING) {
         fg_sliding_state s;
         if (!parse_integer(ctx, f[0], "window_start_us", 0, INT64_MAX, &s.window_start_us) ||
@@ -633,7 +656,7 @@ static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, fg_limiter_
             RedisModule_ReplyWithError(ctx, "ERR sliding state needs count or prev_count > 0");
             return 0;
         }
-        store_sliding(key, &s, expire_ms);
+        store_sliding(key, held, &s, expire_ms);
     } else {
         return setstate_slidelog(ctx, key, f, n, expire_ms);
     }
@@ -651,11 +674,15 @@ static int setstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         return RedisModule_ReplyWithError(
             ctx, "ERR unknown state type: use bucket, fixed, sliding or slidelog");
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    if (!key_accepts_state(key)) {
+    /* A key that is empty or holds any floodgate state may be overwritten. */
+    void *value = NULL;
+    int held = key_family(key, &value);
+    if (held == FG_LIMITER_FAMILIES) {
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
-    int stored = setstate_fields(ctx, key, family, argv + 3, argc - 3, expire_ms);
+    int stored = setstate_fields(ctx, key, family, held == (int)family ? value : NULL, argv + 3,
+                                 argc - 3, expire_ms);
     RedisModule_CloseKey(key);
     if (!stored) return REDISMODULE_OK;
     RedisModule_ReplicateVerbatim(ctx);

@@ -365,14 +365,15 @@ ALGORITHMS = {0: "TOKEN", 1: "LEAKY", 2: "GCRA", 3: "FIXED", 4: "SLIDING"}
 def decode_policy_state(dump):
     """A policy key's DUMP: [(algorithm, params, state)] per limit, from
     the FG.PLSTATE payload (src/module/policy_types.c: version, name length,
-    name; src/core/policy.c: version, nlimits, then per limit its algorithm
-    byte and little-endian int64 params and state)."""
+    name; src/core/policy.c: version 2, nlimits with 0x80 when the penalty's
+    integers follow, then per limit its algorithm byte and little-endian
+    int64 params and state)."""
     payload = module_string(dump)
     assert payload[0] == 1, payload
     state = payload[2 + payload[1]:]
-    assert state[0] == 1, state
+    assert state[0] == 2, state
     out, pos = [], 2
-    for _ in range(state[1]):
+    for _ in range(state[1] & 0x7F):
         algo = ALGORITHMS[state[pos]]
         words = 2 + {"FIXED": 2, "SLIDING": 3}.get(algo, 1)
         values = struct.unpack_from("<%dq" % words, state, pos + 1)

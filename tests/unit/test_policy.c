@@ -847,7 +847,8 @@ static void test_expires_when_everything_is_neutral(void **state) {
 /* -------------------------------------------------------- serialization */
 
 /* A state of every shape: a bucket, a fixed and a sliding window, a ban
- * and a count. 2 + 25 + 33 + 41 + 24 bytes. */
+ * and a count. 2 + 25 + 33 + 41 + 24 bytes (the penalty's integers are
+ * there since they are not all 0). */
 static fg_policy_state sample_state(void) {
     fg_policy_limit l[3] = {token(10, SEC), fixed(3, MINUTE_US), sliding(5, MINUTE_US)};
     fg_policy_rules r = rules_of(3, l);
@@ -882,8 +883,8 @@ static void test_serialized_layout(void **state) {
     fg_policy_state_serialize(&s, b);
 
     memset(expected, 0, sizeof(expected));
-    expected[0] = 1;
-    expected[1] = 3;
+    expected[0] = 2;        /* version */
+    expected[1] = 3 | 0x80; /* nlimits, and the penalty's integers follow */
     expected[AT_BUCKET] = FG_POLICY_TOKEN;
     put_i64(expected + AT_BUCKET + 1, SEC);
     put_i64(expected + AT_BUCKET + 9, 10);
@@ -955,7 +956,9 @@ static void expect_byte(size_t at, uint8_t v, bool loads) {
 static void test_corrupt_fields_are_refused(void **state) {
     (void)state;
     expect_byte(0, 0, false); /* version */
-    expect_byte(0, 2, false);
+    expect_byte(0, 1, false); /* version 1 has no flag in its count */
+    expect_byte(0, 3, false);
+    expect_byte(1, 3, false); /* no penalty flagged: its bytes left over */
     expect_byte(1, 0, false); /* nlimits */
     expect_byte(1, 2, false);
     expect_byte(1, 4, false);
@@ -1004,6 +1007,14 @@ static void test_corrupt_fields_are_refused(void **state) {
     expect_field(AT_PENALTY + 8, FG_POLICY_MAX_AFTER, true);
     expect_field(AT_PENALTY + 16, -1, false); /* start */
     expect_field(AT_PENALTY + 16, 0, true);
+    {
+        /* Flagged, but all 0: written without them, so not ours. */
+        fg_policy_state z = sample_state();
+        uint8_t zb[SAMPLE_SIZE];
+        fg_policy_state_serialize(&z, zb);
+        memset(zb + AT_PENALTY, 0, 24);
+        expect_refused(zb, SAMPLE_SIZE);
+    }
 
     /* Empty states are all zeros. */
     fg_policy_state s = sample_state();
@@ -1020,6 +1031,63 @@ static void test_corrupt_fields_are_refused(void **state) {
     expect_refused(b, 0);
     fg_policy_state untouched;
     expect_status(fg_policy_state_deserialize(&untouched, NULL, 0), FG_EINVAL);
+}
+
+/* The penalty's integers are left out while all 0: a bucket and a fixed
+ * window, the two-limit policy of the benchmarks, take 60 bytes. */
+static void test_a_state_without_penalty_leaves_its_fields_out(void **state) {
+    (void)state;
+    fg_policy_limit l[2] = {token(10, SEC), fixed(3, MINUTE_US)};
+    fg_policy_rules r = rules_of(2, l);
+    fg_policy_state s = fresh(&r);
+    s.limits[0].s.tat_ns = T2024_US * US + 123;
+    s.limits[1].s.fixed = (fg_fixed_state){T2024_US, 2};
+    expect_i64(fg_policy_state_serialized_size(&s), 60);
+    uint8_t b[60];
+    fg_policy_state_serialize(&s, b);
+    expect_i64(b[0], 2);
+    expect_i64(b[1], 2); /* no flag */
+    expect_loads(b, 60);
+    fg_policy_state loaded;
+    expect_i64(fg_policy_state_unpack(&loaded, b), 60);
+    expect_i64(fg_policy_state_packed_size(b), 60);
+    assert_true(same_state(&loaded, &s));
+    for (size_t len = 0; len < 60; len++)
+        expect_refused(b, len);
+}
+
+/* Version 1 (an older release's RDB files, AOF and FG.PLSTATE effects):
+ * the penalty's three integers always there, no flag. It loads, and is
+ * written again in the current version. */
+static void test_version_1_still_loads(void **state) {
+    (void)state;
+    fg_policy_state s = sample_state();
+    uint8_t v1[SAMPLE_SIZE], v2[SAMPLE_SIZE];
+    fg_policy_state_serialize(&s, v1);
+    v1[0] = 1;
+    v1[1] = 3;
+    fg_policy_state loaded;
+    expect_status(fg_policy_state_deserialize(&loaded, v1, SAMPLE_SIZE), FG_OK);
+    assert_true(same_state(&loaded, &s));
+    fg_policy_state_serialize(&loaded, v2);
+    expect_i64(v2[0], 2);
+    expect_i64(fg_policy_state_packed_size(v1), SAMPLE_SIZE);
+    for (size_t len = 0; len < SAMPLE_SIZE; len++)
+        expect_refused(v1, len);
+
+    /* Without a penalty, version 1 still wrote 24 zero bytes. */
+    fg_policy_state quiet = sample_state();
+    quiet.banned_until_us = quiet.denials = quiet.denials_start_us = 0;
+    uint8_t q1[SAMPLE_SIZE];
+    fg_policy_state_serialize(&quiet, q1);
+    expect_i64(fg_policy_state_serialized_size(&quiet), SAMPLE_SIZE - 24);
+    q1[0] = 1;
+    q1[1] = 3;
+    memset(q1 + AT_PENALTY, 0, 24);
+    expect_status(fg_policy_state_deserialize(&loaded, q1, SAMPLE_SIZE), FG_OK);
+    assert_true(same_state(&loaded, &quiet));
+    expect_i64(fg_policy_state_serialized_size(&loaded), SAMPLE_SIZE - 24);
+    expect_refused(q1, SAMPLE_SIZE - 24);
 }
 
 static void test_truncated_and_extended_payloads_are_refused(void **state) {
@@ -1297,6 +1365,8 @@ int main(void) {
         cmocka_unit_test(test_expires_when_everything_is_neutral),
         cmocka_unit_test(test_serialized_layout),
         cmocka_unit_test(test_corrupt_fields_are_refused),
+        cmocka_unit_test(test_a_state_without_penalty_leaves_its_fields_out),
+        cmocka_unit_test(test_version_1_still_loads),
         cmocka_unit_test(test_truncated_and_extended_payloads_are_refused),
         cmocka_unit_test(test_every_mutated_byte_is_refused_or_round_trips),
         cmocka_unit_test(test_random_traffic_against_each_limit_alone),
