@@ -300,7 +300,16 @@ install-nginx: $(NGINX_SO)
 BENCH_BINS := $(addprefix $(BUILD)/bench/,client_bench server_bench lock_bench bloom_bench uv_bench \
                 mem_store_bench)
 
+# Everything make test runs is built first, as many at once as there are
+# CPUs; the tests then run one after another (they start servers and
+# measure time, and must not crowd each other).
+FUZZ_BINS := $(addprefix $(BUILD)/fuzz/,fuzz_limiters fuzz_locks fuzz_bloom fuzz_uv)
+TEST_BINS := module cli $(UNIT_BINS) $(ASAN_BINS) $(TSAN_BINS) $(FUZZ_BINS) $(BENCH_BINS) \
+             $(CLIENT_TEST_BINS) $(BUILD)/client/async_client_asan $(NGINX_SO) $(LIB_SONAME) $(ASAN_LIB)
+JOBS ?= $(shell nproc)
+
 test: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) $(TEST_BINS)
 	@$(MAKE) --no-print-directory module unit unit-asan unit-tsan fuzz-smoke fuzz-bloom-smoke fuzz-uv-smoke \
 		$(BENCH_BINS)
 	@$(MAKE) --no-print-directory integration example-check
