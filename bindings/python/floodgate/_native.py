@@ -276,6 +276,40 @@ distinct_export = _proto("fg_distinct_export", c_int, _client, POINTER(c_char_p)
                          Window, POINTER(c_uint8), _err)
 
 
+class Owned:
+    """A C handle this object owns (a client, a Redlock, a filter): freed
+    once, by close(), at the end of a `with`, or when the object goes;
+    calls after close() raise floodgate.Error. Subclasses set `_h` and name
+    what frees it in _free."""
+
+    _h = None
+    _what = "handle"
+
+    def _free(self, h):
+        raise NotImplementedError
+
+    def _handle(self):
+        h = self._h
+        if h is None:
+            from .errors import Error
+            raise Error("the %s is closed" % self._what)
+        return h
+
+    def close(self):
+        h, self._h = self._h, None
+        if h:
+            self._free(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
 def byte_items(items):
     """n items (bytes or str) as the (items, lens, n) triple the C calls take;
     the returned tuple keeps the buffers alive as long as it lives."""

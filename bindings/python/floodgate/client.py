@@ -49,7 +49,7 @@ class _Buffers(threading.local):
 
 
 def raise_error(err):
-    raise errors.from_code(err.code, err.message.decode(errors="replace"))
+    raise errors.of(err)
 
 
 def owner_id():
@@ -109,7 +109,7 @@ def _lost_trampoline(callbacks):
     return N.LOST_FN(on_lost)
 
 
-class Client:
+class Client(N.Owned):
     """A client of floodgate for `url`:
 
       mem:                                   in process, no server (the default)
@@ -123,10 +123,11 @@ class Client:
     in-process clock), send_clock, lease_units, lease_ms; and policy_loader
     (see set_policy_loader)."""
 
+    _what = "client"
+
     def __init__(self, url="mem:", *, connect_timeout_ms=1000, command_timeout_ms=1000,
                  on_failure="error", cache_denials=False, clock=None, send_clock=False,
                  lease_units=0, lease_ms=100, policy_loader=None):
-        self._h = None
         if on_failure not in _FAILURE_POLICIES:
             raise errors.InvalidError("on_failure is one of %s, not %r" %
                                       (", ".join(sorted(_FAILURE_POLICIES)), on_failure))
@@ -163,28 +164,14 @@ class Client:
     def close(self):
         """Closes the client: returns leased units, stops renewals. Must be
         the last call on it; closing twice is harmless."""
-        h, self._h = self._h, None
-        if h:
-            _open_clients.discard(self)
-            N.close_client(h)
+        super().close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
+    def _free(self, h):
+        _open_clients.discard(self)
+        N.close_client(h)
 
     def __repr__(self):
         return "Client(%r%s)" % (self.url, "" if self._h else ", closed")
-
-    def _handle(self):
-        h = self._h
-        if h is None:
-            raise errors.Error("the client is closed")
-        return h
 
     @property
     def is_remote(self):
@@ -377,7 +364,7 @@ class Client:
         flags = (c_bool * max(n, 1))()
         b = self._tls
         if fn(self._handle(), N.as_cstr(key), ptrs, lens, n, flags, byref(b.err)):
-            e = errors.from_code(b.err.code, b.err.message.decode(errors="replace"))
+            e = errors.of(b.err)
             e.added = list(flags[:n])  # BF.MADD: the items before the refused one were added
             raise e
         return list(flags[:n])

@@ -70,3 +70,8 @@ BY_CODE = (None, InvalidError, WrongTypeError, IOError, ProtocolError, ServerErr
 def from_code(code, message):
     cls = BY_CODE[code] if 0 < code < len(BY_CODE) else Error
     return cls(message)
+
+
+def of(err):
+    """The exception of a filled fg_error."""
+    return from_code(err.code, err.message.decode(errors="replace"))

@@ -8,28 +8,24 @@ from . import _native as N
 from . import errors
 
 
-class Filter:
+class Filter(N.Owned):
     """Filter(error_rate=0.01, capacity=100, expansion=2): expansion 0 is
     non-scaling (adds beyond capacity raise InvalidError). `item in f`
     asks; add() answers True for a new item."""
 
+    _what = "filter"
+
     def __init__(self, error_rate=0.01, capacity=100, expansion=2):
-        self._h = None
         opts = N.BloomOptions(error_rate, capacity, expansion)
         err = N.Error()
         h = N.filter_new(byref(opts), byref(err))
         if not h:
-            raise errors.from_code(err.code, err.message.decode(errors="replace"))
+            raise errors.of(err)
         self._h = h
         # fg_filter_add answers -1 for both; the options tell which, and the
         # message is the server's for the same add (client.bf_add's).
         self._refusal = ("ERR non scaling filter is full" if expansion == 0 else
                          "ERR problem inserting into filter")
-
-    def _handle(self):
-        if self._h is None:
-            raise errors.Error("the filter is closed")
-        return self._h
 
     def add(self, item):
         """True when added, False when maybe present already."""
@@ -53,15 +49,5 @@ class Filter:
         """Memory the filter holds."""
         return N.filter_bytes(self._handle())
 
-    def close(self):
-        h, self._h = self._h, None
-        if h:
-            N.filter_free(h)
-
-    __del__ = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _free(self, h):
+        N.filter_free(h)

@@ -79,7 +79,7 @@ class _Held:
         lost_id = self._watch()
         if self._acquire(h, byref(out), byref(b.err)):
             self._unwatch(lost_id)
-            raise errors.from_code(b.err.code, b.err.message.decode(errors="replace"))
+            raise errors.of(b.err)
         if not out.acquired:
             self._unwatch(lost_id)  # nothing will be renewed under it
         self.grant = _grant(out)
@@ -213,14 +213,15 @@ class RedlockGrant(collections.namedtuple("RedlockGrant", "acquired validity_ms 
         return self.acquired
 
 
-class Redlock:
+class Redlock(N.Owned):
     """Redlock over independent servers (redis:// or unix:// URLs of
     servers with the module), as published; see include/floodgate.h for
     what it assumes. Calls are serialized; close() must be the last."""
 
+    _what = "Redlock"
+
     def __init__(self, urls, retry_count=3, retry_delay_ms=200, retry_jitter_ms=100,
                  drift_factor=0.01, server_timeout_ms=50):
-        self._h = None
         opts = N.RedlockOptions()
         N.redlock_options_init(byref(opts))
         opts.retry_count, opts.retry_delay_ms, opts.retry_jitter_ms = (
@@ -230,30 +231,16 @@ class Redlock:
         err = N.Error()
         h = N.redlock_open(arr, n, byref(opts), byref(err))
         if not h:
-            raise errors.from_code(err.code, err.message.decode(errors="replace"))
+            raise errors.of(err)
         self._h = h
 
-    def close(self):
-        h, self._h = self._h, None
-        if h:
-            N.redlock_close(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
+    def _free(self, h):
+        N.redlock_close(h)
 
     def _call(self, fn, *args):
-        if self._h is None:
-            raise errors.Error("the Redlock is closed")
-        err = N.Error()
-        out = N.RedlockGrant()
-        if fn(self._h, *args, byref(out), byref(err)):
-            raise errors.from_code(err.code, err.message.decode(errors="replace"))
+        h, err, out = self._handle(), N.Error(), N.RedlockGrant()
+        if fn(h, *args, byref(out), byref(err)):
+            raise errors.of(err)
         return RedlockGrant(out.acquired, out.validity_ms, out.votes, out.token)
 
     def acquire(self, key, owner, lease_ms):
@@ -266,11 +253,9 @@ class Redlock:
 
     def release(self, key, owner):
         """Releases on every server (also those that did not grant it)."""
-        if self._h is None:
-            raise errors.Error("the Redlock is closed")
-        err = N.Error()
-        if N.redlock_unlock(self._h, N.as_cstr(key), N.as_cstr(owner), byref(err)):
-            raise errors.from_code(err.code, err.message.decode(errors="replace"))
+        h, err = self._handle(), N.Error()
+        if N.redlock_unlock(h, N.as_cstr(key), N.as_cstr(owner), byref(err)):
+            raise errors.of(err)
 
     def lock(self, key, lease_ms=30000, owner=None):
         """A RedlockLock for `with`: taken on entry (LockNotAcquired when
