@@ -120,7 +120,7 @@ static RedisModuleCommandArg refund_args[] = {
 static RedisModuleCommandArg key_only_args[] = {KEY_ARG, {0}};
 static RedisModuleCommandArg setstate_args[] = {
     KEY_ARG,
-    {.name = "type", .type = REDISMODULE_ARG_TYPE_STRING},
+    {.name = "type", .type = REDISMODULE_ARG_TYPE_STRING, .flags = REDISMODULE_CMD_ARG_OPTIONAL},
     {.name = "field", .type = REDISMODULE_ARG_TYPE_INTEGER, .flags = REDISMODULE_CMD_ARG_MULTIPLE},
     PXAT_ARG,
     {0}};
@@ -376,7 +376,7 @@ static const command_doc docs[] = {
     {"FG.INSPECT", "Shows the stored state of a rate-limit key", "O(1); O(N) for a slidelog", 2,
      reads_key1, key_only_args},
     {"FG.SETSTATE", "Sets a rate-limit state with absolute times (replication and AOF)",
-     "O(N) in the fields", -4, overwrites_key1, setstate_args},
+     "O(N) in the fields", -3, overwrites_key1, setstate_args},
     {"FG.LOGAPPEND", "Applies one admitted request to a sliding log (replication)",
      "O(1) amortized", -5, updates_key1, logappend_args},
     {"GCRA",

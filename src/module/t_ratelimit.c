@@ -197,11 +197,23 @@ static RedisModuleString *kept(kept_number *k, int64_t v) {
     return k->str;
 }
 
-/* FG.SETSTATE key bucket <tat_ns> PXAT <expire_ms> */
+/* A bucket's key expires when the bucket is full again: at its TAT, unless
+ * AT moved the decision's time (expiry_ms). */
+static int64_t bucket_expiry_ms(int64_t tat_ns) {
+    return fg_us_to_ms_ceil(fg_gcra_expires_at_us(tat_ns));
+}
+
+/* FG.SETSTATE key <tat_ns>, the expiry implied: two arguments where the
+ * long form, FG.SETSTATE key bucket <tat_ns> PXAT <expire_ms>, takes five
+ * (that form remains for a TAT whose expiry AT moved). */
 static void replicate_bucket(RedisModuleCtx *ctx, RedisModuleString *key, int64_t tat_ns,
                              int64_t expire_ms) {
     number_arg tat, ms;
     format_number(&tat, tat_ns);
+    if (expire_ms == bucket_expiry_ms(tat_ns)) {
+        RedisModule_Replicate(ctx, "FG.SETSTATE", "sb", key, tat.str, tat.len);
+        return;
+    }
     format_number(&ms, expire_ms);
     RedisModule_Replicate(ctx, "FG.SETSTATE", "ssbsb", key, word_family[FG_LIMITER_BUCKET],
                           tat.str, tat.len, word_pxat, ms.str, ms.len);
@@ -588,6 +600,9 @@ static int inspect_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
 
 /* ------------------------------------------------- replication commands */
 
+/* The compact bucket form's expiry, implied by its TAT. */
+#define EXPIRES_WHEN_FULL (-2)
+
 /* Splits a trailing "PXAT unix_ms" off the arguments; -1 (no expiry) when
  * absent. */
 static int parse_pxat(RedisModuleCtx *ctx, RedisModuleString **argv, int *argc,
@@ -639,6 +654,7 @@ static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, fg_limiter_
     if (family == FG_LIMITER_BUCKET) {
         int64_t tat;
         if (!parse_integer(ctx, f[0], "tat_ns", 1, INT64_MAX, &tat)) return 0;
+        if (expire_ms == EXPIRES_WHEN_FULL) expire_ms = bucket_expiry_ms(tat);
         store_bucket(key, held, tat, expire_ms);
     } else if (family == FG_LIMITER_FIXED) {
         fg_fixed_state s;
@@ -663,16 +679,22 @@ static int setstate_fields(RedisModuleCtx *ctx, RedisModuleKey *key, fg_limiter_
     return 1;
 }
 
-/* FG.SETSTATE key family field... [PXAT unix_ms] */
+/* FG.SETSTATE key family field... [PXAT unix_ms], or FG.SETSTATE key
+ * <tat_ns>: a bucket that expires when full again, as checks leave it. */
 static int setstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!effect_command_allowed(ctx, argv[0])) return REDISMODULE_OK;
-    int64_t expire_ms;
-    fg_limiter_family family;
-    if (argc < 4) return RedisModule_WrongArity(ctx);
-    if (!parse_pxat(ctx, argv, &argc, &expire_ms)) return REDISMODULE_OK;
-    if (!family_from_name(argv[2], &family))
-        return RedisModule_ReplyWithError(
-            ctx, "ERR unknown state type: use bucket, fixed, sliding or slidelog");
+    int64_t expire_ms = EXPIRES_WHEN_FULL;
+    fg_limiter_family family = FG_LIMITER_BUCKET;
+    RedisModuleString **fields = argv + 2;
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    if (argc > 3) {
+        if (!parse_pxat(ctx, argv, &argc, &expire_ms)) return REDISMODULE_OK;
+        if (argc < 4) return RedisModule_WrongArity(ctx);
+        if (!family_from_name(argv[2], &family))
+            return RedisModule_ReplyWithError(
+                ctx, "ERR unknown state type: use bucket, fixed, sliding or slidelog");
+        fields = argv + 3;
+    }
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     /* A key that is empty or holds any floodgate state may be overwritten. */
     void *value = NULL;
@@ -681,8 +703,8 @@ static int setstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
-    int stored = setstate_fields(ctx, key, family, held == (int)family ? value : NULL, argv + 3,
-                                 argc - 3, expire_ms);
+    int stored = setstate_fields(ctx, key, family, held == (int)family ? value : NULL, fields,
+                                 argc - (int)(fields - argv), expire_ms);
     RedisModule_CloseKey(key);
     if (!stored) return REDISMODULE_OK;
     RedisModule_ReplicateVerbatim(ctx);

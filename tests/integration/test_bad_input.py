@@ -177,6 +177,11 @@ setstate_bad = {
     "bucket-tat-float": SET + ["bucket", "1.5"],
     "bucket-tat-overflow": SET + ["bucket", "9223372036854775808"],
     "bucket-two-fields": SET + ["bucket", str(T1 * 1000), "5"],
+    "compact-tat-0": SET + ["0"],
+    "compact-tat-negative": SET + ["-1"],
+    "compact-tat-float": SET + ["1.5"],
+    "compact-tat-overflow": SET + ["9223372036854775808"],
+    "compact-with-pxat": SET + ["PXAT", str(FUTURE_MS)],
     "fixed-count-0": SET + ["fixed", str(T1), "0"],
     "fixed-count-negative": SET + ["fixed", str(T1), "-1"],
     "fixed-start-negative": SET + ["fixed", "-1", "3"],
@@ -396,6 +401,9 @@ def test_setstate_valid_states_are_accepted(r):
     assert r.execute_command("FG.SETSTATE", "f", "fixed", T1, 3, "PXAT", pxat) in (b"OK", "OK")
     assert r.execute_command("FG.SETSTATE", "s", "sliding", T1, 0, 4, "PXAT", pxat) in (b"OK", "OK")
     assert r.pttl("b") >= 3_600_000 - (time.time_ns() - start) / 10 ** 6 - 1
+    # the compact form: the key expires when the bucket is full again
+    assert r.execute_command("FG.SETSTATE", "c", tat) in (b"OK", "OK")
+    assert r.execute_command("PEXPIRETIME", "c") == -(-tat // 10 ** 6)
     # the bucket state: 30 s ahead at 10 s per unit (capacity 5) = 3 used
     rep = [int(x) for x in r.execute_command("FG.PEEK", "TOKEN", "b", 5, 0.1, "COST", 0)]
     assert rep[2] == 2, rep

@@ -26,7 +26,8 @@ import redis
 
 import rdbpayload
 from harness import RawClient, Server, digest, wait_for, wait_replica_synced
-from topology import aof_command_names, assert_no_crash, wait_aof_rewrite_done
+from topology import (aof_command_names, aof_files, assert_no_crash, read_aof_commands,
+                      wait_aof_rewrite_done)
 
 CONFIG = "floodgate.enable-effect-commands"
 TIMED = "floodgate.explicit-time"
@@ -246,6 +247,48 @@ def test_replica_and_aof_replays_take_the_masters_effects():
         m = master.client(socket_timeout=60)
         assert digest(m) == expected
         assert_no_crash(master)
+
+
+def setstates_in_aof(server):
+    """{key: argv} of the last FG.SETSTATE per key in the server's AOF."""
+    found = {}
+    for f in aof_files(server):
+        if f.endswith(".aof"):
+            for argv in read_aof_commands(f) or []:
+                if argv[0].upper() == b"FG.SETSTATE":
+                    found[argv[1]] = argv
+    return found
+
+
+def test_a_bucket_replicates_its_tat_alone():
+    """Issue 16: an admitted bucket check replicates `FG.SETSTATE key
+    <tat_ns>`, two arguments, the key's expiry implied by the TAT (when the
+    bucket is full again); a check at an explicit time, whose expiry counts
+    from the server's clock instead, sends the long form with PXAT. The
+    AOF replayed holds the same states and expiries."""
+    with Server(["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]) as srv:
+        c = srv.client()
+        c.config_set(TIMED, "yes")
+        c.execute_command("FG.TOKEN", "tb", 10, 1, "COST", 3)
+        c.execute_command("CL.THROTTLE", "cl", 5, 1, 60)
+        c.execute_command("FG.REFUND", "TOKEN", "tb", 10, 1, "COST", 1)
+        c.execute_command("FG.TOKEN", "at", 10, 1, "AT", now_us() - 10 ** 6)
+        keys = [b"tb", b"cl", b"at"]
+        found = wait_for(lambda: set(keys) <= setstates_in_aof(srv).keys() and
+                         setstates_in_aof(srv))
+        for key in (b"tb", b"cl"):
+            argv = found[key]
+            assert len(argv) == 3, argv
+            tat = int(argv[2])
+            assert c.execute_command("PEXPIRETIME", key) == -(-tat // 10 ** 6), argv
+        argv = found[b"at"]
+        assert argv[2] == b"bucket" and argv[4] == b"PXAT", argv
+        assert c.execute_command("PEXPIRETIME", "at") == int(argv[5])
+        expected = digest(c), [c.execute_command("PEXPIRETIME", k) for k in keys]
+        srv.restart()
+        c = srv.client()
+        assert (digest(c), [c.execute_command("PEXPIRETIME", k) for k in keys]) == expected
+        assert_no_crash(srv)
 
 
 def test_explicit_time_is_bounded_by_the_servers_clock(c):
