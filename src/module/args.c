@@ -43,6 +43,17 @@ void format_number(number_arg *a, int64_t v) {
     a->len = (size_t)(end - p);
 }
 
+RedisModuleString *kept_number_of(kept_number *k, int64_t v) {
+    if (k->str == NULL || k->value != v) {
+        number_arg a;
+        format_number(&a, v);
+        if (k->str) RedisModule_FreeString(NULL, k->str);
+        k->str = RedisModule_CreateString(NULL, a.str, a.len);
+        k->value = v;
+    }
+    return k->str;
+}
+
 int reply_error_fmt(RedisModuleCtx *ctx, const char *fmt, ...) {
     char msg[256];
     va_list ap;

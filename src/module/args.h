@@ -56,6 +56,17 @@ typedef struct number_arg {
 
 void format_number(number_arg *a, int64_t v);
 
+/* A number many effects in a row repeat (a window's start, an expiry that
+ * many keys share): the last one replicated is kept as a string, which goes
+ * out by reference ("s"), neither formatted nor copied, while it stays the
+ * same. */
+typedef struct kept_number {
+    int64_t value;
+    RedisModuleString *str;
+} kept_number;
+
+RedisModuleString *kept_number_of(kept_number *k, int64_t v);
+
 int reply_error_fmt(RedisModuleCtx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -215,14 +215,15 @@ static int64_t expiry_ms(int64_t at_us, int64_t clock_skew_us) {
  * value itself, and "PXAT" a string made once. */
 static RedisModuleString *word_pxat;
 
+/* The keys of a policy with a fixed window share its end, their expiry. */
+static kept_number state_expiry;
+
 static void replicate_state(RedisModuleCtx *ctx, RedisModuleString *keyname, const plstat *v,
                             int64_t expire_ms) {
     size_t len;
     const uint8_t *payload = plstat_payload(v, &len);
-    number_arg ms;
-    format_number(&ms, expire_ms);
-    RedisModule_Replicate(ctx, "FG.PLSTATE", "sbsb", keyname, (const char *)payload, len,
-                          word_pxat, ms.str, ms.len);
+    RedisModule_Replicate(ctx, "FG.PLSTATE", "sbss", keyname, (const char *)payload, len,
+                          word_pxat, kept_number_of(&state_expiry, expire_ms));
 }
 
 /* Writes the check's new state (a state already neutral at now_us deletes

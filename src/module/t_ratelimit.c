@@ -177,25 +177,8 @@ static int reply_status_error(RedisModuleCtx *ctx, fg_status st) {
 static RedisModuleString *word_pxat;
 static RedisModuleString *word_family[FG_LIMITER_FAMILIES];
 
-/* The keys of one window share its start and its end, their expiry: the
- * last start and end replicated are kept as strings, which go out by
- * reference, neither formatted nor copied, while they stay the same. */
-typedef struct kept_number {
-    int64_t value;
-    RedisModuleString *str;
-} kept_number;
-static kept_number kept_window_start, kept_window_end;
-
-static RedisModuleString *kept(kept_number *k, int64_t v) {
-    if (k->str == NULL || k->value != v) {
-        number_arg a;
-        format_number(&a, v);
-        if (k->str) RedisModule_FreeString(NULL, k->str);
-        k->str = RedisModule_CreateString(NULL, a.str, a.len);
-        k->value = v;
-    }
-    return k->str;
-}
+/* The keys of one window share its start and its end, their expiry. */
+static kept_number window_start, window_end;
 
 /* A bucket's key expires when the bucket is full again: at its TAT, unless
  * AT moved the decision's time (expiry_ms). */
@@ -225,8 +208,8 @@ static void replicate_fixed(RedisModuleCtx *ctx, RedisModuleString *key, const f
     number_arg count;
     format_number(&count, s->count);
     RedisModule_Replicate(ctx, "FG.SETSTATE", "sssbss", key, word_family[FG_LIMITER_FIXED],
-                          kept(&kept_window_start, s->window_start_us), count.str, count.len,
-                          word_pxat, kept(&kept_window_end, expire_ms));
+                          kept_number_of(&window_start, s->window_start_us), count.str, count.len,
+                          word_pxat, kept_number_of(&window_end, expire_ms));
 }
 
 /* FG.SETSTATE key sliding <window_start_us> <count> <prev_count> PXAT <expire_ms> */
@@ -236,8 +219,8 @@ static void replicate_sliding(RedisModuleCtx *ctx, RedisModuleString *key,
     format_number(&count, s->count);
     format_number(&prev, s->prev_count);
     RedisModule_Replicate(ctx, "FG.SETSTATE", "sssbbss", key, word_family[FG_LIMITER_SLIDING],
-                          kept(&kept_window_start, s->window_start_us), count.str, count.len,
-                          prev.str, prev.len, word_pxat, kept(&kept_window_end, expire_ms));
+                          kept_number_of(&window_start, s->window_start_us), count.str, count.len,
+                          prev.str, prev.len, word_pxat, kept_number_of(&window_end, expire_ms));
 }
 
 /* FG.LOGAPPEND key drop_through_us at_us count PXAT expire_ms */

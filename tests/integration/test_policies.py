@@ -774,6 +774,19 @@ def test_replication():
         assert policies_view(r) == policies_view(m)
         assert digest(r) == digest(m)
         assert r.execute_command("DUMP", "kw") == m.execute_command("DUMP", "kw")
+        # an expiry that keys share (a fixed window's end) goes out as one
+        # kept string: the replica's expiries are the master's, shared or not
+        pset(m, "fx", "LIMIT", "FIXED", 100, 60000)
+        pset(m, "tk", "LIMIT", "TOKEN", 100, 1)
+        keys = []
+        for i in range(6):  # a token key i + 1 s ahead between two window keys
+            for policy, cost in (("fx", 1), ("tk", i + 1), ("fx", 1)):
+                keys.append("exp:%s:%d:%d" % (policy, i, len(keys)))
+                check(m, policy, keys[-1], "COST", cost)
+        wait_replica_synced(m, r)
+        expiries = [m.execute_command("PEXPIRETIME", k) for k in keys]
+        assert len({e for k, e in zip(keys, expiries) if ":tk:" in k}) == 6, expiries
+        assert [r.execute_command("PEXPIRETIME", k) for k in keys] == expiries
         for cmd in (["FG.CHECK", "p", "k1"], ["FG.POLICY", "SET", "x", "LIMIT", "FIXED", 1, 1],
                     ["FG.POLICY", "DENY", "p", "y"]):
             with pytest.raises(redis.exceptions.ReadOnlyError):
