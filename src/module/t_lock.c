@@ -168,24 +168,28 @@ static void create_replication_words(void) {
 }
 
 /* FG.HOLD key kind capacity owner mode count expires_us token */
+/* owner_arg: the client's owner argument when it asked for this hold,
+ * which goes out by reference; NULL makes a copy of the holder's. */
 static void replicate_hold(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_lock_state *s,
-                           const fg_lock_holder *h) {
+                           const fg_lock_holder *h, RedisModuleString *owner_arg) {
     number_arg expires, token;
     format_number(&expires, h->expires_us);
     format_number(&token, (int64_t)h->token);
     RedisModuleString *kind = word_kind[s->kind], *mode = word_mode[h->mode];
+    RedisModuleString *owner =
+        owner_arg ? owner_arg : RedisModule_CreateString(NULL, h->owner, h->owner_len);
     if (s->capacity == 1 && h->count == 1) {
-        RedisModule_Replicate(ctx, "FG.HOLD", "sssbssbb", keyname, kind, word_one, h->owner,
-                              (size_t)h->owner_len, mode, word_one, expires.str, expires.len,
-                              token.str, token.len);
-        return;
+        RedisModule_Replicate(ctx, "FG.HOLD", "ssssssbb", keyname, kind, word_one, owner, mode,
+                              word_one, expires.str, expires.len, token.str, token.len);
+    } else {
+        number_arg capacity, count;
+        format_number(&capacity, s->capacity);
+        format_number(&count, h->count);
+        RedisModule_Replicate(ctx, "FG.HOLD", "ssbssbbb", keyname, kind, capacity.str,
+                              capacity.len, owner, mode, count.str, count.len, expires.str,
+                              expires.len, token.str, token.len);
     }
-    number_arg capacity, count;
-    format_number(&capacity, s->capacity);
-    format_number(&count, h->count);
-    RedisModule_Replicate(ctx, "FG.HOLD", "ssbbsbbb", keyname, kind, capacity.str, capacity.len,
-                          h->owner, (size_t)h->owner_len, mode, count.str, count.len, expires.str,
-                          expires.len, token.str, token.len);
+    if (!owner_arg) RedisModule_FreeString(NULL, owner);
 }
 
 typedef struct prune_ctx {
@@ -224,15 +228,15 @@ static uint64_t take_token(int64_t now_us) {
  * empty), gives the key its expiry and replicates the holder. *s is updated
  * to the stored state. */
 static fg_status store_holder(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname,
-                              fg_lock_state **s, const fg_lock_request *r,
-                              const fg_lock_holder *h) {
+                              fg_lock_state **s, const fg_lock_request *r, const fg_lock_holder *h,
+                              RedisModuleString *owner_arg) {
     if (!*s) {
         *s = lockstate_create();
         RedisModule_ModuleTypeSetValue(key, LockStateType, *s);
     }
     fg_status st = fg_lock_put(*s, r->kind, r->capacity, h, &module_allocator);
     if (st == FG_OK) {
-        replicate_hold(ctx, keyname, *s, fg_lock_find(*s, h->owner, h->owner_len));
+        replicate_hold(ctx, keyname, *s, fg_lock_find(*s, h->owner, h->owner_len), owner_arg);
         key_changed(ctx, keyname, "fg.lock");
     }
     bool emptied = (*s)->len == 0; /* the key goes with its last holder */
@@ -249,8 +253,8 @@ static const fg_lock_state empty_state;
  * when 0. */
 static fg_lock_outcome decide_and_grant(RedisModuleCtx *ctx, RedisModuleKey *key,
                                         RedisModuleString *keyname, fg_lock_state **s,
-                                        const fg_lock_request *r, int64_t now_us,
-                                        fg_lock_decision *d, uint64_t token) {
+                                        const fg_lock_request *r, RedisModuleString *owner_arg,
+                                        int64_t now_us, fg_lock_decision *d, uint64_t token) {
     fg_lock_decide(*s ? *s : &empty_state, r, now_us, d);
     if (d->outcome != FG_LOCK_GRANTED && d->outcome != FG_LOCK_REENTERED) return d->outcome;
     if (d->outcome == FG_LOCK_GRANTED) d->holder.token = token ? token : take_token(now_us);
@@ -259,7 +263,7 @@ static fg_lock_outcome decide_and_grant(RedisModuleCtx *ctx, RedisModuleKey *key
         d->why = ERR_NO_TOKEN;
         return d->outcome;
     }
-    if (store_holder(ctx, key, keyname, s, r, &d->holder) != FG_OK) {
+    if (store_holder(ctx, key, keyname, s, r, &d->holder, owner_arg) != FG_OK) {
         d->outcome = FG_LOCK_NEVER;
         d->why = "ERR out of memory or too many holders";
         return d->outcome;
@@ -301,7 +305,7 @@ static bool serve_single(const fg_wait_serving *r, key_queue *q, waiter *w) {
     fg_lock_request req = w->req;
     req.queued_ahead = false;
     fg_lock_decision d;
-    fg_lock_outcome o = decide_and_grant(ctx, key, q->key, &s, &req, r->now_us, &d, 0);
+    fg_lock_outcome o = decide_and_grant(ctx, key, q->key, &s, &req, NULL, r->now_us, &d, 0);
     RedisModule_CloseKey(key);
     if (o == FG_LOCK_BUSY) return false;
     if (o == FG_LOCK_NEVER)
@@ -337,7 +341,8 @@ static const char *grant_all(RedisModuleCtx *ctx, RedisModuleString *const *name
     granted.queued_ahead = false;
     for (int i = 0; i < n; i++) {
         fg_lock_decision d;
-        decide_and_grant(ctx, keys[i], names[i], &states[i], &granted, now_us, &d, *token);
+        decide_and_grant(ctx, keys[i], names[i], &states[i], &granted, NULL, now_us, &d,
+                         *token);
     }
     return NULL;
 }
@@ -603,8 +608,8 @@ static int parse_lock_options(RedisModuleCtx *ctx, RedisModuleString **argv, int
 /* ========================================================== acquiring */
 
 /* The common path of FG.LOCK and FG.ACQUIRE. */
-static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, fg_lock_request *r,
-                   const wait_option *wo) {
+static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleString *owner_arg,
+                   fg_lock_request *r, const wait_option *wo) {
     int64_t now_us = server_clock_us();
     RedisModuleKey *key;
     fg_lock_state *s;
@@ -622,7 +627,7 @@ static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, fg_lock_requ
     }
     r->queued_ahead = q && fg_wait_busy(&q->waiters);
     fg_lock_decision d;
-    fg_lock_outcome o = decide_and_grant(ctx, key, keyname, &s, r, now_us, &d, 0);
+    fg_lock_outcome o = decide_and_grant(ctx, key, keyname, &s, r, owner_arg, now_us, &d, 0);
     RedisModule_CloseKey(key);
     switch (o) {
     case FG_LOCK_GRANTED:
@@ -649,7 +654,7 @@ static int lock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (!parse_owner(ctx, argv[2], &r) || !parse_lease(ctx, argv[3], &r.lease_us) ||
         !parse_lock_options(ctx, argv + 4, argc - 4, true, &r, &wo))
         return REDISMODULE_OK;
-    return acquire(ctx, argv[1], &r, &wo);
+    return acquire(ctx, argv[1], argv[2], &r, &wo);
 }
 
 /* FG.ACQUIRE key capacity owner permits lease_ms [WAIT timeout_ms] */
@@ -665,7 +670,7 @@ static int acquire_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
         return REDISMODULE_OK;
     if (r.count > r.capacity)
         return RedisModule_ReplyWithError(ctx, FG_ERR_LOCK_PERMITS);
-    return acquire(ctx, argv[1], &r, &wo);
+    return acquire(ctx, argv[1], argv[3], &r, &wo);
 }
 
 /* =========================================================== releasing */
@@ -676,7 +681,7 @@ static void replicate_hold_change(RedisModuleCtx *ctx, RedisModuleString *keynam
                                   fg_lock_state *s, RedisModuleString *owner_arg,
                                   const fg_lock_request *r, int64_t left) {
     if (left > 0)
-        replicate_hold(ctx, keyname, s, fg_lock_find(s, r->owner, r->owner_len));
+        replicate_hold(ctx, keyname, s, fg_lock_find(s, r->owner, r->owner_len), owner_arg);
     else
         RedisModule_Replicate(ctx, "FG.UNHOLD", "ss", keyname, owner_arg);
 }
@@ -738,7 +743,7 @@ static int extend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     bool shortened;
     const fg_lock_holder *held = fg_lock_extend(s, r.owner, r.owner_len, now_us, lease_us, &shortened);
     if (held) {
-        replicate_hold(ctx, argv[1], s, held);
+        replicate_hold(ctx, argv[1], s, held, argv[2]);
         lockstate_settle(key, s);
         key_changed(ctx, argv[1], "fg.extend");
         rearm_waiters(ctx, argv[1], s, now_us);
