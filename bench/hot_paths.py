@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Instructions per command on the hot paths (issue 16): callgrind splits of
 INCR, FG.TOKEN, CL.THROTTLE, FG.FIXED, a two-limit FG.CHECK and an
-uncontended FG.LOCK + FG.UNLOCK pair, next to the floor: the same arguments,
-reply and replication through an empty module command (bench/floor_module.c,
+uncontended FG.LOCK + FG.UNLOCK pair, next to their floors: the same
+arguments, reply and replication through an empty module command, and "with
+its key" the same again plus the key's write as the command does it (a value
+of a module type, the command's own expiry, signal, keyspace event): what
+any module command with the same obligations costs (bench/floor_module.c,
 built by this script into build/bench/, never loaded in production).
 
     /usr/bin/python3 bench/hot_paths.py [--module PATH] [--output FILE]
@@ -13,8 +16,9 @@ server under valgrind --tool=callgrind pinned to CPU 0; per case, one pass over
 pipelined 16 at a time on one connection, callgrind_control -d; serverCron
 left out. Limits are chosen so that no key expires under valgrind's slow
 clock and every measured command is admitted (the cost of a write and its
-replication is what is measured). A lock pair is FG.LOCK then FG.UNLOCK on
-the same key: its figure is per pair, against two INCRs.
+replication is what is measured); the floors with their key are given the
+same arguments, so their keys live as long. A lock pair is FG.LOCK then
+FG.UNLOCK on the same key: its figure is per pair, against two INCRs.
 """
 
 import argparse
@@ -44,12 +48,21 @@ CASES = [
     # the floor: an empty command with the same arguments, reply shape and
     # replicated effect (FLOOR.* in bench/floor_module.c)
     ("floor FG.TOKEN", [["FLOOR.BUCKET", "fb:__rand_int__", "1000000", "1"]]),
-    ("floor FG.TOKEN with its key", [["FLOOR.KEYED", "fk:__rand_int__", "1000000", "1"]]),
     ("floor CL.THROTTLE", [["FLOOR.THROTTLE", "ft:__rand_int__", "100", "1", "3600"]]),
     ("floor FG.FIXED", [["FLOOR.FIXED", "ff:__rand_int__", "100000", "86400000"]]),
     ("floor FG.CHECK p2", [["FLOOR.CHECK", "p2", "fc:__rand_int__"]]),
     ("floor FG.LOCK + FG.UNLOCK", [["FLOOR.LOCK", "fl:__rand_int__", "owner", "30000"],
                                    ["FLOOR.UNLOCK", "fl:__rand_int__", "owner"]]),
+    # the floor with its key: the same plus the key's write (FLOOR.*.KEYED)
+    ("floor FG.TOKEN with its key", [["FLOOR.KEYED", "fk:__rand_int__", "1000000", "1"]]),
+    ("floor CL.THROTTLE with its key",
+     [["FLOOR.THROTTLE.KEYED", "ftk:__rand_int__", "100", "1", "3600"]]),
+    ("floor FG.FIXED with its key",
+     [["FLOOR.FIXED.KEYED", "ffk:__rand_int__", "100000", "86400000"]]),
+    ("floor FG.CHECK p2 with its key", [["FLOOR.CHECK.KEYED", "p2", "fck:__rand_int__"]]),
+    ("floor FG.LOCK + FG.UNLOCK with its key",
+     [["FLOOR.LOCK.KEYED", "flk:__rand_int__", "owner", "30000"],
+      ["FLOOR.UNLOCK.KEYED", "flk:__rand_int__", "owner"]]),
 ]
 POLICY = ["LIMIT", "TOKEN", "100000", "1", "LIMIT", "FIXED", "1000000", "86400000"]
 
@@ -78,7 +91,7 @@ def measure(srv, module_path, name, unit):
         pb.send(srv.r, [c for i in range(pb.CG_KEYS) for c in cmds(i)])
     denied = []
 
-    refused = 1 if unit[0][0] in ("CL.THROTTLE", "FLOOR.THROTTLE") else 0
+    refused = 1 if unit[0][0] in ("CL.THROTTLE", "FLOOR.THROTTLE", "FLOOR.THROTTLE.KEYED") else 0
 
     def check(reply):
         # every measured command must do the write: an admission, a grant
@@ -101,10 +114,15 @@ def measure(srv, module_path, name, unit):
 
 # --throughput: redis-benchmark at pipeline 16 as bench/throughput.py runs
 # it (-c 50 -r 100000 -n 1000000, FLUSHALL before each run, 3 interleaved
-# rounds, server on CPU 0, client on CPU 1), each command beside its floor.
-# The floors touch no key, so a floor lock pair is FLOOR.LOCK and
-# FLOOR.UNLOCK timed apart; the real pair needs one key for both commands
-# and is bench/lock_bench.sh's.
+# rounds, server on CPU 0, client on CPU 1), each command beside its floor
+# and its floor with its key, given the same arguments: the keys live as
+# long as the command's (FG.TOKEN's, 100 ms after each request, expire and
+# are made again all the time; CL.THROTTLE's, FG.FIXED's and FG.CHECK's
+# outlive the run). A floor lock pair is FLOOR.LOCK and FLOOR.UNLOCK timed
+# apart, as they touch no key; the real pair needs one key for both commands
+# and is bench/lock_bench.sh's. There is no keyed floor pair here: on
+# redis-benchmark's random keys FLOOR.UNLOCK.KEYED would mostly find no key
+# to delete and the pair would be cheaper than any real one; callgrind has it.
 TP_CASES = [
     ("INCR", ["INCR", "incr:__rand_int__"]),
     ("FG.TOKEN", ["FG.TOKEN", "tb:__rand_int__", "100", "10"]),
@@ -112,10 +130,14 @@ TP_CASES = [
     ("floor FG.TOKEN with its key", ["FLOOR.KEYED", "fk:__rand_int__", "100", "10"]),
     ("CL.THROTTLE", ["CL.THROTTLE", "cl:__rand_int__", "15", "30", "60"]),
     ("floor CL.THROTTLE", ["FLOOR.THROTTLE", "ft:__rand_int__", "15", "30", "60"]),
+    ("floor CL.THROTTLE with its key",
+     ["FLOOR.THROTTLE.KEYED", "ftk:__rand_int__", "15", "30", "60"]),
     ("FG.FIXED", ["FG.FIXED", "fx:__rand_int__", "100", "60000"]),
     ("floor FG.FIXED", ["FLOOR.FIXED", "ff:__rand_int__", "100", "60000"]),
+    ("floor FG.FIXED with its key", ["FLOOR.FIXED.KEYED", "ffk:__rand_int__", "100", "60000"]),
     ("FG.CHECK p2", ["FG.CHECK", "p2", "c2:__rand_int__"]),
     ("floor FG.CHECK p2", ["FLOOR.CHECK", "p2", "fc:__rand_int__"]),
+    ("floor FG.CHECK p2 with its key", ["FLOOR.CHECK.KEYED", "p2", "fck:__rand_int__"]),
     ("floor FG.LOCK", ["FLOOR.LOCK", "fl:__rand_int__", "owner", "30000"]),
     ("floor FG.UNLOCK", ["FLOOR.UNLOCK", "fl:__rand_int__", "owner"]),
 ]
@@ -140,7 +162,7 @@ def throughput(module, rounds, n):
             rps, _ = pb.run_benchmark(srv.port, n, 16, cmd)
             us = (pb.main_thread_cpu(srv.r) - cpu0) * 1e6 / n
             runs[name].append((rps, us))
-            pb.log("round %d %-20s %10.0f ops/s  %.3f us/command" % (rnd + 1, name, rps, us))
+            pb.log("round %d %-32s %10.0f ops/s  %.3f us/command" % (rnd + 1, name, rps, us))
     srv.stop()
     shutil.rmtree(workdir, True)
     incr = runs["INCR"]
@@ -207,25 +229,32 @@ def main():
         mod = os.path.realpath(FLOOR_SO if name.startswith("floor") else module)
         results[name] = measure(srv, mod, name, unit)
         r = results[name]
-        pb.log("%-28s %7.0f instr/unit  command %7.0f  outside %6.0f  denied %d  %s" % (
+        pb.log("%-38s %7.0f instr/unit  command %7.0f  outside %6.0f  denied %d  %s" % (
             name, r["total"], r["command"], r["outside"], r["denied"],
             {k: round(v) for k, v in r.get("parts", {}).items()}))
     srv.stop()
     incr = results["INCR"]["total"]
-    lines = ["| case | instructions | x INCR (per command) | floor | x floor |",
-             "|---|---:|---:|---:|---:|"]
+    lines = ["| case | instructions | x INCR (per command) | floor | x floor "
+             "| floor with its key | x floor with its key |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+
+    def beside(t, floor):  # a floor's instructions and the command's ratio to it
+        if not floor:
+            return ["", ""]
+        return [pb.fmt(floor["total"]), "%.2f" % (t / floor["total"])]
+
     for name, unit in CASES:
         if name not in results or name.startswith("floor"):
             continue
         t = results[name]["total"]
-        fl = results.get("floor " + name)
-        lines.append("| %s | %s | %.2f | %s | %s |" % (
-            name, pb.fmt(t), incr * len(unit) / t,
-            pb.fmt(fl["total"]) if fl else "", "%.2f" % (t / fl["total"]) if fl else ""))
+        cells = [name, pb.fmt(t), "%.2f" % (incr * len(unit) / t)]
+        cells += beside(t, results.get("floor " + name))
+        cells += beside(t, results.get("floor " + name + " with its key"))
+        lines.append("| %s |" % " | ".join(cells))
     for name, unit in CASES:
         if name.startswith("floor") and name in results:
             t = results[name]["total"]
-            lines.append("| %s | %s | %.2f | | |" % (name, pb.fmt(t), incr * len(unit) / t))
+            lines.append("| %s | %s | %.2f | | | | |" % (name, pb.fmt(t), incr * len(unit) / t))
     text = "\n".join(lines) + "\n"
     print(text)
     if args.output:
