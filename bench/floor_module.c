@@ -43,7 +43,7 @@
 #define PAYLOAD_LEN 64 /* w_payload's length */
 #define DAY_MS      86400000LL
 
-static RedisModuleString *w_bucket, *w_fixed, *w_pxat, *w_lock, *w_exclusive, *w_one, *w_tat,
+static RedisModuleString *w_fixed, *w_pxat, *w_lock, *w_exclusive, *w_one, *w_tat,
     *w_ms, *w_start, *w_count, *w_payload, *w_expires, *w_token;
 static RedisModuleType *tat_type, *fixed_type, *check_type, *lock_type;
 
@@ -215,12 +215,13 @@ static int store_block(RedisModuleCtx *ctx, RedisModuleString *name, RedisModule
 
 /* ----------------------------------------------------------- the floors */
 
-/* FLOOR.BUCKET key capacity rate: FG.TOKEN's reply and FG.SETSTATE bucket. */
+/* FLOOR.BUCKET key capacity rate: FG.TOKEN's reply and a bucket's effect,
+ * FG.SETSTATE key <tat_ns>. */
 static int bucket_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 4) return RedisModule_WrongArity(ctx);
     static const long long r[5] = {1, 1000000, 999983, 0, 17};
     reply_ints(ctx, r, 5);
-    RedisModule_Replicate(ctx, "FG.SETSTATE", "sssss", argv[1], w_bucket, w_tat, w_pxat, w_ms);
+    RedisModule_Replicate(ctx, "FG.SETSTATE", "ss", argv[1], w_tat);
     return REDISMODULE_OK;
 }
 
@@ -237,7 +238,7 @@ static int throttle_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     if (argc != 5) return RedisModule_WrongArity(ctx);
     static const long long r[5] = {0, 101, 84, -1, 17};
     reply_ints(ctx, r, 5);
-    RedisModule_Replicate(ctx, "FG.SETSTATE", "sssss", argv[1], w_bucket, w_tat, w_pxat, w_ms);
+    RedisModule_Replicate(ctx, "FG.SETSTATE", "ss", argv[1], w_tat);
     return REDISMODULE_OK;
 }
 
@@ -365,7 +366,6 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     check_type = create_type(ctx, "floorchk1", check_load, check_save, check_mem_usage, block_free);
     lock_type = create_type(ctx, "floorlck1", lock_load, lock_save, lock_mem_usage, block_free);
     if (!tat_type || !fixed_type || !check_type || !lock_type) return REDISMODULE_ERR;
-    w_bucket = WORD("bucket");
     w_fixed = WORD("fixed");
     w_pxat = WORD("PXAT");
     w_lock = WORD("lock");
