@@ -576,9 +576,9 @@ static void carry_penalty(const fg_policy_state *cur, const fg_policy_penalty *p
  * here). The result is built aside, so out may be cur. */
 bool fg_policy_rescale(const fg_policy_state *cur, const fg_policy_rules *rules, int64_t now_us,
                        fg_policy_state *out) {
-    fg_policy_state carried;
-    memset(&carried, 0, sizeof(carried));
+    fg_policy_state carried; /* written up to nlimits, as it is read */
     carried.nlimits = rules->nlimits;
+    carried.banned_until_us = carried.denials = carried.denials_start_us = 0;
     for (uint32_t i = 0; i < rules->nlimits; i++) {
         const fg_policy_limit_state *old = i < cur->nlimits ? &cur->limits[i] : NULL;
         carry_limit(old, &rules->limits[i], now_us, &carried.limits[i]);
@@ -725,12 +725,13 @@ static bool read_limit(reader *r, fg_policy_limit_state *ls) {
     return true;
 }
 
-/* Reads either version into *s (zeroed first); false when the bytes cannot
+/* Reads either version into *s (written up to its nlimits, as it is read;
+ * a state without penalty integers has them 0); false when the bytes cannot
  * be read as one: a version, a count or an algorithm unknown, or short. A
  * version 2 state that flags penalty integers all 0 is refused, since it
  * would not serialize to the same bytes. */
 static bool read_state(reader *r, fg_policy_state *s) {
-    memset(s, 0, sizeof(*s));
+    s->banned_until_us = s->denials = s->denials_start_us = 0;
     uint8_t version = read_u8(r), count = read_u8(r);
     bool penalty = version == SERIAL_VERSION_V1 || (count & PENALTY_FIELDS);
     if (version == SERIAL_VERSION)

@@ -10,13 +10,15 @@
 
 bool fg_policy_check_lists(fg_policy_eval *c, int64_t now_us, int64_t cost, bool on_deny,
                            bool on_allow) {
-    memset(c, 0, sizeof(*c));
+    /* The states are left as they are: only a check BY_STATE reads them,
+     * after fg_policy_check_state wrote them. */
     c->now_us = now_us;
     c->cost = cost;
-    if (!on_deny && !on_allow) return false;
+    c->rules = NULL;
+    c->rescaled = false;
     c->by = FG_CHECK_BY_LIST;
     c->allowlisted = !on_deny;
-    return true;
+    return on_deny || on_allow;
 }
 
 fg_status fg_policy_check_state(fg_policy_eval *c, const fg_policy_rules *rules,
