@@ -17,7 +17,7 @@ bool fg_policy_check_lists(fg_policy_eval *c, int64_t now_us, int64_t cost, bool
     c->rules = NULL;
     c->rescaled = false;
     c->by = FG_CHECK_BY_LIST;
-    c->allowlisted = !on_deny;
+    c->allowlisted = on_allow && !on_deny;
     return on_deny || on_allow;
 }
 

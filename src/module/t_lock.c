@@ -167,9 +167,9 @@ static void create_replication_words(void) {
     word_one = RedisModule_CreateString(NULL, "1", 1);
 }
 
-/* FG.HOLD key kind capacity owner mode count expires_us token */
-/* owner_arg: the client's owner argument when it asked for this hold,
- * which goes out by reference; NULL makes a copy of the holder's. */
+/* FG.HOLD key kind capacity owner mode count expires_us token. owner_arg:
+ * the client's owner argument when it asked for this hold, which goes out
+ * by reference; NULL makes a copy of the holder's. */
 static void replicate_hold(RedisModuleCtx *ctx, RedisModuleString *keyname, const fg_lock_state *s,
                            const fg_lock_holder *h, RedisModuleString *owner_arg) {
     number_arg expires, token;
