@@ -36,7 +36,7 @@ ROOT = pb.ROOT
 FLOOR_SRC = os.path.join(ROOT, "bench", "floor_module.c")
 FLOOR_SO = os.path.join(ROOT, "build", "bench", "floor_module.so")
 
-# name, commands per unit (a list of argv), stat names, admitted check
+# name, and the commands of one unit (a list of argv)
 CASES = [
     ("INCR", [["INCR", "incr:__rand_int__"]]),
     ("FG.TOKEN", [["FG.TOKEN", "tb:__rand_int__", "1000000", "1"]]),

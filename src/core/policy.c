@@ -603,14 +603,21 @@ static size_t state_words(fg_policy_algorithm a) {
     return is_bucket(a) ? 1 : a == FG_POLICY_FIXED ? 2 : 3;
 }
 
+/* A limit's bytes: its algorithm, two parameters and its state. */
+static size_t limit_bytes(fg_policy_algorithm a) {
+    return 1 + 8 * (2 + state_words(a));
+}
+
+#define PENALTY_BYTES (3 * 8)
+
 static bool has_penalty_fields(const fg_policy_state *s) {
     return s->banned_until_us != 0 || s->denials != 0 || s->denials_start_us != 0;
 }
 
 size_t fg_policy_state_serialized_size(const fg_policy_state *s) {
-    size_t size = 2 + (has_penalty_fields(s) ? 3 * 8 : 0);
+    size_t size = 2 + (has_penalty_fields(s) ? PENALTY_BYTES : 0);
     for (uint32_t i = 0; i < s->nlimits; i++)
-        size += 1 + 8 * (2 + state_words(s->limits[i].limit.algorithm));
+        size += limit_bytes(s->limits[i].limit.algorithm);
     return size;
 }
 
@@ -756,8 +763,8 @@ size_t fg_policy_state_packed_size(const uint8_t *in) {
     uint32_t nlimits = in[1] & (uint8_t)~PENALTY_FIELDS;
     size_t size = 2;
     for (uint32_t i = 0; i < nlimits; i++)
-        size += 1 + 8 * (2 + state_words((fg_policy_algorithm)in[size]));
-    return size + (penalty ? 3 * 8 : 0);
+        size += limit_bytes((fg_policy_algorithm)in[size]);
+    return size + (penalty ? PENALTY_BYTES : 0);
 }
 
 size_t fg_policy_state_unpack(fg_policy_state *s, const uint8_t *in) {

@@ -208,8 +208,11 @@ void fg_uv_merge_registers(uint8_t acc[FG_UV_REGISTERS], const uint8_t regs[FG_U
 /* ------------------------------------------------------------- entries */
 
 static inline int64_t entry_second(const fg_uv *uv, uint32_t e) { return uv->base + (e >> RANK_BITS) - 1; }
+static inline uint32_t entry_on(int64_t base, int64_t sec, unsigned rank) {
+    return (uint32_t)(sec - base + 1) << RANK_BITS | rank;
+}
 static inline uint32_t entry_make(const fg_uv *uv, int64_t sec, unsigned rank) {
-    return (uint32_t)(sec - uv->base + 1) << RANK_BITS | rank;
+    return entry_on(uv->base, sec, rank);
 }
 
 /* The oldest second a window may see. */
@@ -259,6 +262,8 @@ static uint32_t room_for(uint32_t n, uint32_t least) {
 #define SPARSE_MAX ((uint32_t)(FG_UV_REGISTERS / sizeof(uint32_t)))
 #define SPARSE_LEAST 4 /* pairs of a new bucket's room */
 #define PAIR(reg, rank) ((uint32_t)(reg) << 8 | (uint32_t)(rank))
+#define PAIR_REG(w) ((w) >> 8)
+#define PAIR_RANK(w) ((w) & 0xff)
 
 static inline bool bucket_dense(const fg_uv_bucket *b) { return b->pairs == FG_UV_DENSE; }
 static inline uint8_t *dense_regs(fg_uv_bucket *b) { return (uint8_t *)b->data; }
@@ -273,7 +278,7 @@ static uint32_t pair_index(const fg_uv_bucket *b, uint32_t reg) {
     uint32_t lo = 0, hi = b->pairs;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (b->data[mid] >> 8 < reg) lo = mid + 1;
+        if (PAIR_REG(b->data[mid]) < reg) lo = mid + 1;
         else hi = mid;
     }
     return lo;
@@ -282,7 +287,7 @@ static uint32_t pair_index(const fg_uv_bucket *b, uint32_t reg) {
 static unsigned bucket_rank(const fg_uv_bucket *b, uint32_t reg) {
     if (bucket_dense(b)) return dense_regs_of(b)[reg];
     uint32_t i = pair_index(b, reg);
-    return i < b->pairs && b->data[i] >> 8 == reg ? b->data[i] & 0xff : 0;
+    return i < b->pairs && PAIR_REG(b->data[i]) == reg ? PAIR_RANK(b->data[i]) : 0;
 }
 
 /* Raises register reg to rank, in a bucket with room for a new pair. */
@@ -292,7 +297,7 @@ static void bucket_raise(fg_uv_bucket *b, uint32_t reg, unsigned rank) {
         return;
     }
     uint32_t i = pair_index(b, reg);
-    if (i == b->pairs || b->data[i] >> 8 != reg) {
+    if (i == b->pairs || PAIR_REG(b->data[i]) != reg) {
         memmove(b->data + i + 1, b->data + i, (b->pairs - i) * sizeof(uint32_t));
         b->pairs++;
     }
@@ -306,8 +311,8 @@ static void bucket_merge_into(const fg_uv_bucket *b, uint8_t regs[FG_UV_REGISTER
         return;
     }
     for (uint32_t i = 0; i < b->pairs; i++) {
-        uint32_t reg = b->data[i] >> 8;
-        uint8_t rank = (uint8_t)b->data[i];
+        uint32_t reg = PAIR_REG(b->data[i]);
+        uint8_t rank = (uint8_t)PAIR_RANK(b->data[i]);
         if (rank > regs[reg]) regs[reg] = rank;
     }
 }
@@ -342,7 +347,7 @@ static fg_uv_bucket *bucket_grown(const fg_uv_bucket *b, const fg_allocator *a) 
         memcpy(g->data, b->data, b->pairs * sizeof(uint32_t));
         g->pairs = b->pairs;
     } else {
-        for (uint32_t i = 0; i < b->pairs; i++) dense_regs(g)[b->data[i] >> 8] = (uint8_t)b->data[i];
+        for (uint32_t i = 0; i < b->pairs; i++) dense_regs(g)[PAIR_REG(b->data[i])] = (uint8_t)PAIR_RANK(b->data[i]);
     }
     return g;
 }
@@ -359,9 +364,13 @@ static inline uint32_t slot_of(const fg_uv_tier *tier, int64_t b) {
     return (uint32_t)(s < 0 ? s + n : s);
 }
 
-/* Whether bucket b is kept while the newest second is `newest`. */
+/* The oldest bucket kept while the newest second is `newest`. */
+static inline int64_t first_kept(const fg_uv_tier *tier, int64_t newest) {
+    return bucket_of(tier, newest) - (int64_t)tier->count + 1;
+}
+
 static inline bool retained(const fg_uv_tier *tier, int64_t b, int64_t newest) {
-    return tier->count > 0 && b > bucket_of(tier, newest) - (int64_t)tier->count;
+    return tier->count > 0 && b >= first_kept(tier, newest);
 }
 
 /* The room of a tier's array for n buckets: never more than it keeps. */
@@ -423,7 +432,7 @@ static bool plan_tiers(const fg_uv *uv, uint32_t reg, uint8_t rank, int64_t sec,
             plan->block[k] = bucket_new(b, room_for(1, SPARSE_LEAST), false, a);
             if (plan->block[k] == NULL) goto nomem;
             /* the buckets newest leaves behind go first (expire_buckets) */
-            uint32_t gone = held_index(tier, bucket_of(tier, newest) - (int64_t)tier->count + 1);
+            uint32_t gone = held_index(tier, first_kept(tier, newest));
             uint32_t room = array_room(tier, tier->held - gone + 1);
             if (room != tier->room) {
                 plan->array_room[k] = room;
@@ -473,7 +482,7 @@ static void apply_tiers(fg_uv *uv, const tier_plan *plan, uint32_t reg, uint8_t 
 static void expire_buckets(fg_uv *uv, const tier_plan *plan, const fg_allocator *a) {
     for (int k = 0; k < FG_UV_TIERS; k++) {
         fg_uv_tier *tier = &uv->tiers[k];
-        uint32_t gone = held_index(tier, bucket_of(tier, uv->newest) - (int64_t)tier->count + 1);
+        uint32_t gone = held_index(tier, first_kept(tier, uv->newest));
         if (gone == 0) continue;
         for (uint32_t i = 0; i < gone; i++) a->free(tier->bucket[i]);
         memmove(tier->bucket, tier->bucket + gone, (tier->held - gone) * sizeof(fg_uv_bucket *));
@@ -613,8 +622,7 @@ static void rebase(fg_uv *uv, int64_t newest) {
             uint32_t e = (uint32_t)uv->list[i];
             int64_t sec = entry_second(uv, e);
             if (sec < base) continue;
-            uv->list[kept++] = LIST_WORD(LIST_REG(uv->list[i]),
-                                         (uint32_t)(sec - base + 1) << RANK_BITS | (e & RANK_MASK));
+            uv->list[kept++] = LIST_WORD(LIST_REG(uv->list[i]), entry_on(base, sec, e & RANK_MASK));
         }
         uv->entries = kept;
         uv->base = base;
@@ -631,8 +639,7 @@ static void rebase(fg_uv *uv, int64_t newest) {
                 int64_t sec = entry_second(uv, e);
                 rows[s * FG_UV_TILE_REGISTERS + j] = 0;
                 if (sec < base) continue;
-                rows[kept++ * FG_UV_TILE_REGISTERS + j] =
-                    (uint32_t)(sec - base + 1) << RANK_BITS | (e & RANK_MASK);
+                rows[kept++ * FG_UV_TILE_REGISTERS + j] = entry_on(base, sec, e & RANK_MASK);
             }
             uv->entries -= lens[j] - kept;
             lens[j] = (uint8_t)kept;
@@ -1085,9 +1092,9 @@ static bool bucket_storable(const fg_uv *uv, const fg_uv_tier *tier, const fg_uv
     }
     if (bucket->pairs == 0 || bucket->pairs > bucket->room || bucket->room > SPARSE_MAX) return false;
     for (uint32_t i = 0; i < bucket->pairs; i++) {
-        uint32_t reg = bucket->data[i] >> 8, rank = bucket->data[i] & 0xff;
+        uint32_t reg = PAIR_REG(bucket->data[i]), rank = PAIR_RANK(bucket->data[i]);
         if (reg >= FG_UV_REGISTERS || rank < 1 || rank > FG_UV_MAX_RANK ||
-            (i > 0 && bucket->data[i - 1] >> 8 >= reg))
+            (i > 0 && PAIR_REG(bucket->data[i - 1]) >= reg))
             return false;
     }
     return true;
@@ -1190,8 +1197,8 @@ static uint8_t *serialize_bucket(const fg_uv_bucket *bucket, uint8_t *p) {
     p = put_le(p, bucket_nonzero(bucket), 2);
     if (!bucket_dense(bucket)) {
         for (uint32_t i = 0; i < bucket->pairs; i++) {
-            p = put_le(p, bucket->data[i] >> 8, 2);
-            *p++ = (uint8_t)bucket->data[i];
+            p = put_le(p, PAIR_REG(bucket->data[i]), 2);
+            *p++ = (uint8_t)PAIR_RANK(bucket->data[i]);
         }
         return p;
     }

@@ -337,17 +337,15 @@ class Client(N.Owned):
 
     def bf_add(self, key, item):
         """BF.ADD: True when the item was new."""
-        item, b = N.as_bytes(item), self._tls
-        if N.bf_add(self._handle(), N.as_cstr(key), item, len(item), byref(b.flag),
-                    byref(b.err)):
-            raise_error(b.err)
-        return b.flag.value
+        return self._bf_one(N.bf_add, key, item)
 
     def bf_exists(self, key, item):
         """BF.EXISTS: False when the item was certainly never added."""
+        return self._bf_one(N.bf_exists, key, item)
+
+    def _bf_one(self, fn, key, item):
         item, b = N.as_bytes(item), self._tls
-        if N.bf_exists(self._handle(), N.as_cstr(key), item, len(item), byref(b.flag),
-                       byref(b.err)):
+        if fn(self._handle(), N.as_cstr(key), item, len(item), byref(b.flag), byref(b.err)):
             raise_error(b.err)
         return b.flag.value
 
