@@ -257,6 +257,21 @@ typedef struct fg_request {
  * when the batch ran; each request then has its own code. */
 fg_code fg_check_batch(fg_client *client, fg_request *requests, size_t count, fg_error *err);
 
+/* The key of a value a request chose (a header, an argument, an address),
+ * as the nginx module and the middlewares build it: "kind:name:value",
+ * where kind says what holds the state ("limit_req", "limit_conn",
+ * "policy") and name is the zone's or the policy's. The value stands as it
+ * is when each byte is printable ASCII other than '~', '{' and '}', else it
+ * is '~' and the hex of its bytes: so no value names a key of another
+ * kind, name or value, nor picks its cluster slot. Returns the key's
+ * length, and writes it with its NUL when that fits in size bytes
+ * (FG_REQUEST_KEY_ROOM always does); 0, writing nothing, when kind or name
+ * is empty or holds ':', a blank or a byte that is not printable ASCII. */
+#define FG_REQUEST_KEY_ROOM(kind_len, name_len, value_len) \
+    ((kind_len) + (name_len) + 2 * (value_len) + 4)
+size_t fg_request_key(char *out, size_t size, const char *kind, const char *name,
+                      const void *value, size_t len);
+
 /* ------------------------------------------------------------------- locks */
 
 /* Locks, read/write locks, semaphores and multi-key locks (docs/locks.md).

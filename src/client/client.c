@@ -43,6 +43,7 @@
 #include "floodgate.h"
 #include "limit_args.h"
 #include "monotonic.h"
+#include "request_key.h"
 
 struct fg_client {
     fg_options opts;
@@ -259,4 +260,14 @@ fg_code fg_inspect(fg_client *c, const char *key, char *buf, size_t buflen, fg_e
         rc = fg_set_error(err, FG_CODE_INVALID, "fg_inspect: buffer too small");
     if (rc != FG_CODE_OK) buf[0] = '\0';
     return rc;
+}
+
+size_t fg_request_key(char *out, size_t size, const char *kind, const char *name,
+                      const void *value, size_t len) {
+    size_t kind_len = strlen(kind), name_len = strlen(name);
+    if (!fg_request_key_name_ok(kind, kind_len) || !fg_request_key_name_ok(name, name_len))
+        return 0;
+    size_t key_len = fg_request_key_length(kind_len, name_len, value, len);
+    if (key_len < size) fg_request_key_write(out, kind, kind_len, name, name_len, value, len);
+    return key_len;
 }
