@@ -33,6 +33,7 @@ typedef struct {
     ngx_str_t url; /* NUL-terminated */
     ngx_msec_t timeout;
     ngx_flag_t fail_closed;
+    ngx_uint_t fail_log_level; /* floodgate_fail_log_level */
     ngx_array_t zones;      /* fgx_zone_t */
     ngx_array_t conn_zones; /* fgx_conn_zone_t */
     fg_async *client;       /* this worker's */
@@ -82,21 +83,39 @@ ngx_int_t fgx_conn_handler(ngx_http_request_t *r);
 ngx_int_t fgx_conn_status_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
                                    uintptr_t data);
 
+/* A check of r's that Redis did not answer (reason) and fail= decides:
+ * counted, and logged at floodgate_fail_log_level at most once a second.
+ * kind and name: "zone" or "policy" and its name. */
+void fgx_failed(ngx_http_request_t *r, const char *kind, const ngx_str_t *name,
+                const char *reason);
+#define FGX_NO_CLIENT "no client (the worker could not open one: see the log)"
+
 /* Resumes a request suspended for its checks (r->main->count was raised):
  * the phases run again from the handler that suspended it. */
 void fgx_resume(ngx_http_request_t *r);
 
 /* Configuration helpers: names equal; a complex value compiled; a
- * "zone=name" argument (the name cannot hold ':' or blanks). */
+ * "zone=name" argument (a name fgx_key_name_ok takes). */
 ngx_uint_t fgx_same(const ngx_str_t *a, const ngx_str_t *b);
 char *fgx_compile(ngx_conf_t *cf, ngx_str_t *value, ngx_http_complex_value_t *cv);
 char *fgx_zone_name(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name);
 
-/* The Redis key "zone:value" (the value in hex, after '~', when any byte is
- * not printable), NUL-terminated, written at p: at most fgx_key_size
- * bytes; returns the byte after the NUL. */
-size_t fgx_key_size(const ngx_str_t *zone, const ngx_str_t *v);
-u_char *fgx_key_write(u_char *p, const ngx_str_t *zone, const ngx_str_t *v);
+/* Whether a zone's or a policy's name can stand in a key (fgx_key_write):
+ * printable, no ':'. */
+ngx_uint_t fgx_key_name_ok(const ngx_str_t *name);
+
+/* NGX_CONF_OK when no zone has the name yet; conn: for a
+ * floodgate_limit_conn_zone. */
+char *fgx_zone_unique(ngx_conf_t *cf, ngx_command_t *cmd, const ngx_str_t *name,
+                      ngx_uint_t conn);
+
+/* The Redis key of a request's value v: "kind:name:value", kind
+ * "limit_req", "limit_conn" or "policy", name the zone's or the policy's
+ * (NUL-terminated, as nginx's arguments are), the value escaped so that no
+ * request names another's state (fg_request_key). Written with its NUL at
+ * p, which holds fgx_key_size bytes; returns the byte after the NUL. */
+size_t fgx_key_size(const char *kind, const ngx_str_t *name, const ngx_str_t *v);
+u_char *fgx_key_write(u_char *p, const char *kind, const ngx_str_t *name, const ngx_str_t *v);
 
 /* A status of $floodgate_limit_*_status as the variable's value (0: not
  * found). */

@@ -32,6 +32,7 @@ typedef struct {
     ngx_uint_t pending; /* the acquire is in flight */
     ngx_uint_t granted;
     fg_code rc;
+    const ngx_str_t *zone; /* its name, for the log */
     char *owner; /* in key's allocation */
     char key[];
 } fgc_slot_t;
@@ -118,25 +119,25 @@ static void fgc_granted(fg_code rc, const fg_lock_grant *grant, const fg_error *
         return;
     }
     ngx_http_request_t *r = ctx->r;
-    if (rc != FG_CODE_OK)
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "floodgate: %s", err->message);
+    if (rc != FG_CODE_OK) fgx_failed(r, "zone", s->zone, err->message);
     if (--ctx->pending > 0) return;
     ctx->state = FGC_ANSWERED;
     fgx_resume(r);
 }
 
-/* A slot of limit l for r: "zone:key", owner "host:pid:n". */
+/* A slot of limit l for r: "limit_conn:zone:key", owner "host:pid:n". */
 static fgc_slot_t *fgc_slot_new(ngx_http_request_t *r, fgc_ctx_t *ctx, fgx_conn_limit_t *l,
                                 ngx_str_t *v, fgx_main_conf_t *mcf, fgx_loc_conf_t *lcf) {
     size_t ownerlen = ngx_cycle->hostname.len + 2 * NGX_INT64_LEN + 3;
-    fgc_slot_t *s = ngx_calloc(sizeof(*s) + fgx_key_size(&l->zone->name, v) + ownerlen + 1,
+    fgc_slot_t *s = ngx_calloc(sizeof(*s) + fgx_key_size("limit_conn", &l->zone->name, v) + ownerlen + 1,
                                r->connection->log);
     if (s == NULL) return NULL;
-    u_char *p = fgx_key_write((u_char *)s->key, &l->zone->name, v);
+    u_char *p = fgx_key_write((u_char *)s->key, "limit_conn", &l->zone->name, v);
     s->owner = (char *)p;
     p = ngx_sprintf(p, "%V:%P:%ui", &ngx_cycle->hostname, ngx_pid, fgc_requests);
     *p = '\0';
     s->ctx = ctx;
+    s->zone = &l->zone->name;
     s->client = mcf->client;
     s->lease = lcf->conn_lease;
     s->renew.handler = fgc_renew;
@@ -155,16 +156,20 @@ static ngx_int_t fgc_start(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc_
         if (v.len == 0) continue; /* as limit_conn: an empty key is not limited */
         fgc_slot_t *s = fgc_slot_new(r, ctx, &limits[i], &v, mcf, lcf);
         if (s == NULL) return NGX_ERROR;
+        ctx->slots[i] = s;
         fg_error err;
-        if (fg_async_semaphore_acquire(mcf->client, s->key, (int64_t)limits[i].n, s->owner, 1,
-                                       (int64_t)lcf->conn_lease, fgc_granted, s, NULL,
-                                       &err) != FG_CODE_OK) {
-            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "floodgate: %s", err.message);
-            ngx_free(s);
+        s->rc = mcf->client == NULL
+                    ? FG_CODE_IO
+                    : fg_async_semaphore_acquire(mcf->client, s->key, (int64_t)limits[i].n,
+                                                 s->owner, 1, (int64_t)lcf->conn_lease,
+                                                 fgc_granted, s, NULL, &err);
+        if (s->rc != FG_CODE_OK) { /* decided at once by fail= */
+            fgx_failed(r, "zone", s->zone,
+                       mcf->client == NULL ? FGX_NO_CLIENT
+                                           : err.message);
             continue;
         }
         s->pending = 1;
-        ctx->slots[i] = s;
         ctx->pending++;
     }
     if (ctx->pending == 0) {
@@ -216,7 +221,7 @@ ngx_int_t fgx_conn_handler(ngx_http_request_t *r) {
     if (r->main != r) return NGX_DECLINED;
     fgx_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_floodgate_module);
     fgx_main_conf_t *mcf = ngx_http_get_module_main_conf(r, ngx_http_floodgate_module);
-    if (lcf->conn_limits == NULL || mcf->client == NULL) return NGX_DECLINED;
+    if (lcf->conn_limits == NULL) return NGX_DECLINED;
     fgc_ctx_t *ctx = fgc_get_ctx(r);
     if (ctx == NULL) {
         ngx_pool_cleanup_t *cln = ngx_pool_cleanup_add(r->pool, sizeof(fgc_ctx_t));
@@ -256,9 +261,7 @@ char *fgx_conn_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     if (fgx_compile(cf, &value[1], &z.key) != NGX_CONF_OK ||
         fgx_zone_name(cf, &value[2], &z.name) != NGX_CONF_OK)
         return NGX_CONF_ERROR;
-    fgx_conn_zone_t *zones = mcf->conn_zones.elts;
-    for (ngx_uint_t i = 0; i < mcf->conn_zones.nelts; i++)
-        if (fgx_same(&zones[i].name, &z.name)) return "has a duplicate zone";
+    if (fgx_zone_unique(cf, cmd, &z.name, 1) != NGX_CONF_OK) return NGX_CONF_ERROR;
     fgx_conn_zone_t *slot = ngx_array_push(&mcf->conn_zones);
     if (slot == NULL) return NGX_CONF_ERROR;
     *slot = z;

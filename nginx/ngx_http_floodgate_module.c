@@ -35,6 +35,7 @@ typedef struct fgx_ctx_s fgx_ctx_t;
 
 typedef struct {
     fgx_ctx_t *ctx;
+    fgx_limit_t *limit;
     fg_async_call *call;
     ngx_uint_t checked;
     fg_code rc;
@@ -53,6 +54,7 @@ struct fgx_ctx_s {
 static ngx_int_t fgx_init(ngx_conf_t *cf);
 static ngx_int_t fgx_add_variables(ngx_conf_t *cf);
 static void *fgx_create_main_conf(ngx_conf_t *cf);
+static char *fgx_init_main_conf(ngx_conf_t *cf, void *conf);
 static void *fgx_create_loc_conf(ngx_conf_t *cf);
 static char *fgx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
 static char *fgx_server(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
@@ -75,6 +77,9 @@ static ngx_conf_num_bounds_t fgx_status_bounds = {ngx_conf_check_num_bounds, 400
 static ngx_command_t fgx_commands[] = {
     {ngx_string("floodgate_server"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE123, fgx_server,
      NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    {ngx_string("floodgate_fail_log_level"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_enum_slot, NGX_HTTP_MAIN_CONF_OFFSET, offsetof(fgx_main_conf_t, fail_log_level),
+     &fgx_log_levels},
     {ngx_string("floodgate_limit_req_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE3, fgx_zone,
      NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
     {ngx_string("floodgate_limit_req"),
@@ -123,7 +128,7 @@ static ngx_http_module_t fgx_module_ctx = {
     fgx_add_variables,    /* preconfiguration */
     fgx_init,             /* postconfiguration */
     fgx_create_main_conf, /* create main configuration */
-    NULL,                 /* init main configuration */
+    fgx_init_main_conf,   /* init main configuration */
     NULL,                 /* create server configuration */
     NULL,                 /* merge server configuration */
     fgx_create_loc_conf,  /* create location configuration */
@@ -255,20 +260,73 @@ static void fgx_free_timer(void *p) {
 static const fg_loop fgx_loop = {NULL,    fgx_watch,  fgx_want,  fgx_unwatch,
                                  fgx_timer, fgx_arm, fgx_disarm, fgx_free_timer};
 
+/* ============================================ the failure policy's decisions */
+
+/* Every check fail= decides is counted. The first after a quiet second is
+ * logged with its request and its reason; those that follow within the
+ * second are summed up in one line when it ends, so that an outage of
+ * Redis cannot flood the log. The counts are the worker's. */
+#define FGX_FAIL_LOG_MS 1000
+
+static struct {
+    ngx_uint_t total;    /* since the worker started */
+    ngx_uint_t unlogged; /* since the last line */
+    ngx_uint_t logged;   /* a line was written */
+    ngx_msec_t logged_at;
+    ngx_event_t flush;
+} fgx_failures;
+
+static void fgx_failures_flush(ngx_event_t *ev) {
+    fgx_main_conf_t *mcf = ev->data;
+    ngx_log_error(mcf->fail_log_level, ev->log, 0,
+                  "floodgate: fail=%s: %ui more checks taken as %s in %M ms, %ui since the "
+                  "worker started",
+                  mcf->fail_closed ? "closed" : "open", fgx_failures.unlogged,
+                  mcf->fail_closed ? "rejected" : "passed",
+                  (ngx_msec_t)(ngx_current_msec - fgx_failures.logged_at), fgx_failures.total);
+    fgx_failures.unlogged = 0;
+    fgx_failures.logged_at = ngx_current_msec;
+}
+
+void fgx_failed(ngx_http_request_t *r, const char *kind, const ngx_str_t *name,
+                const char *reason) {
+    fgx_main_conf_t *mcf = ngx_http_get_module_main_conf(r, ngx_http_floodgate_module);
+    ngx_msec_t since = ngx_current_msec - fgx_failures.logged_at;
+    fgx_failures.total++;
+    if (fgx_failures.flush.timer_set || (fgx_failures.logged && since < FGX_FAIL_LOG_MS)) {
+        fgx_failures.unlogged++;
+        if (!fgx_failures.flush.timer_set)
+            ngx_add_timer(&fgx_failures.flush, FGX_FAIL_LOG_MS - since);
+        return;
+    }
+    fgx_failures.logged = 1;
+    fgx_failures.logged_at = ngx_current_msec;
+    ngx_log_error(mcf->fail_log_level, r->connection->log, 0,
+                  "floodgate: fail=%s: %s \"%V\" not checked, taken as %s: %s",
+                  mcf->fail_closed ? "closed" : "open", kind, name,
+                  mcf->fail_closed ? "rejected" : "passed", reason);
+}
+
 /* ====================================================== the worker's client */
 
 static ngx_int_t fgx_init_process(ngx_cycle_t *cycle) {
     fgx_main_conf_t *mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_floodgate_module);
-    if (mcf == NULL || mcf->url.len == 0) return NGX_OK;
+    if (mcf == NULL || mcf->url.len == 0) return NGX_OK; /* no limits: fgx_merge_loc_conf */
+    fgx_failures.flush.handler = fgx_failures_flush;
+    fgx_failures.flush.data = mcf;
+    fgx_failures.flush.log = cycle->log;
+    fgx_failures.flush.cancelable = 1; /* a worker that exits does not wait for it */
     fg_options o;
     fg_options_init(&o);
     o.connect_timeout_ms = o.command_timeout_ms = (int)mcf->timeout;
-    o.on_failure = mcf->fail_closed ? FG_ON_FAILURE_CLOSED : FG_ON_FAILURE_OPEN;
+    /* the library answers FG_CODE_IO; fgx_failed decides, counts and logs */
+    o.on_failure = FG_ON_FAILURE_ERROR;
     fg_error err;
     mcf->client = fg_async_open((const char *)mcf->url.data, &o, &fgx_loop, &err);
-    /* Never fail a worker (it would not be respawned): requests pass. */
+    /* Never fail a worker (it would not be respawned): fail= decides. */
     if (mcf->client == NULL)
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "floodgate: %s: limits are off", err.message);
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "floodgate: %s: fail=%s decides every check",
+                      err.message, mcf->fail_closed ? "closed" : "open");
     return NGX_OK;
 }
 
@@ -314,32 +372,21 @@ static fgx_ctx_t *fgx_new_ctx(ngx_http_request_t *r, ngx_uint_t n) {
     return ctx;
 }
 
-/* "zone:key", the key's bytes in hex when any is not printable
- * ($binary_remote_addr): Redis keys here are C strings. */
-size_t fgx_key_size(const ngx_str_t *zone, const ngx_str_t *v) {
-    return zone->len + 2 * v->len + 3;
+size_t fgx_key_size(const char *kind, const ngx_str_t *name, const ngx_str_t *v) {
+    return FG_REQUEST_KEY_ROOM(ngx_strlen(kind), name->len, v->len);
 }
 
-u_char *fgx_key_write(u_char *p, const ngx_str_t *zone, const ngx_str_t *v) {
-    ngx_uint_t printable = 1;
-    for (size_t i = 0; i < v->len; i++)
-        if (v->data[i] <= ' ' || v->data[i] >= 0x7f) printable = 0;
-    p = ngx_cpymem(p, zone->data, zone->len);
-    *p++ = ':';
-    if (printable) {
-        p = ngx_cpymem(p, v->data, v->len);
-    } else {
-        *p++ = '~'; /* apart from any printable key */
-        p = ngx_hex_dump(p, v->data, v->len);
-    }
-    *p++ = '\0';
-    return p;
+u_char *fgx_key_write(u_char *p, const char *kind, const ngx_str_t *name, const ngx_str_t *v) {
+    size_t len = fg_request_key((char *)p, fgx_key_size(kind, name, v), kind,
+                                (const char *)name->data, v->data, v->len);
+    return p + len + 1;
 }
 
-static char *fgx_redis_key(ngx_http_request_t *r, const fgx_zone_t *z, const ngx_str_t *v) {
-    u_char *key = ngx_pnalloc(r->pool, fgx_key_size(&z->name, v));
+static char *fgx_redis_key(ngx_http_request_t *r, const char *kind, const ngx_str_t *name,
+                           const ngx_str_t *v) {
+    u_char *key = ngx_pnalloc(r->pool, fgx_key_size(kind, name, v));
     if (key == NULL) return NULL;
-    fgx_key_write(key, &z->name, v);
+    fgx_key_write(key, kind, name, v);
     return (char *)key;
 }
 
@@ -352,6 +399,14 @@ void fgx_resume(ngx_http_request_t *r) {
     ngx_http_run_posted_requests(c); /* run from Redis's events, not the request's */
 }
 
+static void fgx_limit_failed(ngx_http_request_t *r, fgx_answer_t *a, const char *reason) {
+    fgx_limit_t *l = a->limit;
+    if (l->zone != NULL)
+        fgx_failed(r, "zone", &l->zone->name, reason);
+    else
+        fgx_failed(r, "policy", &l->policy, reason);
+}
+
 static void fgx_answered(fg_code rc, const fg_result *result, const fg_error *err, void *arg) {
     fgx_answer_t *a = arg;
     fgx_ctx_t *ctx = a->ctx;
@@ -359,8 +414,7 @@ static void fgx_answered(fg_code rc, const fg_result *result, const fg_error *er
     a->call = NULL;
     a->rc = rc;
     if (result != NULL) a->result = *result;
-    if (rc != FG_CODE_OK)
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "floodgate: %s", err->message);
+    if (rc != FG_CODE_OK) fgx_limit_failed(r, a, err->message);
     if (--ctx->pending > 0) return;
     ctx->state = FGX_ANSWERED;
     fgx_resume(r);
@@ -371,7 +425,8 @@ static void fgx_policy_answered(fg_code rc, const fg_policy_result *result, cons
     fgx_answered(rc, result != NULL ? &result->result : NULL, err, arg);
 }
 
-/* Sends the check of one limit, or of one policy. */
+/* Sends the check of one limit, or of one policy: NGX_OK; NGX_DONE when it
+ * was decided at once by fail=; NGX_DECLINED for an empty key. */
 static ngx_int_t fgx_send(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_limit_t *l,
                           fgx_answer_t *a) {
     ngx_str_t v;
@@ -380,21 +435,27 @@ static ngx_int_t fgx_send(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_limit
     if (ngx_http_complex_value(r, l->zone != NULL ? &l->zone->key : l->policy_key, &v) != NGX_OK)
         return NGX_ERROR;
     if (v.len == 0) return NGX_DECLINED; /* as limit_req: an empty key is not limited */
+    if (mcf->client == NULL) {
+        a->rc = FG_CODE_IO;
+        fgx_limit_failed(r, a, FGX_NO_CLIENT);
+        return NGX_DONE;
+    }
     if (l->zone != NULL) {
-        char *key = fgx_redis_key(r, l->zone, &v);
+        char *key = fgx_redis_key(r, "limit_req", &l->zone->name, &v);
         if (key == NULL) return NGX_ERROR;
         rc = fg_async_check(mcf->client, key, &l->limit, 1, fgx_answered, a, &a->call, &err);
     } else {
-        u_char *key = ngx_pnalloc(r->pool, v.len + 1);
+        char *key = fgx_redis_key(r, "policy", &l->policy, &v);
         if (key == NULL) return NGX_ERROR;
-        ngx_memcpy(key, v.data, v.len);
-        key[v.len] = '\0';
-        rc = fg_async_policy_check(mcf->client, (const char *)l->policy.data, (const char *)key,
-                                   NULL, 1, fgx_policy_answered, a, &a->call, &err);
+        /* the lists match the value as the key holds it, past "policy:name:" */
+        const char *identity = key + sizeof("policy:") + l->policy.len;
+        rc = fg_async_policy_check(mcf->client, (const char *)l->policy.data, key, identity, 1,
+                                   fgx_policy_answered, a, &a->call, &err);
     }
     if (rc != FG_CODE_OK) {
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "floodgate: %s", err.message);
-        return NGX_DECLINED;
+        a->rc = rc;
+        fgx_limit_failed(r, a, err.message);
+        return NGX_DONE;
     }
     return NGX_OK;
 }
@@ -406,11 +467,12 @@ static ngx_int_t fgx_start(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc_
     for (ngx_uint_t i = 0; i < ctx->n; i++) {
         fgx_answer_t *a = &ctx->answers[i];
         a->ctx = ctx;
+        a->limit = &limits[i];
         ngx_int_t rc = fgx_send(r, mcf, &limits[i], a);
         if (rc == NGX_ERROR) return NGX_ERROR;
         if (rc == NGX_DECLINED) continue;
         a->checked = 1;
-        ctx->pending++;
+        if (rc == NGX_OK) ctx->pending++;
     }
     if (ctx->pending == 0) {
         ctx->state = FGX_ANSWERED;
@@ -553,7 +615,7 @@ static ngx_int_t fgx_handler(ngx_http_request_t *r) {
     if (r->main != r) return NGX_DECLINED;
     fgx_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_floodgate_module);
     fgx_main_conf_t *mcf = ngx_http_get_module_main_conf(r, ngx_http_floodgate_module);
-    if (lcf->limits == NULL || mcf->client == NULL) return NGX_DECLINED;
+    if (lcf->limits == NULL) return NGX_DECLINED;
     fgx_ctx_t *ctx = fgx_get_ctx(r);
     if (ctx == NULL) {
         if ((ctx = fgx_new_ctx(r, lcf->limits->nelts)) == NULL) return NGX_ERROR;
@@ -617,10 +679,17 @@ static void *fgx_create_main_conf(ngx_conf_t *cf) {
     fgx_main_conf_t *mcf = ngx_pcalloc(cf->pool, sizeof(*mcf));
     if (mcf == NULL) return NULL;
     mcf->timeout = 1000;
+    mcf->fail_log_level = NGX_CONF_UNSET_UINT;
     if (ngx_array_init(&mcf->zones, cf->pool, 4, sizeof(fgx_zone_t)) != NGX_OK ||
         ngx_array_init(&mcf->conn_zones, cf->pool, 4, sizeof(fgx_conn_zone_t)) != NGX_OK)
         return NULL;
     return mcf;
+}
+
+static char *fgx_init_main_conf(ngx_conf_t *cf, void *conf) {
+    fgx_main_conf_t *mcf = conf;
+    ngx_conf_init_uint_value(mcf->fail_log_level, NGX_LOG_ERR);
+    return NGX_CONF_OK;
 }
 
 static void *fgx_create_loc_conf(ngx_conf_t *cf) {
@@ -657,12 +726,41 @@ char *fgx_zone_name(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name) {
     }
     name->data = arg->data + 5;
     name->len = arg->len - 5;
-    /* a name, so that "zone:key" keys never run into each other */
-    for (size_t k = 0; k < name->len; k++)
-        if (name->data[k] == ':' || name->data[k] <= ' ') {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid zone name \"%V\"", name);
-            return NGX_CONF_ERROR;
-        }
+    if (!fgx_key_name_ok(name)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid zone name \"%V\"", name);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+ngx_uint_t fgx_key_name_ok(const ngx_str_t *name) {
+    return ngx_strlen(name->data) == name->len &&
+           fg_request_key(NULL, 0, "kind", (const char *)name->data, "", 0) > 0;
+}
+
+/* A zone's name is the zone's alone, across both kinds, in nginx's words
+ * for a name taken twice. */
+char *fgx_zone_unique(ngx_conf_t *cf, ngx_command_t *cmd, const ngx_str_t *name,
+                      ngx_uint_t conn) {
+    fgx_main_conf_t *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_floodgate_module);
+    const ngx_http_complex_value_t *req_key = NULL, *conn_key = NULL;
+    fgx_zone_t *req = mcf->zones.elts;
+    for (ngx_uint_t i = 0; i < mcf->zones.nelts; i++)
+        if (fgx_same(&req[i].name, name)) req_key = &req[i].key;
+    fgx_conn_zone_t *cz = mcf->conn_zones.elts;
+    for (ngx_uint_t i = 0; i < mcf->conn_zones.nelts; i++)
+        if (fgx_same(&cz[i].name, name)) conn_key = &cz[i].key;
+    const ngx_http_complex_value_t *same = conn ? conn_key : req_key;
+    if (same != NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V \"%V\" is already bound to key \"%V\"",
+                           &cmd->name, name, &same->value);
+        return NGX_CONF_ERROR;
+    }
+    if ((conn ? req_key : conn_key) != NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "the zone \"%V\" is already declared for a different use", name);
+        return NGX_CONF_ERROR;
+    }
     return NGX_CONF_OK;
 }
 
@@ -684,7 +782,9 @@ static char *fgx_resolve(ngx_conf_t *cf, fgx_limit_t *l) {
 
 static char *fgx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child) {
     fgx_loc_conf_t *prev = parent, *conf = child;
+    fgx_main_conf_t *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_floodgate_module);
     if (conf->limits == NULL) conf->limits = prev->limits;
+    if (conf->conn_limits == NULL) conf->conn_limits = prev->conn_limits;
     fgx_limit_t *l = conf->limits != NULL ? conf->limits->elts : NULL;
     for (ngx_uint_t i = 0; l != NULL && i < conf->limits->nelts; i++)
         if (l[i].zone == NULL && l[i].policy.len == 0 && fgx_resolve(cf, &l[i]) != NGX_CONF_OK)
@@ -693,8 +793,11 @@ static char *fgx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child) {
     ngx_conf_merge_value(conf->dry_run, prev->dry_run, 0);
     ngx_conf_merge_value(conf->headers, prev->headers, 0);
     ngx_conf_merge_uint_value(conf->log_level, prev->log_level, NGX_LOG_ERR);
-    if (conf->conn_limits == NULL) conf->conn_limits = prev->conn_limits;
     if (fgx_conn_resolve(cf, conf) != NGX_CONF_OK) return NGX_CONF_ERROR;
+    if ((conf->limits != NULL || conf->conn_limits != NULL) && mcf->url.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "no \"floodgate_server\" is defined");
+        return NGX_CONF_ERROR;
+    }
     ngx_conf_merge_uint_value(conf->conn_status_code, prev->conn_status_code,
                               NGX_HTTP_SERVICE_UNAVAILABLE);
     ngx_conf_merge_value(conf->conn_dry_run, prev->conn_dry_run, 0);
@@ -773,9 +876,7 @@ static char *fgx_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
                            &cmd->name);
         return NGX_CONF_ERROR;
     }
-    fgx_zone_t *zones = mcf->zones.elts;
-    for (ngx_uint_t i = 0; i < mcf->zones.nelts; i++)
-        if (fgx_same(&zones[i].name, &z.name)) return "has a duplicate zone";
+    if (fgx_zone_unique(cf, cmd, &z.name, 0) != NGX_CONF_OK) return NGX_CONF_ERROR;
     fgx_zone_t *slot = ngx_array_push(&mcf->zones);
     if (slot == NULL) return NGX_CONF_ERROR;
     *slot = z;
@@ -794,6 +895,10 @@ static char *fgx_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
         return NGX_CONF_ERROR;
     }
     l.policy = value[1]; /* nginx ends every argument with a NUL */
+    if (!fgx_key_name_ok(&l.policy)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid policy name \"%V\"", &l.policy);
+        return NGX_CONF_ERROR;
+    }
     ngx_str_t key = {value[2].len - 4, value[2].data + 4};
     l.policy_key = ngx_pcalloc(cf->pool, sizeof(ngx_http_complex_value_t));
     if (l.policy_key == NULL) return NGX_CONF_ERROR;

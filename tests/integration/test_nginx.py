@@ -174,6 +174,24 @@ def nginxes():
      "invalid parameter \"burst=-1\""),
     ("floodgate_server redis://127.0.0.1:1 timeout=0;", "invalid parameter \"timeout=0\""),
     ("floodgate_limit_req_status 200;", "value must be between 400 and 599"),
+    # a zone's name is one zone's, in nginx's words (its keys are its own
+    # anyway: limit_req:name:... and limit_conn:name:...)
+    ("floodgate_limit_req_zone $remote_addr zone=z rate=1r/s;"
+     "floodgate_limit_conn_zone $remote_addr zone=z;",
+     "the zone \"z\" is already declared for a different use"),
+    ("floodgate_limit_conn_zone $remote_addr zone=z;"
+     "floodgate_limit_req_zone $remote_addr zone=z rate=1r/s;",
+     "the zone \"z\" is already declared for a different use"),
+    ("floodgate_limit_req_zone $remote_addr zone=z rate=1r/s;"
+     "floodgate_limit_req_zone $http_x zone=z rate=2r/s;",
+     "floodgate_limit_req_zone \"z\" is already bound to key \"$remote_addr\""),
+    ("floodgate_limit_conn_zone $remote_addr zone=z;floodgate_limit_conn_zone $http_x zone=z;",
+     "floodgate_limit_conn_zone \"z\" is already bound to key \"$remote_addr\""),
+    ("server { listen 127.0.0.1:PORT; location / { floodgate_policy a:b key=$remote_addr; } }",
+     "invalid policy name \"a:b\""),
+    ("floodgate_limit_req_zone $remote_addr zone=z rate=1r/s;"
+     "server { listen 127.0.0.1:PORT; floodgate_limit_req zone=z; }",
+     "no \"floodgate_server\" is defined"),
 ])
 def test_bad_configurations_are_refused(http, message):
     n = Nginx(http)
@@ -190,8 +208,8 @@ def test_burst_then_rejected_with_the_configured_status(redis_server, nginxes):
     n = nginxes(server_block(redis_server, "floodgate_limit_req zone=z burst=2 nodelay;"
                                            "floodgate_limit_req_status 429;"))
     assert n.statuses(5) == [(200, "PASSED")] * 3 + [(429, "REJECTED")] * 2
-    # The state is Redis's, under "zone:key".
-    assert redis_server.client().exists("z:127.0.0.1") == 1
+    # The state is Redis's, under "limit_req:zone:key".
+    assert redis_server.client().exists("limit_req:z:127.0.0.1") == 1
 
 
 def test_ratelimit_headers_of_the_ietf_draft(redis_server, nginxes):
@@ -304,7 +322,125 @@ def test_reload_keeps_the_limits_and_leaks_nothing(redis_server, nginxes):
     wait_for(lambda: r.info("clients")["connected_clients"] <= 1 + 2, timeout=10)
 
 
+# ------------------------------------------------------- keys from requests
+
+def get_with(n, path, **headers):
+    c = http.client.HTTPConnection("127.0.0.1", n.port, timeout=30)
+    c.request("GET", path, headers={k.replace("_", "-"): v for k, v in headers.items()})
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.status
+
+
+def test_a_request_value_reaches_no_other_state(redis_server, nginxes):
+    """A header names no key outside its policy's or zone's own: not the
+    client's per-address zone (which then answered WRONGTYPE, and fail=open
+    let everything through), not another zone, not the application's lock."""
+    r = redis_server.client(decode_responses=True)
+    r.execute_command("FG.POLICY", "SET", "api", "LIMIT", "TOKEN", 1000, 1)
+    r.execute_command("FG.LOCK", "lock:order:7", "app", 60000)
+    conf = """
+    floodgate_server redis://127.0.0.1:%d fail=open;
+    floodgate_limit_req_zone $binary_remote_addr zone=perip rate=1r/m;
+    floodgate_limit_req_zone $http_x_key zone=other rate=1r/m;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        location /ok {
+            floodgate_policy api key=$http_x_api_key;
+            floodgate_limit_req zone=perip burst=3 nodelay;
+        }
+    }
+""" % redis_server.port
+    n = nginxes(conf)
+    before = set(r.keys("*"))
+    # every key a request could aim at: the per-address zone's own key in
+    # every spelling, another zone's, and the application's lock
+    planted = ["perip:~7f000001", "limit_req:perip:~7f000001", "limit_req:other:x",
+               "lock:order:7", "policy:api:x", "~7f000001"]
+    statuses = [get_with(n, "/ok", X_Api_Key=v) for v in planted]
+    # the per-address limit still holds: burst 3, the rest refused
+    assert statuses == [200] * 4 + [503] * 2, statuses
+    assert r.execute_command("FG.UNLOCK", "lock:order:7", "app") == 0  # the app held it
+    # the policy's state, under its own kind and name, a key per value
+    assert set(r.keys("*")) - before == {"limit_req:perip:~7f000001"} | {
+        "policy:api:" + escaped(v) for v in planted}
+
+
+def escaped(value):
+    """A value as a request key holds it (src/core/request_key.c)."""
+    raw = value.encode()
+    if all(0x20 < b < 0x7f and b not in b"~{}" for b in raw):
+        return value
+    return "~" + raw.hex()
+
+
+def test_the_escape_cannot_be_forged(redis_server, nginxes):
+    """'~' starts a hex key, so a plain value holding it is written in hex
+    too: "~612062" is not the bucket of "a b"."""
+    conf = """
+    floodgate_server redis://127.0.0.1:%d;
+    floodgate_limit_req_zone $http_x_key zone=k rate=1r/m;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        location /ok { floodgate_limit_req zone=k nodelay; }
+    }
+""" % redis_server.port
+    n = nginxes(conf)
+    assert get_with(n, "/ok", X_Key="a b") == 200
+    assert get_with(n, "/ok", X_Key="~612062") == 200  # a bucket of its own
+    assert get_with(n, "/ok", X_Key="{a}b") == 200
+    assert get_with(n, "/ok", X_Key="a b") == 503
+    r = redis_server.client(decode_responses=True)
+    assert sorted(r.keys("limit_req:k:*")) == sorted([
+        "limit_req:k:~612062", "limit_req:k:~7e363132303632", "limit_req:k:~7b617d62"])
+
+
 # ---------------------------------------------------------------- failures
+
+def failure_lines(n):
+    return [l for l in n.log().splitlines() if "floodgate: fail=" in l]
+
+
+def test_every_decision_of_fail_open_is_logged_and_counted_without_flooding(nginxes):
+    """Redis unreachable, fail=open: each check passes; the first is logged
+    with its reason at floodgate_fail_log_level, the others of each second
+    in one line that counts them (each worker counts its own)."""
+    import re
+
+    class Nowhere:
+        port = free_port()
+    conf = server_block(Nowhere, "floodgate_limit_req zone=z nodelay;", extra="fail=open")
+    n = nginxes(conf.replace("floodgate_server", "floodgate_fail_log_level warn;\n"
+                                                   "    floodgate_server", 1))
+    requests = 40
+    start = time.monotonic()
+    assert n.statuses(requests) == [(200, "PASSED")] * requests
+
+    def counted():
+        lines = failure_lines(n)
+        firsts = [l for l in lines if 'zone "z" not checked, taken as passed: ' in l]
+        more = [int(m.group(1)) for l in lines
+                for m in [re.search(r"fail=open: (\d+) more checks taken as passed", l)] if m]
+        return len(firsts) + sum(more) == requests
+    wait_for(counted, timeout=30)  # a summary comes within a second of its first line
+    lines = failure_lines(n)
+    seconds = time.monotonic() - start
+    assert all("[warn]" in l for l in lines), lines
+    # a line and a summary a second at most, per worker, however many requests
+    assert len(lines) <= 2 * 2 * (int(seconds) + 2), (seconds, lines)
+    assert len(lines) < requests, lines
+
+
+def test_fail_closed_is_logged_too(nginxes):
+    class Nowhere:
+        port = free_port()
+    n = nginxes(server_block(Nowhere, "floodgate_limit_req zone=z nodelay;", extra="fail=closed"))
+    assert n.statuses(3) == [(503, "REJECTED")] * 3
+    wait_for(lambda: any("taken as rejected" in l and "[error]" in l for l in failure_lines(n)))
+
 
 @pytest.mark.parametrize("fail, expected", [("fail=open", (200, "PASSED")),
                                             ("fail=closed", (503, "REJECTED"))])
@@ -464,7 +600,7 @@ def test_limit_conn_holds_across_two_servers(redis_server, nginxes, upstream):
     # the request ended: its slot is back (given back without waiting: the
     # key goes once the releases are through)
     wait_for(lambda: b.get("/slow")[0] == 200, timeout=5)
-    wait_for(lambda: redis_server.client().exists("c:127.0.0.1") == 0, timeout=5)
+    wait_for(lambda: redis_server.client().exists("limit_conn:c:127.0.0.1") == 0, timeout=5)
 
 
 def test_limit_conn_slot_comes_back_when_the_client_goes_away(redis_server, nginxes, upstream):
@@ -606,7 +742,7 @@ def test_a_cluster_behind_floodgate_server(nginxes):
         n = nginxes(conf)
         for k in ("a", "b", "c", "d"):
             assert [s for s, _ in n.statuses(3, "/ok?k=" + k)] == [200, 200, 503], k
-        where = holders(cluster, ["z:" + k for k in "abcd"])
+        where = holders(cluster, ["limit_req:z:" + k for k in "abcd"])
         assert all(len(ports) == 1 for ports in where.values()), where
         assert len({ports[0] for ports in where.values()}) > 1  # spread over masters
     finally:
