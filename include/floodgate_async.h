@@ -61,9 +61,12 @@ typedef struct fg_async fg_async;
 fg_async *fg_async_open(const char *url, const fg_options *opts, const fg_loop *loop,
                         fg_error *err);
 
-/* Closes the connection; the calls still waiting are answered first, as
- * lost to I/O (by the failure policy). From the loop's thread, never from
- * inside a callback of this client. */
+/* Closes the connections and frees a. The calls still waiting are
+ * answered first, inside this call, as lost to I/O (by the failure
+ * policy); cancelled calls are not. Those callbacks may cancel calls, and
+ * a call they start is refused (FG_CODE_IO). When it returns, every handle
+ * of a's calls is NULL, so cancelling one does nothing. From the loop's
+ * thread, never from inside a callback of this client. */
 void fg_async_close(fg_async *a);
 
 /* What fg_get_stats counts, for this client. */
@@ -72,9 +75,19 @@ void fg_async_get_stats(fg_async *a, fg_stats *out);
 /* ---------------------------------------------------------------- calls
  *
  * Every call checks its arguments as its synchronous twin does, and is
- * refused at once (its callback never runs) when they are bad. */
+ * refused at once (its callback never runs) when they are bad.
+ *
+ * Handles. A call given `call` (not NULL) sets *call to the call when it
+ * is taken (FG_CODE_OK), to NULL when refused. The client later sets *call
+ * to NULL once, and writes it no more: just before the callback runs, or
+ * when the call is cancelled. So *call is the call exactly while its
+ * callback is due, and fg_async_cancel(*call) is always safe: on a call
+ * answered it is fg_async_cancel(NULL), never a newer call that took the
+ * freed one's memory. Like arg, *call must stay valid, holding that one
+ * call, until then; give NULL for a call never to be cancelled. Only *call
+ * is kept: a copy of it goes stale with the answer. */
 
-/* A call waiting for its answer, as fg_async_cancel takes it. */
+/* A call waiting for its answer, known by its handle (above). */
 typedef struct fg_async_call fg_async_call;
 
 /* The answer of a check or peek: rc and result as fg_check's (result only
@@ -83,11 +96,11 @@ typedef void fg_async_check_cb(fg_code rc, const fg_result *result, const fg_err
                                void *arg);
 
 /* fg_check and fg_peek without waiting. FG_CODE_OK: done(…, arg) will run
- * exactly once, from the loop, never inside this call (a denial the client
- * remembers, or a failure policy's answer, comes at the loop's next turn),
- * unless the call is cancelled; *call (when call is not NULL) is the call
- * until then. Any other code: refused at once, err says why, done never
- * runs. */
+ * exactly once, from the loop (or from fg_async_close), never inside this
+ * call (a denial the client remembers, or a failure policy's answer, comes
+ * at the loop's next turn), unless the call is cancelled; *call is its
+ * handle until then. Any other code: refused at once, err says why, done
+ * never runs. */
 fg_code fg_async_check(fg_async *a, const char *key, const fg_limit *limit, int64_t cost,
                        fg_async_check_cb *done, void *arg, fg_async_call **call,
                        fg_error *err);
@@ -137,8 +150,14 @@ fg_code fg_async_policy_check(fg_async *a, const char *name, const char *key,
                               const char *identity, int64_t cost, fg_async_policy_cb *done,
                               void *arg, fg_async_call **call, fg_error *err);
 
-/* The call's callback will not run (the owner of arg is going away). A
- * command already sent still gets its reply, which is then dropped. */
+/* Cancels *call: its callback will not run (the owner of arg is going
+ * away), and the handle is NULL: the client touches neither arg nor the
+ * handle again, and both may be freed. A command already sent still gets
+ * its reply, which is then dropped. A callback of the client may cancel
+ * any call still waiting, even one whose answer is due in the same turn
+ * of the loop. NULL does nothing: it is what the handle holds once the
+ * call is answered (inside its own callback too), and after
+ * fg_async_close. */
 void fg_async_cancel(fg_async_call *call);
 
 #ifdef __cplusplus

@@ -18,12 +18,19 @@
  *   extend ID KEY OWNER LEASE_MS           "ID ok 0|1"
  *   policy ID NAME KEY [COST]              FG.CHECK: "ID ok ALLOWED REMAINING
  *                                          RETRY DECIDED_BY LIMIT_INDEX"
- *   cancel ID                              the call ID answers nothing
+ *   cancel ID                              fg_async_cancel on the handle of
+ *                                          the call ID, answered or not (also
+ *                                          after close): ID answers nothing
+ *   cancels ID TARGET                      the callback of ID cancels TARGET
+ *                                          (ID itself, an answered call, or one
+ *                                          still waiting), after printing
  *   wait                                   runs the loop until every call
- *                                          answered, printing each answer as
- *                                          "ID ok ..." or "ID err ..." (as
- *                                          driver.c prints them), then "done MS"
- *                                          (how long it waited)
+ *                                          answered (30 s at most, so that a
+ *                                          lost answer fails, not hangs),
+ *                                          printing each answer as "ID ok ..."
+ *                                          or "ID err ..." (as driver.c prints
+ *                                          them), then "done MS" (how long it
+ *                                          waited)
  *   sleep MS                               runs the loop MS ms: "ok"
  *   stats                                  ok DECISIONS ROUND_TRIPS CACHED
  *                                          FAILURES RECONNECTS
@@ -31,6 +38,10 @@
  *
  * ALGO and the answers are limit_text.h's. An answer that came inside a
  * call is a bug, printed as "ID inside".
+ *
+ * Each call's handle is kept in its slot of calls[], as nginx keeps it in
+ * its request: the library sets it to NULL when the call is answered or
+ * cancelled, and a slot is reused, oldest first, only once its call is.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,17 +52,21 @@
 #include "limit_text.h"
 
 #define CALLS_MAX 4096
+#define WAIT_MAX_S 30
 
 typedef struct pending {
     char id[64];
     fg_async_call *call;
     bool waiting;
+    char cancels[64]; /* the call its callback cancels; "" none */
 } pending;
 
 static struct event_base *base;
+static struct event *wait_cap;
 static fg_async *client;
 static pending calls[CALLS_MAX];
-static int ncalls, waiting;
+static unsigned next_call;
+static int waiting;
 static bool in_call;
 
 static double now_ms(void) {
@@ -60,23 +75,47 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Cancels every call named id, answered or not. */
+static void cancel(const char *id) {
+    for (int i = 0; i < CALLS_MAX; i++)
+        if (strcmp(calls[i].id, id) == 0) {
+            fg_async_cancel(calls[i].call);
+            if (calls[i].waiting) waiting--;
+            calls[i].waiting = false;
+        }
+}
+
+static void answered_done(pending *p) {
+    p->waiting = false;
+    waiting--;
+    if (p->cancels[0] != '\0') cancel(p->cancels);
+    if (waiting == 0) event_base_loopbreak(base);
+}
+
 static void answered(fg_code rc, const fg_result *r, const fg_error *err, void *arg) {
     pending *p = arg;
     printf("%s ", p->id);
     if (in_call) printf("inside ");
     print_result(rc, r, err);
-    p->waiting = false;
-    waiting--;
-    if (waiting == 0) event_base_loopbreak(base);
+    answered_done(p);
+}
+
+/* A slot for the call id: the oldest whose call is not waiting. */
+static pending *new_pending(const char *id) {
+    for (int tries = 0; tries < CALLS_MAX; tries++) {
+        pending *p = &calls[next_call++ % CALLS_MAX];
+        if (p->waiting) continue;
+        *p = (pending){0};
+        snprintf(p->id, sizeof(p->id), "%s", id);
+        return p;
+    }
+    printf("%s err driver too many calls\n", id);
+    return NULL;
 }
 
 static void start(const char *id, const char *key, const fg_limit *l, int64_t cost, bool peek) {
-    if (ncalls == CALLS_MAX) {
-        printf("%s err driver too many calls\n", id);
-        return;
-    }
-    pending *p = &calls[ncalls++];
-    snprintf(p->id, sizeof(p->id), "%s", id);
+    pending *p = new_pending(id);
+    if (p == NULL) return;
     fg_error err;
     in_call = true;
     fg_code rc = peek ? fg_async_peek(client, key, l, answered, p, &p->call, &err)
@@ -88,22 +127,6 @@ static void start(const char *id, const char *key, const fg_limit *l, int64_t co
     }
     p->waiting = true;
     waiting++;
-}
-
-static pending *new_pending(const char *id) {
-    if (ncalls == CALLS_MAX) {
-        printf("%s err driver too many calls\n", id);
-        return NULL;
-    }
-    pending *p = &calls[ncalls++];
-    snprintf(p->id, sizeof(p->id), "%s", id);
-    return p;
-}
-
-static void answered_done(pending *p) {
-    p->waiting = false;
-    waiting--;
-    if (waiting == 0) event_base_loopbreak(base);
 }
 
 static void granted(fg_code rc, const fg_lock_grant *g, const fg_error *err, void *arg) {
@@ -220,14 +243,25 @@ static void do_burst(void) {
     }
 }
 
-static void do_cancel(void) {
-    const char *id = strtok(NULL, " \n");
-    for (int i = 0; id != NULL && i < ncalls; i++)
-        if (calls[i].waiting && strcmp(calls[i].id, id) == 0) {
-            fg_async_cancel(calls[i].call);
-            calls[i].waiting = false;
-            waiting--;
-        }
+static void do_cancels(void) {
+    const char *id = strtok(NULL, " \n"), *target = strtok(NULL, " \n");
+    for (int i = 0; id != NULL && target != NULL && i < CALLS_MAX; i++)
+        if (strcmp(calls[i].id, id) == 0)
+            snprintf(calls[i].cancels, sizeof(calls[i].cancels), "%s", target);
+}
+
+static void wait_too_long(evutil_socket_t fd, short what, void *arg) {
+    (void)fd, (void)what, (void)arg;
+    event_base_loopbreak(base);
+}
+
+static void do_wait(void) {
+    double t0 = now_ms();
+    struct timeval cap = {WAIT_MAX_S, 0};
+    evtimer_add(wait_cap, &cap);
+    if (waiting > 0) event_base_dispatch(base);
+    evtimer_del(wait_cap);
+    printf("done %.1f\n", now_ms() - t0);
 }
 
 static void run_for(double ms) {
@@ -244,6 +278,7 @@ int main(int argc, char **argv) {
     fg_options o;
     parse_options(argc, argv, &o);
     base = event_base_new();
+    wait_cap = evtimer_new(base, wait_too_long, NULL);
     fg_loop loop = fg_libevent_loop(base);
     fg_error err;
     client = fg_async_open(argv[1], &o, &loop, &err);
@@ -253,7 +288,10 @@ int main(int argc, char **argv) {
     while (fgets(line, sizeof(line), stdin) != NULL) {
         const char *cmd = strtok(line, " \n");
         if (cmd == NULL) continue;
-        if (client == NULL) {
+        if (strcmp(cmd, "cancel") == 0) {
+            const char *id = strtok(NULL, " \n");
+            if (id != NULL) cancel(id);
+        } else if (client == NULL) {
             printf("err no client\n");
         } else if (strcmp(cmd, "check") == 0 || strcmp(cmd, "peek") == 0) {
             do_start(strcmp(cmd, "peek") == 0);
@@ -264,13 +302,10 @@ int main(int argc, char **argv) {
             do_policy();
         } else if (strcmp(cmd, "burst") == 0) {
             do_burst();
-        } else if (strcmp(cmd, "cancel") == 0) {
-            do_cancel();
+        } else if (strcmp(cmd, "cancels") == 0) {
+            do_cancels();
         } else if (strcmp(cmd, "wait") == 0) {
-            double t0 = now_ms();
-            if (waiting > 0) event_base_dispatch(base);
-            printf("done %.1f\n", now_ms() - t0);
-            ncalls = 0; /* every call answered (or cancelled): the slots are free */
+            do_wait();
         } else if (strcmp(cmd, "sleep") == 0) {
             const char *ms = strtok(NULL, " \n");
             run_for(ms != NULL ? atof(ms) : 0);
@@ -291,6 +326,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     fg_async_close(client);
+    event_free(wait_cap);
     event_base_free(base);
     return 0;
 }

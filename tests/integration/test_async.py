@@ -177,13 +177,63 @@ def test_a_cancelled_call_answers_nothing(server):
     a.close()
 
 
-def test_close_answers_the_calls_waiting(server):
+def test_cancelling_a_call_answered_does_nothing_even_once_its_memory_is_reused(server):
+    """Issue 24: cancel wrote the freed call. The library clears the
+    caller's handle when it answers, so a cancel after the answer is
+    cancel(NULL), and cannot cancel a newer call that took the memory. On
+    glibc, `two` takes the memory of one.7 (7 freed blocks of a size wait
+    in a cache that calloc skips; the 8th is reused); ASan's quarantine
+    reuses nothing, and reports any write to a freed call."""
+    a = AsyncClient(url(server))
+    a.start("burst 8 one k " + SLOW)
+    assert len(a.wait()[0]) == 8
+    cancels = "\n".join("cancel one.%d" % i for i in range(8))
+    a.send(cancels)
+    a.start("check two k " + SLOW)  # the size of each of one's
+    a.send(cancels)
+    answers, _, _ = a.wait()
+    assert list(answers) == ["two"], answers
+    a.close()
+
+
+@pytest.mark.parametrize("answered_by", ["server", "denial_cache"])
+def test_cancelling_from_callbacks(server, answered_by):
+    """A callback cancels itself, the call answered just before it (freed
+    by then), and a call still waiting behind it, which never answers:
+    with replies from the server, and with answers made at the loop's
+    next turn (the denial cache)."""
+    a = AsyncClient(url(server), "cache")
+    limit = "fixed 1 60000"
+    if answered_by == "denial_cache":
+        a.start("burst 2 used k " + limit)
+        a.wait()
+    for ident in ("x", "y", "self", "v", "w"):
+        a.start("check %s k %s" % (ident, limit))
+    a.send("cancels y x")
+    a.send("cancels self self")
+    a.send("cancels v w")
+    answers, order, _ = a.wait()
+    assert order == ["x", "y", "self", "v"], answers
+    assert all(v.endswith(answered_by) for v in answers.values()), answers
+    a.close()
+
+
+def test_close_answers_the_calls_waiting_but_the_cancelled(server):
+    """At close, a waiting call is answered (its callback cancels another,
+    which is not), a cancelled one is not; after close, every handle the
+    client filled is NULL, and cancelling it does nothing."""
     a = AsyncClient(url(server), "policy=closed")
-    a.start("check w k " + SLOW)
+    for ident in ("w", "v", "gone"):
+        a.start("check %s k %s" % (ident, SLOW))
+    a.send("cancel gone")
+    a.send("cancels w v")
     a.send("close")
     line = a.proc.stdout.readline().strip()
     assert line.startswith("w ok 0 ") and line.endswith("failed_closed"), line
     assert a.proc.stdout.readline().strip() == "closed"
+    for ident in ("w", "v", "gone"):
+        a.send("cancel " + ident)
+    assert a.call("stats") == "err no client"
     a.close()
 
 

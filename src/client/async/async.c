@@ -34,6 +34,11 @@
  * denial cache, the failure policy while the server is down) at the
  * loop's next turn, so that no callback ever runs inside the call that
  * made it.
+ *
+ * Handles. The caller's copy of a call (the `call` out-parameter) is set
+ * to NULL as the call is answered or cancelled, before its memory can go:
+ * a handle the caller holds is a live call or NULL, never a freed call nor
+ * a newer one in its memory.
  */
 #include "floodgate_async.h"
 
@@ -67,6 +72,7 @@ typedef struct aconn aconn;
 
 struct fg_async_call {
     fg_async *a;
+    fg_async_call **handle;     /* the caller's copy, while answers are due */
     fg_async_call *prev, *next; /* in its node's sent list, or in a->ready */
     aconn *node;                /* sent: where */
     int64_t deadline_mono;      /* sent: when it counts as lost */
@@ -152,7 +158,15 @@ static void list_remove(call_list *l, fg_async_call *c) {
 
 /* ------------------------------------------------------------- answering */
 
+/* The caller's handle goes NULL, and is not written again. */
+static void forget(fg_async_call *c) {
+    if (c->handle != NULL) *c->handle = NULL;
+    c->handle = NULL;
+}
+
+/* The handle goes first: the callback may start another call into it. */
 static void finish(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    forget(c);
     c->finish(c, reply, why);
     free(c->cmd);
     free(c);
@@ -557,6 +571,11 @@ static void read_map(fg_async *a) {
     if (n->sent.head == c) watch_deadline(n);
 }
 
+/* *call is NULL unless the call is taken: a refused one leaves none. */
+static void no_handle(fg_async_call **out) {
+    if (out != NULL) *out = NULL;
+}
+
 /* A call of a with room for `extra` bytes after it (its key...). */
 static fg_async_call *new_call(fg_async *a, size_t extra, void *arg, fg_async_call **out,
                                fg_error *err) {
@@ -571,12 +590,14 @@ static fg_async_call *new_call(fg_async *a, size_t extra, void *arg, fg_async_ca
     }
     c->a = a;
     c->arg = arg;
+    c->handle = out;
     if (out != NULL) *out = c;
     return c;
 }
 
 static fg_code start(fg_async *a, const char *key, const fg_limit *l, int64_t cost, bool peek,
                      fg_async_check_cb *done, void *arg, fg_async_call **out, fg_error *err) {
+    no_handle(out);
     if (a == NULL || key == NULL || l == NULL || done == NULL)
         return fg_set_error(err, FG_CODE_INVALID,
                             "a client, a key, a limit and a callback are required");
@@ -641,6 +662,7 @@ fg_code fg_async_semaphore_acquire(fg_async *a, const char *key, int64_t capacit
                                    const char *owner, int64_t permits, int64_t lease_ms,
                                    fg_async_grant_cb *done, void *arg, fg_async_call **call,
                                    fg_error *err) {
+    no_handle(call);
     fg_lock_options o;
     fg_lock_options_init(&o);
     o.lease_ms = lease_ms;
@@ -674,6 +696,7 @@ fg_code fg_async_semaphore_release(fg_async *a, const char *key, const char *own
 fg_code fg_async_extend(fg_async *a, const char *key, const char *owner, int64_t lease_ms,
                         fg_async_count_cb *done, void *arg, fg_async_call **call,
                         fg_error *err) {
+    no_handle(call);
     fg_code rc = lock_call_given(a, key, owner, done != NULL, err);
     if (rc == FG_CODE_OK) rc = fg_lock_check_extend(owner, lease_ms, err);
     if (rc != FG_CODE_OK) return rc;
@@ -689,6 +712,7 @@ fg_code fg_async_extend(fg_async *a, const char *key, const char *owner, int64_t
 fg_code fg_async_policy_check(fg_async *a, const char *name, const char *key,
                               const char *identity, int64_t cost, fg_async_policy_cb *done,
                               void *arg, fg_async_call **call, fg_error *err) {
+    no_handle(call);
     if (a == NULL || name == NULL || key == NULL || done == NULL)
         return fg_set_error(err, FG_CODE_INVALID,
                             "a client, a policy name, a key and a callback are required");
@@ -707,7 +731,9 @@ fg_code fg_async_policy_check(fg_async *a, const char *name, const char *key,
 }
 
 void fg_async_cancel(fg_async_call *call) {
-    if (call != NULL) call->cancelled = true;
+    if (call == NULL) return;
+    call->cancelled = true;
+    forget(call);
 }
 
 /* ------------------------------------------------------------ the client */
