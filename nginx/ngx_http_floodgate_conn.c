@@ -71,7 +71,6 @@ static void fgc_slot_free(fgc_slot_t *s) {
 
 static void fgc_renewed(fg_code rc, int64_t extended, const fg_error *err, void *arg) {
     fgc_slot_t *s = arg;
-    s->extend = NULL;
     if (rc != FG_CODE_OK || !extended)
         ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
                       "floodgate: the slot of \"%s\" was not renewed: %s", s->key,

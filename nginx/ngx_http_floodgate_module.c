@@ -342,8 +342,9 @@ static void fgx_exit_process(ngx_cycle_t *cycle) {
  * internal redirect zeroes the module contexts (the realip module's way). */
 static void fgx_cleanup(void *data) {
     fgx_ctx_t *ctx = data;
-    for (ngx_uint_t i = 0; ctx->state == FGX_WAITING && i < ctx->n; i++)
-        fg_async_cancel(ctx->answers[i].call);
+    /* whatever the state: a start that failed half way has calls in flight,
+     * and an answered call's handle is NULL already */
+    for (ngx_uint_t i = 0; i < ctx->n; i++) fg_async_cancel(ctx->answers[i].call);
 }
 
 static fgx_ctx_t *fgx_get_ctx(ngx_http_request_t *r) {
@@ -411,7 +412,6 @@ static void fgx_answered(fg_code rc, const fg_result *result, const fg_error *er
     fgx_answer_t *a = arg;
     fgx_ctx_t *ctx = a->ctx;
     ngx_http_request_t *r = ctx->r;
-    a->call = NULL;
     a->rc = rc;
     if (result != NULL) a->result = *result;
     if (rc != FG_CODE_OK) fgx_limit_failed(r, a, err->message);
