@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(gcc make clang libclang-rt-14-dev pkg-config redis-server redis-tools python3 python3-pytest
           python3-redis libcmocka-dev libhiredis-dev libconfig-dev libxxhash-dev libevent-dev nginx nginx-dev wrk curl gnuplot-nox
-          util-linux)
+          util-linux iproute2)
 
 missing=()
 for p in "${packages[@]}"; do
