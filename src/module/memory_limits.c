@@ -28,7 +28,7 @@
  *     EXACT_CHECK_FROM only has to find the server under maxmemory
  *     (RedisModule_GetUsedMemoryRatio, nanoseconds): it may end at most
  *     that far past it, as any Redis command may, and the next command
- *     finds the server over maxmemory (deny-oom).
+ *     finds the server over maxmemory (deny-oom, or memory_full).
  *
  * While the server loads (an RDB or AOF file, a replica's full sync) and on
  * a replica, only the machine bounds: a dataset that exists is loaded as it
@@ -37,6 +37,16 @@
  * the ceiling thus loads; RESTORE, which a client sends, is bounded.
  *
  * Cost: paid when a structure allocates, never per operation on it.
+ *
+ * Full memory. Redis refuses a deny-oom command whole while used memory is
+ * past maxmemory, so a command flagged so fails also where it would only
+ * keep or free memory: a lease renewed, a state rewritten in place. Such
+ * commands carry no deny-oom and ask memory_full before they grow (a new
+ * key, holder, waiter or larger value), answering Redis's own OOM error
+ * (docs/security.md "When memory is full"). It reads the context flags'
+ * OOM, which is Redis's own test, only once the ratio (nanoseconds) is at
+ * 1 or more. Under an evicting policy Redis has evicted before the command;
+ * while its eviction is still catching up, memory_full already refuses.
  *
  * Zeroed arrays come from the allocator's calloc, which takes fresh pages
  * (already zero, committed only when touched) for large requests: a 1 GB
@@ -133,6 +143,16 @@ const char *memory_refusal(uint64_t held, uint64_t more) {
         return refusal;
     }
     return NULL;
+}
+
+bool memory_full(void) {
+    /* A float ratio below 1 means used memory is within maxmemory (or there
+     * is no maxmemory): a correctly rounded used / max is 1 or more whenever
+     * used >= max. */
+    if (RedisModule_GetUsedMemoryRatio() < 1) return false;
+    int flags = RedisModule_GetContextFlags(NULL);
+    return (flags & REDISMODULE_CTX_FLAGS_OOM) && (flags & REDISMODULE_CTX_FLAGS_MASTER) &&
+           !(flags & REDISMODULE_CTX_FLAGS_LOADING);
 }
 
 void *memory_zeroed(size_t nmemb, size_t size) {

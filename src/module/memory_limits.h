@@ -1,11 +1,13 @@
 /*
  * memory_limits.h - the bounds that memory a client asks for passes before
  * it is allocated: the machine's memory, floodgate.max-structure-size per
- * structure, and maxmemory (see memory_limits.c).
+ * structure, and maxmemory (see memory_limits.c); and whether memory is
+ * full for the commands that grow it only in some cases.
  */
 #ifndef FG_MEMORY_LIMITS_H
 #define FG_MEMORY_LIMITS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +25,17 @@ uint64_t memory_max_structure_size(void);
  * machine's memory bounds: what exists is loaded, what a master did is
  * applied. */
 const char *memory_refusal(uint64_t held, uint64_t more);
+
+/* What Redis answers a deny-oom command while used memory is past
+ * maxmemory. */
+#define MEMORY_FULL_ERR "OOM command not allowed when used memory > 'maxmemory'."
+
+/* Whether a command must not grow memory now: a master past maxmemory, as
+ * Redis finds it before a deny-oom command. False while the server loads
+ * and on a replica, as memory_refusal. A command that grows memory only in
+ * some cases is not deny-oom: it asks this before growing and answers
+ * MEMORY_FULL_ERR, so that what keeps or frees memory still works. */
+bool memory_full(void);
 
 /* nmemb x size zeroed bytes counted as the server's, or NULL. From the
  * allocator's fresh pages, never zeroed by hand: TryCalloc where the server

@@ -93,6 +93,11 @@ static void set_value(RedisModuleKey *key, plstat *v, int64_t expire_ms) {
     RedisModule_SetAbsExpire(key, expire_ms);
 }
 
+bool plstat_store_grows(const plstat *held, const fg_policy_state *s) {
+    return !held ||
+           fg_policy_state_serialized_size(s) > fg_policy_state_packed_size(state_of(held));
+}
+
 const plstat *plstat_store(RedisModuleKey *key, plstat *held, const char *name, size_t name_len,
                            const fg_policy_state *s, int64_t expire_ms) {
     if (held && fg_policy_state_packed_size(state_of(held)) == fg_policy_state_serialized_size(s)) {

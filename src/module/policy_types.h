@@ -35,6 +35,10 @@ const char *plstat_policy(const plstat *v, size_t *len);
 const plstat *plstat_store(RedisModuleKey *key, plstat *held, const char *name, size_t name_len,
                            const fg_policy_state *s, int64_t expire_ms);
 
+/* Whether storing s where `held` is (NULL: an empty key) takes more memory
+ * than held does. */
+bool plstat_store_grows(const plstat *held, const fg_policy_state *s);
+
 /* The payload of a stored state, which is the value itself: a version
  * byte, the name's length and bytes, then the core's serialized state. */
 const uint8_t *plstat_payload(const plstat *v, size_t *len);

@@ -55,6 +55,7 @@
 #include "effects.h"
 #include "key_queues.h"
 #include "lock_types.h"
+#include "memory_limits.h"
 #include "write_pause.h"
 
 #define MAX_MLOCK_KEYS 64
@@ -249,13 +250,22 @@ static fg_status store_holder(RedisModuleCtx *ctx, RedisModuleKey *key, RedisMod
 
 static const fg_lock_state empty_state;
 
-/* Decides and, when granted, stores: a grant takes `token`, or the next one
- * when 0. */
-static fg_lock_outcome decide_and_grant(RedisModuleCtx *ctx, RedisModuleKey *key,
-                                        RedisModuleString *keyname, fg_lock_state **s,
-                                        const fg_lock_request *r, RedisModuleString *owner_arg,
-                                        int64_t now_us, fg_lock_decision *d, uint64_t token) {
-    fg_lock_decide(*s ? *s : &empty_state, r, now_us, d);
+/* A client's request that adds a holder or a waiter grows memory: refused
+ * when memory is full, as Redis refuses a deny-oom command. A re-entry,
+ * more permits for a holder and a busy answer keep memory and go on. A
+ * waiter granted by a release or a timer is never refused: its wait held
+ * the memory its hold takes. */
+static bool refused_when_full(const fg_lock_decision *d, bool waits) {
+    return (d->outcome == FG_LOCK_GRANTED || (d->outcome == FG_LOCK_BUSY && waits)) &&
+           memory_full();
+}
+
+/* Stores a decision that grants or re-enters: a grant takes `token`, or the
+ * next one when 0. */
+static fg_lock_outcome grant_decided(RedisModuleCtx *ctx, RedisModuleKey *key,
+                                     RedisModuleString *keyname, fg_lock_state **s,
+                                     const fg_lock_request *r, RedisModuleString *owner_arg,
+                                     int64_t now_us, fg_lock_decision *d, uint64_t token) {
     if (d->outcome != FG_LOCK_GRANTED && d->outcome != FG_LOCK_REENTERED) return d->outcome;
     if (d->outcome == FG_LOCK_GRANTED) d->holder.token = token ? token : take_token(now_us);
     if (d->outcome == FG_LOCK_GRANTED && d->holder.token == 0) {
@@ -270,6 +280,15 @@ static fg_lock_outcome decide_and_grant(RedisModuleCtx *ctx, RedisModuleKey *key
     }
     stat_grants++;
     return d->outcome;
+}
+
+/* Decides and, when granted, stores (as grant_decided). */
+static fg_lock_outcome decide_and_grant(RedisModuleCtx *ctx, RedisModuleKey *key,
+                                        RedisModuleString *keyname, fg_lock_state **s,
+                                        const fg_lock_request *r, RedisModuleString *owner_arg,
+                                        int64_t now_us, fg_lock_decision *d, uint64_t token) {
+    fg_lock_decide(*s ? *s : &empty_state, r, now_us, d);
+    return grant_decided(ctx, key, keyname, s, r, owner_arg, now_us, d, token);
 }
 
 typedef enum key_status { KEY_OK, KEY_WRONGTYPE } key_status;
@@ -626,8 +645,14 @@ static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleS
         q = queue_find(dbid, keyname);
     }
     r->queued_ahead = q && fg_wait_busy(&q->waiters);
+    bool waits = wo->wait && client_can_block(ctx);
     fg_lock_decision d;
-    fg_lock_outcome o = decide_and_grant(ctx, key, keyname, &s, r, owner_arg, now_us, &d, 0);
+    fg_lock_decide(s ? s : &empty_state, r, now_us, &d);
+    if (refused_when_full(&d, waits)) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
+    }
+    fg_lock_outcome o = grant_decided(ctx, key, keyname, &s, r, owner_arg, now_us, &d, 0);
     RedisModule_CloseKey(key);
     switch (o) {
     case FG_LOCK_GRANTED:
@@ -638,7 +663,7 @@ static int acquire(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleS
     case FG_LOCK_NEVER: return RedisModule_ReplyWithError(ctx, d.why);
     case FG_LOCK_BUSY: break;
     }
-    if (wo->wait && client_can_block(ctx)) {
+    if (waits) {
         enqueue(ctx, r, &keyname, 1, wo->timeout_ms, now_us);
         return REDISMODULE_OK;
     }
@@ -871,9 +896,12 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     }
     fg_lock_decision d;
     fg_lock_decide_all((const fg_lock_state *const *)states, queued, (size_t)n, &r, now_us, &d);
+    bool waits = wo.wait && client_can_block(ctx);
     uint64_t token = 0;
     const char *error = d.outcome == FG_LOCK_NEVER ? d.why : NULL;
-    if (d.outcome == FG_LOCK_GRANTED)
+    if (refused_when_full(&d, waits))
+        error = MEMORY_FULL_ERR;
+    else if (d.outcome == FG_LOCK_GRANTED)
         error = grant_all(ctx, keys, n, opened, states, &r, now_us, &token);
     for (int i = 0; i < n; i++)
         RedisModule_CloseKey(opened[i]);
@@ -881,7 +909,7 @@ static int mlock_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     if (error) return RedisModule_ReplyWithError(ctx, error);
     if (all_free) {
         reply_grant(ctx, 1, (long long)token, fg_lock_ttl_ms(now_us + r.lease_us, now_us), n);
-    } else if (wo.wait && client_can_block(ctx)) {
+    } else if (waits) {
         enqueue(ctx, &r, keys, n, wo.timeout_ms, now_us);
     } else {
         reply_grant(ctx, 0, 0, fg_lock_ttl_ms(d.busy_until_us, now_us), 0);
@@ -1020,7 +1048,14 @@ static int fenced_write(RedisModuleCtx *ctx, RedisModuleString **argv, const cha
     if (!parse_token(ctx, argv[2], &token) || !open_fenced(ctx, argv[1], &key, &v))
         return REDISMODULE_OK;
     bool current = !v || token >= v->token;
-    if (current && (!v || token > v->token || equal_writes)) {
+    bool writes = current && (!v || token > v->token || equal_writes);
+    /* A new key or a longer value grows memory; a token, or a value no
+     * longer than the one held, is written in its place. */
+    if (writes && (!v || (value && (!v->value || len > v->value_len))) && memory_full()) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
+    }
+    if (writes) {
         fenced_store(key, token, value, len);
         RedisModule_ReplicateVerbatim(ctx);
         key_changed(ctx, argv[1], event);
@@ -1052,7 +1087,12 @@ static int fget_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if ((argc == 3 && !parse_token(ctx, argv[2], &token)) || !open_fenced(ctx, argv[1], &key, &v))
         return REDISMODULE_OK;
     bool current = !v || token >= v->token || argc == 2;
-    if (argc == 3 && current && (!v || token > v->token)) {
+    bool records = argc == 3 && current && (!v || token > v->token);
+    if (records && !v && memory_full()) { /* a token for a new key */
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
+    }
+    if (records) {
         fenced_store(key, token, NULL, 0);
         fenced_lookup(key, &v);
         RedisModule_Replicate(ctx, "FG.FENCE", "ss", argv[1], argv[2]);
@@ -1092,6 +1132,11 @@ static int hold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     fg_lock_state *s;
     if (open_lock_key(ctx, argv[1], 0, &key, &s) == KEY_WRONGTYPE)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    /* A client's new holder grows memory; one replacing the owner's keeps it. */
+    if ((!s || !fg_lock_find(s, r.owner, r.owner_len)) && memory_full()) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
+    }
     bool created = !s;
     if (created) s = lockstate_create();
     fg_lock_holder h = {(char *)r.owner, (uint32_t)r.owner_len, (uint8_t)mode, count, expires_us,
@@ -1138,19 +1183,19 @@ static int unhold_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
 
 /* The family's commands (families.c checks their names, then creates them). */
 const command_spec lock_commands[] = {
-    {"FG.LOCK", lock_command, "write deny-oom fast", 1, 1},
+    {"FG.LOCK", lock_command, "write fast", 1, 1},
     {"FG.UNLOCK", unlock_command, "write fast", 1, 1},
-    {"FG.ACQUIRE", acquire_command, "write deny-oom fast", 1, 1},
+    {"FG.ACQUIRE", acquire_command, "write fast", 1, 1},
     {"FG.RELEASE", release_command, "write fast", 1, 1},
-    {"FG.MLOCK", mlock_command, "write deny-oom getkeys-api", 0, 0},
+    {"FG.MLOCK", mlock_command, "write getkeys-api", 0, 0},
     {"FG.MUNLOCK", munlock_command, "write getkeys-api", 0, 0},
-    {"FG.EXTEND", extend_command, "write deny-oom fast", 1, 1},
+    {"FG.EXTEND", extend_command, "write fast", 1, 1},
     {"FG.FORCEUNLOCK", forceunlock_command, "write", 1, 1},
     {"FG.LOCKINFO", lockinfo_command, "readonly", 1, 1},
-    {"FG.FENCE", fence_command, "write deny-oom fast", 1, 1},
-    {"FG.FSET", fset_command, "write deny-oom fast", 1, 1},
-    {"FG.FGET", fget_command, "write deny-oom fast", 1, 1},
-    {"FG.HOLD", hold_command, "write deny-oom", 1, 1},
+    {"FG.FENCE", fence_command, "write fast", 1, 1},
+    {"FG.FSET", fset_command, "write fast", 1, 1},
+    {"FG.FGET", fget_command, "write fast", 1, 1},
+    {"FG.HOLD", hold_command, "write", 1, 1},
     {"FG.UNHOLD", unhold_command, "write", 1, 1},
     {0},
 };

@@ -63,6 +63,7 @@
 #include "effects.h"
 #include "key_queues.h"
 #include "limiter_types.h"
+#include "memory_limits.h"
 #include "policy_registry.h"
 #include "policy_types.h"
 #include "write_pause.h"
@@ -240,6 +241,15 @@ static bool store(RedisModuleCtx *ctx, const request *r, evaluation *ev, int64_t
                                    ev->p->name_len, &ev->c.next, expire_ms);
     replicate_state(ctx, r->key, v, expire_ms);
     return true;
+}
+
+/* Whether settling ev stores a state in more memory than its key held: a
+ * state for a key without one, or a larger one. Deleting a state, or
+ * rewriting it in place, keeps or frees memory. */
+static bool settle_grows(const evaluation *ev, int64_t now_us) {
+    return !ev->failed && fg_policy_check_writes(&ev->c) &&
+           fg_policy_check_neutral_at(&ev->c) > now_us &&
+           plstat_store_grows(ev->existed ? ev->held : NULL, &ev->c.next);
 }
 
 /* Makes an evaluation the final answer: its state is stored if it changed,
@@ -536,7 +546,16 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     evaluation ev;
     evaluate(ctx, &r, now_us, &ev);
     int64_t first_try_us;
-    if (may_wait && should_wait(&ev, q && fg_wait_busy(&q->waiters), o.wait_ms, &first_try_us)) {
+    bool waits =
+        may_wait && should_wait(&ev, q && fg_wait_busy(&q->waiters), o.wait_ms, &first_try_us);
+    /* A waiter, or a state that grows, is refused when memory is full, as
+     * Redis refuses a deny-oom command; a timer's settling never is. The
+     * memory first: it costs less than weighing the state. */
+    if (memory_full() && (waits || settle_grows(&ev, now_us))) {
+        discard(&ev);
+        return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
+    }
+    if (waits) {
         ev.p->counters.waited++;
         discard(&ev);
         enqueue(ctx, &r, o.id, o.wait_ms, now_us, first_try_us);
@@ -563,12 +582,19 @@ static int plstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     }
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     plstat *v;
-    if (plstat_lookup_key(key, &v) == PLSTAT_WRONGTYPE) {
+    plstat_lookup found = plstat_lookup_key(key, &v);
+    if (found == PLSTAT_WRONGTYPE) {
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
-    size_t len;
+    size_t len, held_len = 0;
     const char *payload = RedisModule_StringPtrLen(argv[2], &len);
+    if (found == PLSTAT_FOUND) plstat_payload(v, &held_len);
+    /* A client's payload no longer than the state held keeps memory. */
+    if (len > held_len && memory_full()) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
+    }
     bool stored = plstat_store_payload(key, (const uint8_t *)payload, len, expire_ms);
     RedisModule_CloseKey(key);
     if (!stored) return RedisModule_ReplyWithError(ctx, "ERR invalid policy state payload");
@@ -845,8 +871,8 @@ static int subscribe_events(RedisModuleCtx *ctx) {
  * FG.POLICY, without a function, is the parent of the subcommands above. */
 #define POLICY_PARENT "FG.POLICY"
 const command_spec policy_commands[] = {
-    {"FG.CHECK", check_command, "write deny-oom", 2, 2},
-    {"FG.PLSTATE", plstate_command, "write deny-oom", 1, 1},
+    {"FG.CHECK", check_command, "write", 2, 2},
+    {"FG.PLSTATE", plstate_command, "write", 1, 1},
     {POLICY_PARENT, NULL, "", 0, 0},
     {0},
 };

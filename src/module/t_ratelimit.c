@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "effects.h"
 #include "limiter_types.h"
+#include "memory_limits.h"
 #include "policy_types.h"
 #include "t_policy.h"
 
@@ -305,6 +306,17 @@ static fg_status store_next(check *c, fg_limiter_family family, const fg_limiter
     return st;
 }
 
+/* Whether storing what an admitted request left grows memory: a state for
+ * a key without one (redis-cell's string gives way to a smaller bucket),
+ * or a sliding log whose ring is too small for the entries it keeps after
+ * the request (limit - remaining of them). Every other state is rewritten
+ * in place. */
+static bool store_grows(const check *c, fg_limiter_family family) {
+    if (c->value == NULL) return !c->replaces_string;
+    return family == FG_LIMITER_SLIDELOG &&
+           c->decision.limit - c->decision.remaining > ((const fg_slog *)c->value)->cap;
+}
+
 /* The stored state as the core reads it: a copy (the sliding log's
  * entries stay where they are). */
 static void read_state(fg_limiter_family family, const void *value, fg_limiter_state *s) {
@@ -375,6 +387,10 @@ static int run_check(RedisModuleCtx *ctx, limiter *lim, RedisModuleString *keyna
     fg_limiter_next next;
     fg_status st = fg_limiter_decide(lim->family, c.value != NULL || legacy_tat != 0 ? &state : NULL,
                                      c.params, c.now_us, c.cost, &c.decision, &next);
+    if (st == FG_OK && c.commit && next.store && store_grows(&c, lim->family) && memory_full()) {
+        RedisModule_CloseKey(c.key);
+        return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
+    }
     if (st == FG_OK && c.commit && next.store) st = store_next(&c, lim->family, &next);
     bool wrote = st == FG_OK && c.commit && next.store;
     RedisModule_CloseKey(c.key);
@@ -686,6 +702,12 @@ static int setstate_command(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
+    /* A client's state of the key's own family is rewritten in place (but a
+     * log, made anew); any other allocates. */
+    if ((held != (int)family || family == FG_LIMITER_SLIDELOG) && memory_full()) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
+    }
     int stored = setstate_fields(ctx, key, family, held == (int)family ? value : NULL, fields,
                                  argc - (int)(fields - argv), expire_ms);
     RedisModule_CloseKey(key);
@@ -708,10 +730,17 @@ static int logappend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int 
         !parse_integer(ctx, argv[4], "count", 1, FG_SLOG_MAX_LIMIT, &e.count))
         return REDISMODULE_OK;
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    void *value;
+    void *value = NULL;
     if (limiter_lookup(key, FG_LIMITER_SLIDELOG, &value) == LOOKUP_WRONGTYPE) {
         RedisModule_CloseKey(key);
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    /* A client's entries grow memory unless the log's ring has room for them
+     * beside those it holds (what the effect drops is not counted first). */
+    const fg_slog *log = value;
+    if ((!log || log->len + e.count > log->cap) && memory_full()) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
     }
     fg_status st = store_slidelog_effect(key, &e, expire_ms);
     RedisModule_CloseKey(key);
@@ -728,19 +757,19 @@ static int logappend_command(RedisModuleCtx *ctx, RedisModuleString **argv, int 
 
 /* The family's commands (families.c checks their names, then creates them). */
 const command_spec ratelimit_commands[] = {
-    {"CL.THROTTLE", throttle_command, "write deny-oom fast", 1, 1},
-    {"FG.GCRA", gcra_command, "write deny-oom fast", 1, 1},
-    {"FG.TOKEN", token_command, "write deny-oom fast", 1, 1},
-    {"FG.LEAKY", leaky_command, "write deny-oom fast", 1, 1},
-    {"FG.FIXED", fixed_command, "write deny-oom fast", 1, 1},
-    {"FG.SLIDING", sliding_command, "write deny-oom fast", 1, 1},
-    {"FG.SLIDELOG", slidelog_command, "write deny-oom", 1, 1},
+    {"CL.THROTTLE", throttle_command, "write fast", 1, 1},
+    {"FG.GCRA", gcra_command, "write fast", 1, 1},
+    {"FG.TOKEN", token_command, "write fast", 1, 1},
+    {"FG.LEAKY", leaky_command, "write fast", 1, 1},
+    {"FG.FIXED", fixed_command, "write fast", 1, 1},
+    {"FG.SLIDING", sliding_command, "write fast", 1, 1},
+    {"FG.SLIDELOG", slidelog_command, "write", 1, 1},
     {"FG.PEEK", peek_command, "readonly", 2, 2},
-    {"FG.REFUND", refund_command, "write deny-oom fast", 2, 2},
+    {"FG.REFUND", refund_command, "write fast", 2, 2},
     {"FG.RESET", reset_command, "write fast", 1, 1},
     {"FG.INSPECT", inspect_command, "readonly", 1, 1},
-    {"FG.SETSTATE", setstate_command, "write deny-oom", 1, 1},
-    {"FG.LOGAPPEND", logappend_command, "write deny-oom", 1, 1},
+    {"FG.SETSTATE", setstate_command, "write", 1, 1},
+    {"FG.LOGAPPEND", logappend_command, "write", 1, 1},
     {0},
 };
 

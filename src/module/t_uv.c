@@ -35,6 +35,7 @@
 #include "args.h"
 #include "clock.h"
 #include "effects.h"
+#include "memory_limits.h"
 #include "uv_types.h"
 
 #define WINDOW_ARGS      3 /* LAST n unit | BETWEEN start end */
@@ -282,6 +283,9 @@ static int addat_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     if (!parse_integer(ctx, argv[2], "unix_us", 0, FG_UV_MAX_US, &at_us)) return REDISMODULE_OK;
     if (!decided_elsewhere(ctx) && at_us > server_clock_us() + FG_UV_FUTURE_US)
         return RedisModule_ReplyWithError(ctx, FG_ERR_UV_FUTURE);
+    /* A client's add is refused when memory is full, as FG.UVADD is (deny-oom);
+     * the master's and the AOF's are applied. */
+    if (memory_full()) return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
     return add_items(ctx, argv, argc, 1, at_us);
 }
 
@@ -339,6 +343,8 @@ static int create_command(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
 static int load_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (!effect_command_allowed(ctx, argv[0])) return REDISMODULE_OK;
     if (argc != 3) return RedisModule_WrongArity(ctx);
+    /* A client's counter is a new key: refused when memory is full. */
+    if (memory_full()) return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     size_t len;
     const char *payload = RedisModule_StringPtrLen(argv[2], &len);
@@ -384,12 +390,12 @@ static int store_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 const command_spec uv_commands[] = {
     {"fg.uvcreate", create_command, "write deny-oom", 1, 1},
     {"fg.uvadd", add_command, "write deny-oom", 1, 1},
-    {"fg.uvaddat", addat_command, "write deny-oom", 1, 1},
+    {"fg.uvaddat", addat_command, "write", 1, 1},
     {"fg.uvcount", count_command, "readonly getkeys-api", 0, 0},
     {"fg.uvexport", export_command, "readonly getkeys-api", 0, 0},
     {"fg.uvstore", store_command, "write deny-oom getkeys-api", 0, 0},
     {"fg.uvinfo", info_command, "readonly fast", 1, 1},
-    {"fg.uvload", load_command, "write deny-oom", 1, 1},
+    {"fg.uvload", load_command, "write", 1, 1},
     {0},
 };
 
