@@ -141,5 +141,7 @@ fg_code fg_url_parse(const char *url, fg_url *out, fg_error *err) {
     }
     if (strncasecmp(url, "redis://", 8) == 0) return parse_redis(url, out, err);
     if (strncasecmp(url, "unix://", 7) == 0) return parse_unix(url, out, err);
-    return invalid(err, url, "use mem:, redis://host[:port][/db] or unix:///path[?db=N]");
+    return invalid(err, url,
+                   "use redis://[user:password@]host[:port][/db], unix:///path[?db=N], "
+                   "redis+cluster://host:port[,host:port...] or mem:");
 }

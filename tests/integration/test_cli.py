@@ -181,6 +181,19 @@ def test_unreachable_server_exits_2():
         assert_error(run(args[0], "--url", url, *args[1:]), "io")
 
 
+def test_connect_failure_names_the_address_and_the_reason():
+    port = harness.free_port()
+    p = run("check", "--url", "redis://127.0.0.1:%d" % port, "k", "token", "1", "1")
+    assert_error(p, "io: cannot connect to 127.0.0.1:%d: Connection refused" % port)
+    p = run("inspect", "--url", "unix:///nonexistent/floodgate.sock", "k")
+    assert_error(p, "cannot connect to /nonexistent/floodgate.sock: No such file or directory")
+
+
+def test_invalid_url_names_every_form():
+    p = run("check", "--url", "http://127.0.0.1", "k", "token", "1", "1")
+    assert_error(p, "invalid URL", "redis://", "unix://", "redis+cluster://", "mem:")
+
+
 # -- against a server ----------------------------------------------------------
 
 @pytest.fixture

@@ -5,6 +5,11 @@
  * and hiredis' reader, instead of one blocking read after another, so that
  * Redlock's round trips overlap and a stopped server costs one timeout, not
  * one per server.
+ *
+ * A failed connect says where and why ("cannot connect to 127.0.0.1:1:
+ * Connection refused"). A call within FG_RECONNECT_DELAY_MS of it does not
+ * try again: it repeats that message when the same thread made the attempt
+ * (kept per thread, so no lock is taken), else it names the address.
  */
 #include "conn.h"
 
@@ -79,6 +84,41 @@ static fg_code setup_connection(const fg_url *u, redisContext *ctx, fg_error *er
     return FG_CODE_OK;
 }
 
+/* The last failed connect of this thread: its connection, address and
+ * message. */
+static _Thread_local struct {
+    const fg_conn *conn;
+    char where[200];
+    char message[sizeof(((fg_error *)0)->message)];
+} last_failure;
+
+static const char *address_of(const fg_url *u, char *buf, size_t len) {
+    if (u->kind == FG_URL_UNIX)
+        snprintf(buf, len, "%s", u->path);
+    else
+        snprintf(buf, len, strchr(u->host, ':') ? "[%s]:%d" : "%s:%d", u->host, u->port);
+    return buf;
+}
+
+static fg_code connect_failed(const fg_conn *conn, const fg_url *u, const char *why,
+                              fg_error *err) {
+    last_failure.conn = conn;
+    address_of(u, last_failure.where, sizeof(last_failure.where));
+    snprintf(last_failure.message, sizeof(last_failure.message), "cannot connect to %.160s: %.60s",
+             last_failure.where, why);
+    return fg_set_error(err, FG_CODE_IO, "%s", last_failure.message);
+}
+
+/* Within the delay after a failed connect. */
+static fg_code not_retried(const fg_conn *conn, const fg_url *u, fg_error *err) {
+    char where[200];
+    address_of(u, where, sizeof(where));
+    if (last_failure.conn == conn && strcmp(last_failure.where, where) == 0)
+        return fg_set_error(err, FG_CODE_IO, "%s", last_failure.message);
+    return fg_set_error(err, FG_CODE_IO, "cannot connect to %s (the last attempt failed less "
+                        "than %d ms ago)", where, FG_RECONNECT_DELAY_MS);
+}
+
 static fg_code open_connection(fg_conn *conn, const fg_url *u, const fg_conn_config *cfg,
                                fg_error *err) {
     struct timeval tv = ms_to_timeval(cfg->connect_timeout_ms);
@@ -86,7 +126,7 @@ static fg_code open_connection(fg_conn *conn, const fg_url *u, const fg_conn_con
                                               : redisConnectUnixWithTimeout(u->path, tv);
     if (ctx == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     if (ctx->err) {
-        fg_set_error(err, FG_CODE_IO, "connect: %s", ctx->errstr);
+        connect_failed(conn, u, ctx->errstr, err);
         redisFree(ctx);
         return FG_CODE_IO;
     }
@@ -109,7 +149,7 @@ fg_code fg_conn_ensure(fg_conn *conn, const fg_url *addr, const fg_conn_config *
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (before(&now, &conn->next_connect))
-        return fg_set_error(err, FG_CODE_IO, "not connected (the last connect failed)");
+        return not_retried(conn, addr, err);
     fg_code rc = open_connection(conn, addr, cfg, err);
     if (rc != FG_CODE_OK) {
         long ns = now.tv_nsec + FG_RECONNECT_DELAY_MS * 1000000L;
