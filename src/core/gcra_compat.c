@@ -1,7 +1,8 @@
 /*
- * gcra_compat.c - the GCRA of Redis 8.8, for servers that do not have it.
+ * gcra_compat.c - the GCRA command that Redis merged for 8.8 and held out of the
+ * release, for the servers that do not have it.
  *
- * Redis 8.8 added a command named GCRA:
+ * The command:
  *
  *   GCRA key max_burst tokens_per_period period [TOKENS count]
  *
@@ -9,13 +10,13 @@
  * (gcra.c explains it): the state is one timestamp, the theoretical arrival
  * time (TAT), every admitted token pushes it one emission interval T
  * further, and a request is admitted while the TAT stays within
- * T * capacity of now. What this file adds is 8.8's exact arithmetic, so
+ * T * capacity of now. What this file adds is Redis's exact arithmetic, so
  * that a key written by either server answers the same on the other:
  *
  *   now       = the command's time in whole milliseconds, in microseconds
  *   capacity  = max_burst + 1
  *   T         = round(period * 1e6 / tokens_per_period) us, at least 1,
- *               computed in doubles exactly as 8.8 does (x + 0.5, truncated)
+ *               computed in doubles exactly as Redis's GCRA does (x + 0.5, truncated)
  *   variance  = T * capacity;  increment = T * count
  *   new_tat   = max(now, tat) + increment       (tat = now without a key)
  *   diff      = now - (new_tat - variance)
@@ -24,32 +25,35 @@
  *             increment > variance (the request can never fit); ttl = tat -
  *             now; nothing is written.
  *   else:     admitted. ttl = new_tat - now; the key becomes the string
- *             new_tat (decimal microseconds), expiring at new_tat / 1000 ms.
+ *             new_tat (decimal microseconds), expiring at new_tat / 1000 ms
+ *             rounded up.
  *
  *   remaining   = (variance - ttl) / T when that is > -T, else 0 (C division)
  *   reset_after = ceil(ttl / 1e6) seconds, through a double
  *
- * Where this differs from FG.GCRA and CL.THROTTLE, on purpose (8.8's rules):
+ * Where this differs from FG.GCRA and CL.THROTTLE, on purpose (Redis's rules):
  *
  *   - Microseconds, not nanoseconds: T is rounded to the nearest microsecond,
  *     so rates above 1,000,000 per second all become one per microsecond,
  *     and rates that do not divide a second evenly drift by the rounding.
- *   - The time is whole milliseconds. That is also why the key may expire
- *     at the TAT rounded down: once the server's clock is past tat/1000 ms,
- *     every command runs at a whole millisecond past the TAT, where the
- *     bucket is full anyway.
+ *   - The time is whole milliseconds, but the key expires at the TAT
+ *     rounded up, as Redis's last GCRA before it was held out of 8.8, sets
+ *     it: rounded down, the key would be gone (or show a PTTL of 0) while
+ *     its TAT is still ahead, as after one token at a sub-millisecond
+ *     emission interval, telling whoever reads its TTL that the bucket is
+ *     full when it is not.
  *   - Seconds in the reply, rounded up through doubles (beyond 2^53 us the
- *     double rounds first, as on 8.8). reset_after is computed from the
+ *     double rounds first, as in Redis's GCRA). reset_after is computed from the
  *     TAT even when it lies in the past (a refused request whose count
  *     exceeds the capacity, with an old TAT stored without expiry): then it
  *     is negative, or 0, and remaining can exceed the capacity. FG.GCRA
  *     treats a TAT in the past as a full bucket.
  *   - There is no peek (count >= 1), and the state is a plain string that
  *     any client can read, write or corrupt: a value that is not a positive
- *     integer is refused with 8.8's errors instead of being replaced.
+ *     integer is refused with Redis's errors instead of being replaced.
  *
  * Overflow: T * count, T * capacity and max(now, tat) + increment are
- * checked, in that order, with 8.8's two errors. Nothing else can overflow.
+ * checked, in that order, with Redis's two errors. Nothing else can overflow.
  * ttl is >= 0 except when a count above the capacity is refused over a TAT
  * in the past; there variance - ttl = variance + (now - tat) is below
  * increment + now, which the third check bounds.
@@ -59,6 +63,7 @@
 #include <math.h>
 
 #include "checked.h"
+#include "decision.h"
 
 #define US_PER_SEC 1e6
 
@@ -135,7 +140,7 @@ bool fg_gcra_compat_expired(int64_t expire_ms, int64_t now_us) {
 }
 
 int64_t fg_gcra_compat_expire_ms(int64_t tat_us) {
-    return tat_us / 1000;
+    return fg_us_to_ms_ceil(tat_us);
 }
 
 /* T: the period in microseconds shared among the tokens, rounded half up by
@@ -146,7 +151,7 @@ static int64_t emission_us(const fg_gcra_compat_params *p) {
     return t > 0 ? t : 1;
 }
 
-/* Whole seconds, rounded up, through a double as 8.8 computes them. */
+/* Whole seconds, rounded up, through a double as Redis's GCRA computes them. */
 static int64_t ceil_seconds(int64_t us) {
     return (int64_t)ceil((double)us / US_PER_SEC);
 }

@@ -1,18 +1,18 @@
 /*
- * t_gcra.c - GCRA, the rate-limit command of Redis 8.8, for the servers that
- * do not have it (Redis before 8.8, Valkey):
+ * t_gcra.c - GCRA, the rate-limit command Redis merged for 8.8 and then
+ * held out of the release (docs/commands.md "GCRA"):
  *
  *   GCRA key max_burst tokens_per_period period [TOKENS count]
  *
- * Everything 8.8 decides is core/gcra_compat.c's; this file reads the
- * arguments the way the server's own readers do, and keeps the state
- * where 8.8 keeps it: a plain string holding the TAT in decimal
- * microseconds, expiring at the TAT in milliseconds (rounded down). An
- * admitted request writes it and replicates `SET key <tat> PXAT <ms>`, as
- * 8.8 does, with keyspace events "set" then "expire"; a refusal writes and
- * replicates nothing. So a key written here answers the same on 8.8 and
- * back, whether it travels by replication, MIGRATE, DUMP/RESTORE or an AOF,
- * and a replica needs no module to hold it.
+ * Everything that command decides is core/gcra_compat.c's; this file reads
+ * the arguments the way the server's own readers do, and keeps the state
+ * where Redis's first design kept it: a plain string holding the TAT in
+ * decimal microseconds, expiring at the TAT in milliseconds (rounded up,
+ * as Redis's last design did). An admitted request writes it and
+ * replicates `SET key <tat> PXAT <ms>`, with keyspace events "set" then
+ * "expire"; a refusal writes and replicates nothing. So any server applies
+ * what it replicates, and a key travels by replication, MIGRATE,
+ * DUMP/RESTORE or an AOF to any server, with or without the module.
  *
  * Writes are in place: once a key holds a raw string of the TAT's length,
  * the new digits are copied over the old ones, and nothing is allocated.
@@ -21,10 +21,10 @@
  * RESTORE or a replica's load make) is decoded once, then stays raw.
  *
  * floodgate's one addition: where floodgate.explicit-time allows it, a last
- * `AT unix_us` decides at that time (truncated to the millisecond, as 8.8's
- * clock is), so tests can replay 8.8's semantics at chosen times. A key
- * that has expired by then counts as absent, as the server's expiry would
- * have it at that time. Without the config the grammar is 8.8's alone.
+ * `AT unix_us` decides at that time (truncated to the millisecond, as the
+ * command's clock is), so tests can replay its semantics at chosen times. A
+ * key that has expired by then counts as absent, as the server's expiry
+ * would have it at that time. Without the config the grammar is Redis's.
  */
 #include "t_gcra.h"
 
@@ -70,7 +70,7 @@ static int read_double_arg(RedisModuleCtx *ctx, RedisModuleString *arg, double *
     return 1;
 }
 
-/* 8.8's arguments, checked in its order; 0 once an error is replied. */
+/* Redis's arguments, checked in its order; 0 once an error is replied. */
 static int parse_arguments(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
                            fg_gcra_compat_params *p) {
     int64_t max_burst;
@@ -135,7 +135,7 @@ static void store_digits(RedisModuleKey *key, const number_arg *digits, int64_t 
     RedisModule_SetAbsExpire(key, expire_ms);
 }
 
-/* The admitted request's effect, stored and replicated as 8.8 does. */
+/* The admitted request's effect, stored and replicated as Redis's GCRA does. */
 static void store_tat(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname,
                       int64_t tat_us) {
     number_arg tat, ms;
@@ -188,7 +188,7 @@ static int gcra_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 }
 
 /* In lower case: the server's arity error names the command as it was
- * registered, and 8.8's says 'gcra'. */
+ * registered, and Redis's GCRA says 'gcra'. */
 const command_spec gcra_commands[] = {
     {"gcra", gcra_command, "write deny-oom fast", 1, 1},
     {0},

@@ -95,7 +95,7 @@ class ModelKey:
             self.tat = self.expire_ms = None  # expired by then
         reply, store = model_decide(*args, self.tat, now)
         if store is not None:
-            self.tat, self.expire_ms = store, store // 1000
+            self.tat, self.expire_ms = store, -(-store // 1000)  # rounded up
         return reply
 
 
@@ -366,9 +366,52 @@ def test_explicit_time_errors(raw, t):
 # --------------------------------------------------------------------------
 # the stored state
 
+def test_the_key_lives_until_its_tat_rounded_up(t):
+    """A TAT less than a millisecond ahead (one token of 100 us) expires at
+    the next millisecond, not at this one: rounded down, the key had a PTTL
+    of 0, or was gone, while the bucket was not full again."""
+    sec, usec = (int(x) for x in t.execute_command("TIME"))
+    t0 = (sec + 3600) * 1_000_000 + usec // 1000 * 1000  # whole ms, an hour ahead
+    for at, tat in [(t0, t0 + 100), (t0 + 999, t0 + 100), (t0 + 1000, t0 + 1100)]:
+        t.delete("k")
+        assert gcra(t, "k", 1, 10000, 1, at=at) == [0, 2, 1, -1, 1]
+        assert int(t.get("k")) == tat
+        assert t.execute_command("PEXPIRETIME", "k") == tat // 1000 + 1
+        assert t.pttl("k") > 0
+    # at the server's clock: the same, whatever the microsecond (in one
+    # MULTI, where the server's expiry reads the time EXEC began)
+    for _ in range(10):
+        t.delete("k")
+        pipe = t.pipeline(transaction=True)
+        pipe.execute_command("GCRA", "k", 1, 10000, 1)
+        pipe.get("k")
+        pipe.execute_command("PEXPIRETIME", "k")
+        reply, tat, expire_ms = pipe.execute()
+        assert reply[0] == 0 and expire_ms == -(-int(tat) // 1000)
+    # a TAT on a millisecond is not rounded
+    t.delete("k")
+    gcra(t, "k", 0, 1, 1, at=t0)
+    assert t.execute_command("PEXPIRETIME", "k") == (t0 + 1_000_000) // 1000
+
+
+def test_the_other_buckets_round_up_too(t):
+    """FG.GCRA, FG.TOKEN, FG.LEAKY and CL.THROTTLE keep the same rule: after
+    one unit of 100 us, the key expires at its TAT (ns) rounded up to the
+    ms. All at the server's clock, each in one MULTI with what reads it."""
+    for key, argv in [("g", ["FG.GCRA", "g", 2, 10000, 1000]), ("k", ["FG.TOKEN", "k", 2, 10000]),
+                      ("l", ["FG.LEAKY", "l", 2, 10000]), ("c", ["CL.THROTTLE", "c", 1, 10000, 1])]:
+        pipe = t.pipeline(transaction=True)
+        pipe.execute_command(*argv)
+        pipe.execute_command("FG.INSPECT", key)
+        pipe.execute_command("PEXPIRETIME", key)
+        _, fields, expire_ms = pipe.execute()
+        state = dict(zip(map(s, fields[0::2]), fields[1::2]))
+        assert expire_ms == -(-int(state["tat_ns"]) // 1_000_000), argv
+
+
 def test_the_state_is_a_plain_string(r):
     """The TAT in decimal microseconds, expiring at the TAT in ms (rounded
-    down); any TTL the key had is replaced; TOKENS in any case."""
+    up); any TTL the key had is replaced; TOKENS in any case."""
     r.set("k", 1000, px=100_000)   # a TAT long past, with a TTL of its own
     t_before = int(r.execute_command("TIME")[0]) * 10 ** 6
     assert gcra(r, "k", 9, 1, 3600, tokens=3) == [0, 10, 7, -1, 10800]
@@ -492,6 +535,10 @@ def test_replicas_and_the_aof_get_set_pxat():
         for i, key in enumerate(keys):
             for _ in range(i + 1):
                 assert gcra(m, key, 2, 1, 3600)[0] == 0
+        # one token of 100 us: the TAT is less than a ms ahead, and the
+        # expiry sent is rounded up (the key may be gone before it is read)
+        assert gcra(m, "sub", 1, 10000, 1)[0] == 0
+        m.delete("sub")
         # (the AOF's size: the replication offset also counts the master's
         # periodic PINGs)
         aof_size = stream_position(m)[1]
@@ -509,7 +556,9 @@ def test_replicas_and_the_aof_get_set_pxat():
         for k in keys:
             tat, ms = states[k]
             assert last[k] == ["SET", k, tat, "PXAT", str(ms)]
-        assert len(sets) == 6
+        tat = int(last["sub"][2])
+        assert tat % 1000 != 0 and last["sub"][3:] == ["PXAT", str(tat // 1000 + 1)]
+        assert len(sets) == 7
         before = digest(m)
         master.restart()
         m = master.client()

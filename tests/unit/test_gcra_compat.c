@@ -165,7 +165,12 @@ static void test_clock_is_whole_milliseconds(void **state) {
 
 static void test_expiry(void **state) {
     (void)state;
-    expect_i64(fg_gcra_compat_expire_ms(NOW + 2999), NOW / 1000 + 2);
+    /* Rounded up: the key lives until the bucket is full again, also when
+     * that is less than a millisecond away. */
+    expect_i64(fg_gcra_compat_expire_ms(NOW + 1), NOW / 1000 + 1);
+    expect_i64(fg_gcra_compat_expire_ms(NOW + 100), NOW / 1000 + 1);
+    expect_i64(fg_gcra_compat_expire_ms(NOW + 2001), NOW / 1000 + 3);
+    expect_i64(fg_gcra_compat_expire_ms(NOW + 2999), NOW / 1000 + 3);
     expect_i64(fg_gcra_compat_expire_ms(NOW + 3000), NOW / 1000 + 3);
     /* A key lives through its expiry's millisecond, as the server keeps it. */
     assert_false(fg_gcra_compat_expired(-1, NOW));
@@ -409,8 +414,8 @@ static void test_agrees_with_the_floodgate_meter(void **state) {
             if (tat) expect_i64(tat * US, meter_tat);
             if (!r.limited) {
                 admitted++;
-                /* The key outlives its TAT's millisecond, never more. */
-                expect_i64(fg_gcra_compat_expire_ms(tat), tat / 1000);
+                /* The key lives until its TAT, rounded up to the ms. */
+                expect_i64(fg_gcra_compat_expire_ms(tat), (tat + 999) / 1000);
             } else if (r.retry_after_s < 0) {
                 never_fit++;
             } else {
