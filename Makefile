@@ -9,6 +9,10 @@
 #                   the locks and the unique counters (FUZZ_SECONDS=600 each)
 #   make fuzz-server, make soak   corrupted payloads, replication under load (FUZZ_SCALE=20)
 #   make bench      throughput and memory benchmarks (bench/README.md)
+#   make install PREFIX=/usr/local [DESTDIR=...]   everything under PREFIX,
+#                   the nginx module too (docs/install.md); make uninstall
+#   make install-nginx   the nginx module for Debian's nginx, enabled
+#                   (docs/nginx.md); make uninstall-nginx
 
 CC       ?= cc
 PORT     ?= 6379
@@ -48,11 +52,10 @@ SANITIZE   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 NGINX_SRC   := /usr/share/nginx/src
 NGINX_BUILD := $(BUILD)/nginx
 NGINX_SO    := $(NGINX_BUILD)/objs/ngx_http_floodgate_module.so
-NGINX_MODULES_DIR := /usr/lib/nginx/modules
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module library cli install install-nginx nginx example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers bench bench-mem bench-client bench-server bench-nginx bench-python clean
+.PHONY: all module library cli install uninstall install-nginx uninstall-nginx nginx example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers bench bench-mem bench-client bench-server bench-nginx bench-python clean
 
 all: module library cli
 
@@ -282,19 +285,26 @@ $(NGINX_SO): $(wildcard nginx/*.c nginx/*.h) include/floodgate.h include/floodga
 	@rm -f $@ # nginx's own Makefile does not know the .so links libfloodgate.a
 	$(MAKE) --no-print-directory -C $(NGINX_BUILD) -f objs/Makefile modules
 
-# Where Debian's nginx loads modules from, enabled as Debian's own modules
-# are (make install does it too). NGINX_ROOT puts that tree elsewhere (a
-# staged install: example-check).
-NGINX_ROOT ?=
+# For Debian's own nginx, in its layout, enabled as Debian's own modules
+# are: only when asked, since it changes what the system's nginx loads
+# (make install never does). Debian's nginx looks nowhere else, so PREFIX
+# has no say; DESTDIR stages it (example-check).
+NGINX_DEBIAN_SO   := /usr/lib/nginx/modules/ngx_http_floodgate_module.so
+NGINX_DEBIAN_CONF := /usr/share/nginx/modules-available/mod-http-floodgate.conf
+NGINX_DEBIAN_LINK := /etc/nginx/modules-enabled/50-mod-http-floodgate.conf
+
 install-nginx: $(NGINX_SO)
-	install -D -m 644 $(NGINX_SO) \
-		$(DESTDIR)$(NGINX_ROOT)$(NGINX_MODULES_DIR)/ngx_http_floodgate_module.so
-	install -d $(DESTDIR)$(NGINX_ROOT)/usr/share/nginx/modules-available \
-		$(DESTDIR)$(NGINX_ROOT)/etc/nginx/modules-enabled
-	echo 'load_module modules/ngx_http_floodgate_module.so;' \
-		> $(DESTDIR)$(NGINX_ROOT)/usr/share/nginx/modules-available/mod-http-floodgate.conf
-	ln -sf /usr/share/nginx/modules-available/mod-http-floodgate.conf \
-		$(DESTDIR)$(NGINX_ROOT)/etc/nginx/modules-enabled/50-mod-http-floodgate.conf
+	@# NGINX_ROOT staged this before DESTDIR did: refused, not ignored,
+	@# since ignoring it would write to the system's nginx.
+	@$(if $(NGINX_ROOT),echo "NGINX_ROOT is gone: stage with DESTDIR=$(NGINX_ROOT)" >&2; exit 1)
+	install -D -m 644 $(NGINX_SO) $(DESTDIR)$(NGINX_DEBIAN_SO)
+	install -d $(DESTDIR)$(dir $(NGINX_DEBIAN_CONF)) $(DESTDIR)$(dir $(NGINX_DEBIAN_LINK))
+	echo 'load_module modules/ngx_http_floodgate_module.so;' > $(DESTDIR)$(NGINX_DEBIAN_CONF)
+	ln -sf $(NGINX_DEBIAN_CONF) $(DESTDIR)$(NGINX_DEBIAN_LINK)
+
+uninstall-nginx:
+	@$(if $(NGINX_ROOT),echo "NGINX_ROOT is gone: stage with DESTDIR=$(NGINX_ROOT)" >&2; exit 1)
+	rm -f $(DESTDIR)$(NGINX_DEBIAN_LINK) $(DESTDIR)$(NGINX_DEBIAN_CONF) $(DESTDIR)$(NGINX_DEBIAN_SO)
 
 # The benchmarks are built (not run) by make test, so that none rots.
 BENCH_BINS := $(addprefix $(BUILD)/bench/,client_bench server_bench lock_bench bloom_bench uv_bench \
@@ -327,11 +337,31 @@ run: deps module
 	redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
 		--loadmodule $(CURDIR)/$(BUILD)/floodgate.so
 
-install: module library cli install-nginx
+# make install puts everything under PREFIX, nothing elsewhere (the nginx
+# module too: make install-nginx is for the system's nginx); make uninstall
+# removes the same list, so the two cannot drift apart.
+#
+# The man pages and the bash completion install when they are there, and
+# are required once git tracks them: a tracked file missing from the tree
+# fails the install instead of being skipped.
+present_or_tracked = $(sort $(wildcard $(1)) $(shell git ls-files -- $(1) 2>/dev/null))
+MAN_PAGES  := $(call present_or_tracked,docs/man/floodgate.1 docs/man/floodgate.7)
+COMPLETION := $(call present_or_tracked,src/cli/completion.bash)
+PUBLIC_HEADERS := include/floodgate.h include/floodgate_async.h include/floodgate_libevent.h
+man_path = $(PREFIX)/share/man/man$(subst .,,$(suffix $(1)))/$(notdir $(1))
+COMPLETION_PATH = $(PREFIX)/share/bash-completion/completions/floodgate
+NGINX_PREFIX_SO = $(PREFIX)/lib/nginx/modules/ngx_http_floodgate_module.so
+INSTALLED = $(addprefix $(PREFIX)/include/,$(notdir $(PUBLIC_HEADERS))) \
+	$(addprefix $(PREFIX)/lib/,libfloodgate.a libfloodgate.so.$(VERSION) \
+	    libfloodgate.so.$(SO_MAJOR) libfloodgate.so pkgconfig/floodgate.pc redis/modules/floodgate.so) \
+	$(PREFIX)/bin/floodgate $(NGINX_PREFIX_SO) \
+	$(addprefix $(PYTHON_DIR)/floodgate/,$(notdir $(PYTHON_SRC))) \
+	$(foreach m,$(MAN_PAGES),$(call man_path,$(m))) $(if $(COMPLETION),$(COMPLETION_PATH))
+
+install: module library cli $(NGINX_SO)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/redis/modules
-	install -m 644 include/floodgate.h include/floodgate_async.h include/floodgate_libevent.h \
-		$(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libfloodgate.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfloodgate.so.$(SO_MAJOR)
@@ -340,23 +370,56 @@ install: module library cli install-nginx
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/floodgate.pc
 	install -m 755 $(BUILD)/floodgate.so $(DESTDIR)$(PREFIX)/lib/redis/modules/floodgate.so
 	install -m 755 $(BUILD)/floodgate $(DESTDIR)$(PREFIX)/bin/floodgate
+	install -D -m 644 $(NGINX_SO) $(DESTDIR)$(NGINX_PREFIX_SO)
 	install -d $(DESTDIR)$(PYTHON_DIR)/floodgate
 	install -m 644 $(PYTHON_SRC) $(DESTDIR)$(PYTHON_DIR)/floodgate/
+	for m in $(MAN_PAGES); do \
+		install -D -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$${m##*.}/$${m##*/} || exit 1; done
+	$(if $(COMPLETION),install -D -m 644 $(COMPLETION) $(DESTDIR)$(COMPLETION_PATH))
+
+# Also the bytecode Python wrote for the installed modules (importing them
+# as root does), and the package's own directory once empty; the shared
+# directories (lib, share/man, ...) stay.
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rm -f $(foreach m,$(basename $(notdir $(PYTHON_SRC))),$(DESTDIR)$(PYTHON_DIR)/floodgate/__pycache__/$(m).*.pyc)
+	rmdir $(DESTDIR)$(PYTHON_DIR)/floodgate/__pycache__ $(DESTDIR)$(PYTHON_DIR)/floodgate 2>/dev/null || true
 
 # Installs into build/stage and builds examples/ against that copy through
-# pkg-config, shared and static, as a user would; checks the exported symbols.
+# pkg-config, shared and static, as a user would (docs/client.md); checks the
+# exported symbols, the man pages, that nothing is installed outside PREFIX,
+# and that make uninstall takes it all back. Every install here has a
+# PREFIX or DESTDIR inside build/: make test runs as root in CI, and must
+# never write to /usr/local, /usr/lib/nginx or /etc/nginx.
+STAGED := $(STAGE).destdir
+STAGED_NGINX := $(STAGE).nginx
+PC = PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig pkg-config
+
 example-check:
-	@rm -rf $(STAGE)
-	@$(MAKE) --no-print-directory install PREFIX=$(STAGE) NGINX_ROOT=$(STAGE)/nginx-root >/dev/null
-	@test -f $(STAGE)/nginx-root$(NGINX_MODULES_DIR)/ngx_http_floodgate_module.so
-	$(CC) -o $(BUILD)/example-shared examples/limit.c -Wl,-rpath,$(STAGE)/lib \
-		$$(PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig pkg-config --cflags --libs floodgate)
-	$(CC) -o $(BUILD)/example-static examples/limit.c \
-		$$(PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig pkg-config --cflags floodgate) \
-		$(STAGE)/lib/libfloodgate.a \
-		$$(PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig pkg-config --static --libs-only-l floodgate \
-		   | sed 's/-lfloodgate//')
-	$(BUILD)/example-shared >/dev/null && $(BUILD)/example-static >/dev/null
+	@rm -rf $(STAGE) $(STAGED) $(STAGED_NGINX)
+	@# First under a DESTDIR, and before any install without one, so that a
+	@# rule writing outside PREFIX is caught in build/, not run on the
+	@# system: every file made must be under DESTDIR/PREFIX, none in PREFIX.
+	@$(MAKE) --no-print-directory install PREFIX=$(STAGE) DESTDIR=$(STAGED) >/dev/null
+	@outside=$$(find $(STAGED) ! -type d | while read -r f; do \
+		case "$$f" in $(STAGED)$(STAGE)/*) ;; *) echo "$$f";; esac; done); \
+	 [ -z "$$outside" ] || { echo "make install wrote outside PREFIX: $$outside"; exit 1; }
+	@[ ! -e $(STAGE) ] || { echo "make install ignored DESTDIR: $$(find $(STAGE))"; exit 1; }
+	@$(MAKE) --no-print-directory install PREFIX=$(STAGE) DESTDIR= >/dev/null
+	@test -f $(STAGE)/lib/nginx/modules/ngx_http_floodgate_module.so
+	@for m in $(MAN_PAGES); do \
+		test -f $(STAGE)/share/man/man$${m##*.}/$${m##*/} || { echo "$$m not installed"; exit 1; }; \
+		warnings=$$(groff -k -man -Tutf8 -ww -z $$m 2>&1); \
+		[ -z "$$warnings" ] || { echo "$$m: $$warnings"; exit 1; }; done
+	@$(if $(COMPLETION),bash -n $(COMPLETION) && test -f $(STAGE)/share/bash-completion/completions/floodgate)
+	@echo "example-check: make install writes under PREFIX only; man pages: $(or $(MAN_PAGES),none yet); completion: $(or $(COMPLETION),none yet)"
+	@# Linked as docs/client.md says: the rpath is the .pc's libdir, and
+	@# the program runs without LD_LIBRARY_PATH.
+	$(CC) -o $(BUILD)/example-shared examples/limit.c $$($(PC) --cflags --libs floodgate) \
+		-Wl,-rpath,$$($(PC) --variable=libdir floodgate)
+	$(CC) -o $(BUILD)/example-static examples/limit.c $$($(PC) --cflags floodgate) \
+		$(STAGE)/lib/libfloodgate.a $$($(PC) --static --libs-only-l floodgate | sed 's/-lfloodgate//')
+	env -u LD_LIBRARY_PATH $(BUILD)/example-shared >/dev/null && $(BUILD)/example-static >/dev/null
 	@exported=$$(nm -D --defined-only $(STAGE)/lib/libfloodgate.so | awk '$$2=="T"{print $$3}' \
 		| sed 's/@.*//' | sort | tr '\n' ' '); \
 	 expected=$$(grep -o 'fg_[a-z_]*;' src/client/libfloodgate.map | tr -d ';' | sort \
@@ -372,6 +435,18 @@ example-check:
 		$$prefix/lib/libfloodgate.so.$(SO_MAJOR) || exit 1; done
 	@rm -rf $(STAGE)-moved
 	@echo "example-check: the installed Python package loads its library, wherever the prefix"
+	@# Debian's layout for the system's nginx, staged.
+	@$(MAKE) --no-print-directory install-nginx DESTDIR=$(STAGED_NGINX) >/dev/null
+	@test -f $(STAGED_NGINX)$(NGINX_DEBIAN_SO) && test -f $(STAGED_NGINX)$(NGINX_DEBIAN_CONF) \
+		&& test "$$(readlink $(STAGED_NGINX)$(NGINX_DEBIAN_LINK))" = $(NGINX_DEBIAN_CONF)
+	@# Uninstalls leave directories only (the Python package's bytecode
+	@# included: the import above wrote it).
+	@$(MAKE) --no-print-directory uninstall PREFIX=$(STAGE) DESTDIR= >/dev/null
+	@$(MAKE) --no-print-directory uninstall PREFIX=$(STAGE) DESTDIR=$(STAGED) >/dev/null
+	@$(MAKE) --no-print-directory uninstall-nginx DESTDIR=$(STAGED_NGINX) >/dev/null
+	@left=$$(find $(STAGE) $(STAGED) $(STAGED_NGINX) ! -type d); \
+	 [ -z "$$left" ] || { echo "left after make uninstall: $$left"; exit 1; }
+	@echo "example-check: make uninstall and make uninstall-nginx leave nothing but directories"
 
 bench: deps module
 	bash bench/run.sh
