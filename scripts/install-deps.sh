@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages floodgate needs, only those that are missing.
+# groff-base: example-check checks the man pages with groff (Debian installs
+# it by default, a minimal image does not).
 set -euo pipefail
 
 packages=(gcc make clang libclang-rt-14-dev pkg-config redis-server redis-tools python3 python3-pytest
           python3-redis libcmocka-dev libhiredis-dev libconfig-dev libxxhash-dev libevent-dev nginx nginx-dev wrk curl gnuplot-nox
-          util-linux iproute2)
+          util-linux iproute2 groff-base)
 
 missing=()
 for p in "${packages[@]}"; do
