@@ -89,6 +89,7 @@ static const command_acl acl_table[] = {
     {"FG.POLICY|ALLOW", "write slow admin dangerous"},
     {"FG.POLICY|DENY", "write slow admin dangerous"},
     {"FG.POLICY|UNLIST", "write slow admin dangerous"},
+    {"FG.POLICY|HELP", "read fast"},
 };
 
 /* Adds a module category (Redis >= 7.4); true when it can be used, also

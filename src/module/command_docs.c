@@ -471,6 +471,8 @@ static const command_doc docs[] = {
      policy_items_args},
     {"FG.POLICY|UNLIST", "Removes items from a policy's exact allow or deny list",
      "O(N) in the items", -5, NULL, policy_unlist_args},
+    {"FG.POLICY|HELP", "Shows the subcommands of FG.POLICY and their arguments", "O(1)", 2, NULL,
+     NULL},
 };
 
 int register_command_docs(RedisModuleCtx *ctx) {

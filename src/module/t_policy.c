@@ -840,17 +840,52 @@ typedef struct subcommand {
     const char *name;
     RedisModuleCmdFunc fn;
     const char *flags;
+    const char *usage; /* FG.POLICY HELP's lines: the arguments, what it does */
+    const char *does;
 } subcommand;
 
+static int policy_help_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+/* HELP comes last, as the server's own HELP lists it. */
 static const subcommand policy_subcommands[] = {
-    {"SET", policy_set_command, "write deny-oom"},
-    {"DEL", policy_del_command, "write"},
-    {"GET", policy_get_command, "readonly"},
-    {"LIST", policy_list_command, "readonly"},
-    {"ALLOW", policy_allow_command, "write deny-oom"},
-    {"DENY", policy_deny_command, "write deny-oom"},
-    {"UNLIST", policy_unlist_command, "write"},
+    {"SET", policy_set_command, "write deny-oom", "SET <name> <rule> [<rule> ...]",
+     "Creates or replaces a policy. Rules: LIMIT <TOKEN|LEAKY|GCRA|FIXED|SLIDING> <args>, "
+     "PENALTY <ban_ms> [AFTER <n>] [WITHIN <window_ms>], SHADOW, "
+     "<ALLOWLIST|DENYLIST> <EXACT|BLOOM <error> <capacity>>."},
+    {"DEL", policy_del_command, "write", "DEL <name>",
+     "Deletes a policy and its lists: 1, or 0 when there was none."},
+    {"GET", policy_get_command, "readonly", "GET <name>",
+     "Shows a policy's rules, lists and counters as field/value pairs."},
+    {"LIST", policy_list_command, "readonly", "LIST", "Lists the names of the policies, sorted."},
+    {"ALLOW", policy_allow_command, "write deny-oom", "ALLOW <name> <item> [<item> ...]",
+     "Adds items to a policy's allow list: how many were new."},
+    {"DENY", policy_deny_command, "write deny-oom", "DENY <name> <item> [<item> ...]",
+     "Adds items to a policy's deny list: how many were new."},
+    {"UNLIST", policy_unlist_command, "write", "UNLIST <name> <ALLOW|DENY> <item> [<item> ...]",
+     "Removes items from a policy's exact allow or deny list: how many were removed."},
+    {"HELP", policy_help_command, "readonly fast allow-loading allow-stale", "HELP",
+     "Prints this help."},
 };
+
+#define POLICY_SUBCOMMANDS (sizeof(policy_subcommands) / sizeof(policy_subcommands[0]))
+
+/* FG.POLICY HELP: the server's unknown-subcommand error points here. Status
+ * lines as the server's own HELP subcommands answer: a heading, then each
+ * subcommand's arguments and, indented, what it does. */
+static int policy_help_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv;
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModule_ReplyWithArray(ctx, 1 + 2 * POLICY_SUBCOMMANDS);
+    RedisModule_ReplyWithSimpleString(ctx, "FG.POLICY <subcommand> [<arg> ...]. Subcommands are:");
+    for (size_t i = 0; i < POLICY_SUBCOMMANDS; i++) {
+        const subcommand *s = &policy_subcommands[i];
+        char line[256];
+        snprintf(line, sizeof(line), "    %s", s->does);
+        RedisModule_ReplyWithSimpleString(ctx, s->usage);
+        RedisModule_ReplyWithSimpleString(ctx, line);
+    }
+    return REDISMODULE_OK;
+}
 
 void policy_keys_replaced(RedisModuleCtx *ctx) {
     key_queues_arm_all(ctx, &queues);
@@ -882,7 +917,7 @@ int policy_commands_created(RedisModuleCtx *ctx) {
     word_pxat = RedisModule_CreateString(NULL, "PXAT", 4);
     RedisModuleCommand *parent = RedisModule_GetCommand(ctx, POLICY_PARENT);
     if (!parent) return REDISMODULE_ERR;
-    for (size_t i = 0; i < sizeof(policy_subcommands) / sizeof(policy_subcommands[0]); i++) {
+    for (size_t i = 0; i < POLICY_SUBCOMMANDS; i++) {
         const subcommand *s = &policy_subcommands[i];
         if (RedisModule_CreateSubcommand(parent, s->name, s->fn, s->flags, 0, 0, 0) !=
             REDISMODULE_OK)

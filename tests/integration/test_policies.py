@@ -838,6 +838,7 @@ def test_command_metadata(server):
             "FG.POLICY|ALLOW": (-4, ["denyoom", "module", "write"]),
             "FG.POLICY|DENY": (-4, ["denyoom", "module", "write"]),
             "FG.POLICY|UNLIST": (-5, ["module", "write"]),
+            "FG.POLICY|HELP": (2, ["fast", "loading", "module", "readonly", "stale"]),
         }
         assert c.execute("COMMAND", "GETKEYS", "FG.CHECK", "p", "key", "COST", 1) == [b"key"]
         assert c.execute("COMMAND", "GETKEYS", "FG.PLSTATE", "key", "x") == [b"key"]

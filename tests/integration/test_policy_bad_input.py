@@ -208,6 +208,32 @@ def test_other_subcommands(c):
         "ERR a Bloom list cannot remove items"
 
 
+def test_unknown_subcommands_point_to_a_help_that_answers(c):
+    """The server's error for an unknown subcommand says to try FG.POLICY
+    HELP, which lists every subcommand with its arguments, as the server's
+    own HELP subcommands do: status lines, each subcommand's arguments and
+    then, indented, what it does."""
+    for argv in (["FG.POLICY", "BOGUS"], ["FG.POLICY", "BOGUS", "p"]):
+        assert refused(c, argv) == "ERR unknown subcommand 'BOGUS'. Try FG.POLICY HELP."
+    before = snapshot(c)
+    c.sock.sendall(c.encode(["FG.POLICY", "HELP"]))
+    header = c._line()
+    lines = [c._line() for _ in range(int(header[1:]))]
+    assert header[:1] == b"*" and all(x[:1] == b"+" for x in lines), lines  # status replies
+    lines = [s(x[1:]) for x in lines]
+    assert [s(x) for x in c.execute("FG.POLICY", "help")] == lines
+    assert snapshot(c) == before
+    assert lines[0] == "FG.POLICY <subcommand> [<arg> ...]. Subcommands are:"
+    usages, does = lines[1::2], lines[2::2]
+    assert len(usages) == len(does) and all(d.startswith("    ") and d[4] != " " for d in does)
+    subs = {s(x[0]).split("|")[1] for x in c.execute("COMMAND", "INFO", "FG.POLICY")[0][9]}
+    assert [u.split()[0] for u in usages] == \
+        ["SET", "DEL", "GET", "LIST", "ALLOW", "DENY", "UNLIST", "HELP"]
+    assert set(u.split()[0] for u in usages) == subs
+    assert "UNLIST <name> <ALLOW|DENY> <item> [<item> ...]" in usages
+    refused(c, ["FG.POLICY", "HELP", "x"], "ERR wrong number of arguments")
+
+
 # --------------------------------------------------------------------------
 # FG.CHECK
 
