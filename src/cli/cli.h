@@ -3,8 +3,11 @@
  *
  * main.c parses the command line and runs check, peek, inspect and reset;
  * simulate.c runs the algorithm comparison; policy.c applies, lists and
- * checks named policies; common.c holds what they all do the same way:
- * errors, numbers, options, the client, names and a decision's lines.
+ * checks named policies; locks.c takes locks and semaphores; bloom.c and
+ * distinct.c drive Bloom filters and unique counters; doctor.c examines a
+ * server. common.c holds what they all do the same way: errors, numbers,
+ * options, the dispatch of subcommands, the client, names and a decision's
+ * lines.
  * Exit codes are the same for every subcommand, so that scripts can rely
  * on them.
  *
@@ -14,14 +17,21 @@
 #ifndef FG_CLI_H
 #define FG_CLI_H
 
+#include <stdio.h>
+
 #include "floodgate.h"
 
 #define CLI_EXIT_OK     0 /* allowed, or done */
 #define CLI_EXIT_DENIED 1 /* denied, or (inspect) no state */
 #define CLI_EXIT_ERROR  2 /* bad arguments, or the library failed */
 
-/* main.c: the text of floodgate --help. */
+/* main.c: the text of floodgate --help, and the options every command
+ * takes, which each command's --help ends with. */
 extern const char cli_usage[];
+extern const char cli_common_options[];
+
+/* "usage:", the command's lines, and the common options. */
+void cli_print_usage(FILE *f, const char *usage);
 
 /* Prints "floodgate: <message>" on stderr and returns CLI_EXIT_ERROR. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -36,24 +46,79 @@ int cli_parse_number(const char *s, double *out);
 
 /* The options of a subcommand, and their defaults. */
 typedef struct cli_opts {
-    const char *url; /* --url; default $FLOODGATE_URL, else "mem:" */
-    const char *id;  /* --id; NULL: the key */
-    int64_t cost;    /* --cost; 1 */
-    int64_t wait_ms; /* --wait; -1: no --wait */
-    int json;        /* --json */
+    const char *url;   /* --url; default $FLOODGATE_URL, else "mem:" */
+    const char *id;    /* --id; NULL: the key */
+    const char *owner; /* --owner; NULL: a fresh one (lock take, semaphore acquire) */
+    int64_t cost;      /* --cost; 1 */
+    int64_t wait_ms;   /* --wait; -1: no --wait */
+    int64_t lease_ms;  /* --lease; 30000 */
+    int64_t permits;   /* --permits; -1: not given */
+    int64_t at_us;     /* --at; -1: now */
+    fg_bloom_options bloom; /* --error, --capacity, --expansion */
+    int has_window;    /* --last or --from and --to were given */
+    fg_window window;  /* --last N[smhd], or --from US --to US */
+    int shared, reentrant, dry_run, json; /* --shared, --reentrant, --dry-run, --json */
 } cli_opts;
 
-/* What a subcommand takes beyond --url and --json. */
-#define CLI_TAKES_HELP 1u /* --help prints the usage and exits */
-#define CLI_TAKES_COST 2u
-#define CLI_TAKES_ID   4u
-#define CLI_TAKES_WAIT 8u
+/* What a command takes beyond --url, --json and --help. */
+#define CLI_TAKES_COST    0x001u
+#define CLI_TAKES_ID      0x002u
+#define CLI_TAKES_WAIT    0x004u
+#define CLI_TAKES_OWNER   0x008u
+#define CLI_TAKES_LEASE   0x010u
+#define CLI_TAKES_PERMITS 0x020u
+#define CLI_TAKES_MODES   0x040u /* --shared, --reentrant */
+#define CLI_TAKES_BLOOM   0x080u /* --error, --capacity, --expansion */
+#define CLI_TAKES_AT      0x100u
+#define CLI_TAKES_WINDOW  0x200u /* --last, --from, --to */
+#define CLI_TAKES_DRY_RUN 0x400u
+#define CLI_NEEDS_SERVER  0x800u /* refuses mem: (unless --dry-run) */
+
+/* A command: its name for messages ("lock take"), the text --help prints,
+ * and what it takes. */
+typedef struct cli_command {
+    const char *name;
+    const char *usage;
+    unsigned takes;
+} cli_command;
 
 /* Takes the options out of argv, wherever they are ("--url X" or
  * "--url=X"), and moves the positional arguments to its front, in order;
- * "--" ends the options (for a key that starts with "--"). Returns how many
- * positional arguments there are, or -1 after printing the error. */
-int cli_parse_options(int argc, char **argv, unsigned takes, cli_opts *o);
+ * "--" ends the options (for a key that starts with "--"). --help prints
+ * cmd->usage on stdout and exits 0. Returns how many positional arguments
+ * there are, or -1 after printing the error. */
+int cli_parse_options(int argc, char **argv, const cli_command *cmd, cli_opts *o);
+
+/* A subcommand of a family (floodgate lock take ...): it runs on an open
+ * client with the positional arguments after its name. */
+typedef struct cli_subcommand {
+    cli_command command;
+    int (*run)(fg_client *c, int npos, char **argv, const cli_opts *o);
+} cli_subcommand;
+
+/* floodgate FAMILY SUBCOMMAND ...: argv[0] is the subcommand. Parses its
+ * options, opens the client (mem: refused for CLI_NEEDS_SERVER), runs it
+ * and closes the client. "floodgate FAMILY --help" prints family_usage. */
+int cli_run_family(const char *family, const char *family_usage, const cli_subcommand *subs,
+                   size_t nsubs, int argc, char **argv);
+
+/* Arguments as the items of a library call (Bloom filters, counters). */
+typedef struct cli_items {
+    const void **items;
+    size_t *lens;
+    size_t n;
+} cli_items;
+
+/* 0 after printing "out of memory". */
+int cli_items_of(char **argv, size_t n, cli_items *out);
+void cli_items_free(cli_items *it);
+
+/* "1 policy", "2 policies". */
+const char *cli_plural(int64_t n, const char *one, const char *many);
+
+/* A positional integer argument: 0 after printing "<cmd>: NAME must be an
+ * integer, not '...'". */
+int cli_integer_argument(const char *command, const char *name, const char *s, int64_t *out);
 
 /* fg_open with the default options. */
 fg_client *cli_open(const char *url, fg_error *err);
@@ -82,8 +147,11 @@ void cli_print_decision(const fg_result *r, int json);
  * after "simulate". */
 int cli_simulate(int argc, char **argv);
 
-/* floodgate policy apply|list|show|check|delete ...; argv[0] is the first
- * argument after "policy". */
+/* The families: argv[0] is the first argument after the family's name. */
 int cli_policy(int argc, char **argv);
+int cli_lock(int argc, char **argv);
+int cli_semaphore(int argc, char **argv);
+int cli_bloom(int argc, char **argv);
+int cli_distinct(int argc, char **argv);
 
 #endif

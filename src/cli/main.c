@@ -7,12 +7,18 @@
  *   floodgate reset   [--url URL] [--json] KEY
  *   floodgate simulate [--out DIR] [--plot]
  *   floodgate policy apply|list|show|check|delete ...   (policy.c)
+ *   floodgate lock ..., floodgate semaphore ...          (locks.c)
+ *   floodgate bloom ...                                   (bloom.c)
+ *   floodgate distinct ...                                (distinct.c)
+ *   floodgate doctor URL                                  (doctor.c)
  *
  * Every subcommand is a thin layer over one library call; numbers and
  * options are read as common.c reads them for every subcommand (strictly,
  * ranges left to the library; options anywhere).
  *
  * Exit codes (cli.h): 0 allowed or done, 1 denied (inspect: no state), 2 error.
+ * inspect --json turns FG.INSPECT's "field=value" words into the members of
+ * an object, so that scripts read numbers as numbers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,26 +33,27 @@
 #define INSPECT_BUFLEN (4u << 20)
 
 const char cli_usage[] =
-    "usage: floodgate <command> [options] [arguments]\n"
+    "usage: floodgate <command> [arguments] [options]\n"
     "\n"
-    "  check   [--url URL] [--cost N] [--json] KEY ALGORITHM ARGS...\n"
-    "          take N units (default 1) and print the decision\n"
-    "  peek    [--url URL] [--cost N] [--json] KEY ALGORITHM ARGS...\n"
-    "          the decision check would give, without taking anything\n"
-    "  inspect [--url URL] [--json] KEY    the stored state of KEY\n"
-    "  reset   [--url URL] [--json] KEY    forget the state of KEY\n"
-    "  policy apply FILE | list | show NAME | delete NAME  [--url URL] [--json]\n"
-    "  policy check NAME KEY [--cost N] [--id ID] [--wait MS] [--url URL] [--json]\n"
-    "          named policies (docs/policies.md): apply a config file (on a\n"
-    "          cluster: to every master), list them, show one and its counters,\n"
-    "          check KEY against one (--wait: wait up to MS in its queue),\n"
-    "          delete one\n"
-    "  simulate [--out DIR] [--plot]\n"
-    "          run every algorithm on the same traffic (in process, simulated\n"
-    "          clock); write DIR/<scenario>.csv and DIR/<scenario>-1s.csv, and\n"
-    "          with --plot DIR/<scenario>.png (default DIR: .)\n"
-    "  version                             print the version\n"
-    "  --help                              print this help\n"
+    "rate limits:\n"
+    "  check KEY ALGORITHM ARGS...    take --cost N units (default 1), print the decision\n"
+    "  peek KEY ALGORITHM ARGS...     the decision check would give, taking nothing\n"
+    "  inspect KEY                    the stored state of KEY\n"
+    "  reset KEY                      forget the state of KEY\n"
+    "families:\n"
+    "  lock take|release|extend|info  locks with an owner, a lease and a fencing token\n"
+    "  semaphore acquire|release      permits of a semaphore (a concurrency limit)\n"
+    "  bloom reserve|add|exists|card  Bloom filters\n"
+    "  distinct add|count             distinct items over a time window\n"
+    "  policy apply|list|show|check|delete\n"
+    "                                 named policies (docs/policies.md)\n"
+    "tools:\n"
+    "  doctor URL                     what a server offers, and what makes it unsafe\n"
+    "  simulate [--out DIR] [--plot]  every algorithm on the same traffic, in plots\n"
+    "  version, --version             print the version\n"
+    "  help, --help                   print this help\n"
+    "\n"
+    "floodgate COMMAND --help prints the arguments and options of a command.\n"
     "\n"
     "ALGORITHM ARGS:\n"
     "  fixed    LIMIT WINDOW_MS        LIMIT per window aligned to the clock\n"
@@ -58,10 +65,43 @@ const char cli_usage[] =
     "\n"
     "URL: redis://[user:password@]host[:port][/db], unix:///path.sock[?db=N],\n"
     "redis+cluster://host:port[,host:port...] or mem: (in process, forgotten at\n"
-    "exit). Default: $FLOODGATE_URL, else mem:.\n"
+    "exit). Default: $FLOODGATE_URL, else mem:. Commands that change a server's\n"
+    "state (lock, semaphore, bloom, distinct, policy apply and delete) refuse mem:.\n"
     "\n"
-    "Exit status: 0 allowed (or done), 1 denied (inspect: no state; policy show:\n"
-    "no such policy), 2 error.\n";
+    "Exit status: 0 allowed or done, 1 denied (or not acquired, not held, absent,\n"
+    "no state, no such policy; doctor: a hazard), 2 error.\n";
+
+const char cli_common_options[] =
+    "options of every command:\n"
+    "  --url URL    the server (see floodgate --help); default $FLOODGATE_URL, else mem:\n"
+    "  --json       print one JSON value\n"
+    "  --help       print this help\n";
+
+static const cli_command check_command = {
+    "check",
+    "  floodgate check KEY ALGORITHM ARGS... [--cost N]\n"
+    "      take N units (default 1) of KEY's limit and print the decision;\n"
+    "      exit 0 allowed, 1 denied. ALGORITHM ARGS: see floodgate --help\n",
+    CLI_TAKES_COST};
+
+static const cli_command peek_command = {
+    "peek",
+    "  floodgate peek KEY ALGORITHM ARGS... [--cost N]\n"
+    "      the decision check would give, taking and writing nothing\n",
+    CLI_TAKES_COST};
+
+static const cli_command inspect_command = {
+    "inspect",
+    "  floodgate inspect KEY\n"
+    "      the stored state of a rate-limit KEY as FIELD=VALUE words (--json: an\n"
+    "      object, one member per field, numbers as numbers); exit 1 when none\n",
+    0};
+
+static const cli_command reset_command = {
+    "reset",
+    "  floodgate reset KEY\n"
+    "      forget the state of a rate-limit KEY\n",
+    0};
 
 /* -------------------------------------------------------------- algorithms */
 
@@ -106,19 +146,63 @@ static void print_result(const fg_result *r, int json) {
         printf("  source          %s\n", cli_source_name(r->source));
 }
 
+/* A value of FG.INSPECT's text as JSON: an integer or a decimal number as
+ * a number, a list of integers (a sliding log's "ts,count,ts,count") as an
+ * array, anything else as a string. */
+static void print_value_json(char *v) {
+    int64_t n;
+    double d;
+    char *end = v + strlen(v), *p = v;
+    if (cli_parse_int64(v, &n)) {
+        printf("%lld", (long long)n);
+    } else if (cli_parse_number(v, &d)) {
+        printf("%.17g", d);
+    } else if (strchr(v, ',') != NULL && !strstr(v, ",,") && v[0] != ',' && end[-1] != ',' &&
+               strspn(v, "-0123456789,") == strlen(v)) {
+        putchar('[');
+        for (char *comma; p < end; p = comma + 1) {
+            comma = strchr(p, ',');
+            if (comma == NULL) comma = end;
+            *comma = '\0';
+            printf("%s%lld", p == v ? "" : ",", cli_parse_int64(p, &n) ? (long long)n : 0LL);
+        }
+        putchar(']');
+    } else {
+        cli_print_json_string(v);
+    }
+}
+
+/* "type=bucket tat_ns=1 pttl=2" as {"type":"bucket","tat_ns":1,"pttl":2}. */
+static void print_state_json(char *state) {
+    const char *sep = "";
+    putchar('{');
+    for (char *word = strtok(state, " "); word != NULL; word = strtok(NULL, " ")) {
+        char *eq = strchr(word, '=');
+        if (eq == NULL) continue;
+        *eq = '\0';
+        fputs(sep, stdout);
+        cli_print_json_string(word);
+        putchar(':');
+        print_value_json(eq + 1);
+        sep = ",";
+    }
+    putchar('}');
+}
+
 /* ------------------------------------------------------------- subcommands */
 
 static int cmd_decide(int argc, char **argv, int peek) {
+    const cli_command *cmd = peek ? &peek_command : &check_command;
     cli_opts o;
     fg_limit limit;
     fg_result r;
     fg_error err;
     fg_client *c;
     fg_code code;
-    int npos = cli_parse_options(argc, argv, CLI_TAKES_HELP | CLI_TAKES_COST, &o);
+    int npos = cli_parse_options(argc, argv, cmd, &o);
 
     if (npos < 0) return CLI_EXIT_ERROR;
-    if (npos < 2) return cli_error("%s needs KEY ALGORITHM ARGS...", peek ? "peek" : "check");
+    if (npos < 2) return cli_error("%s needs KEY ALGORITHM ARGS...", cmd->name);
     if (!parse_limit(npos - 1, argv + 1, &limit)) return CLI_EXIT_ERROR;
     if ((c = cli_open(o.url, &err)) == NULL) return cli_library_error(&err);
     code = peek ? fg_peek(c, argv[0], &limit, o.cost, &r, &err)
@@ -135,7 +219,7 @@ static int cmd_inspect(int argc, char **argv) {
     fg_client *c;
     fg_code code;
     char *buf;
-    int npos = cli_parse_options(argc, argv, CLI_TAKES_HELP, &o), exists;
+    int npos = cli_parse_options(argc, argv, &inspect_command, &o), exists;
 
     if (npos < 0) return CLI_EXIT_ERROR;
     if (npos != 1) return cli_error("inspect takes one KEY");
@@ -156,7 +240,7 @@ static int cmd_inspect(int argc, char **argv) {
         cli_print_json_string(argv[0]);
         fputs(",\"state\":", stdout);
         if (exists)
-            cli_print_json_string(buf);
+            print_state_json(buf);
         else
             fputs("null", stdout);
         fputs("}\n", stdout);
@@ -173,7 +257,7 @@ static int cmd_reset(int argc, char **argv) {
     fg_client *c;
     fg_code code;
     bool existed = false;
-    int npos = cli_parse_options(argc, argv, CLI_TAKES_HELP, &o);
+    int npos = cli_parse_options(argc, argv, &reset_command, &o);
 
     if (npos < 0) return CLI_EXIT_ERROR;
     if (npos != 1) return cli_error("reset takes one KEY");
@@ -209,5 +293,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "reset")) return cmd_reset(argc - 2, argv + 2);
     if (!strcmp(cmd, "simulate")) return cli_simulate(argc - 2, argv + 2);
     if (!strcmp(cmd, "policy")) return cli_policy(argc - 2, argv + 2);
+    if (!strcmp(cmd, "lock")) return cli_lock(argc - 2, argv + 2);
+    if (!strcmp(cmd, "semaphore")) return cli_semaphore(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bloom")) return cli_bloom(argc - 2, argv + 2);
+    if (!strcmp(cmd, "distinct")) return cli_distinct(argc - 2, argv + 2);
     return cli_error("unknown command '%s' (see floodgate --help)", cmd);
 }

@@ -2,7 +2,7 @@
  * policy.c - floodgate policy: named policies from the command line
  * (docs/policies.md, "Config files and the command line").
  *
- *   floodgate policy apply FILE      [--url URL] [--json]
+ *   floodgate policy apply FILE      [--dry-run] [--url URL] [--json]
  *   floodgate policy list            [--url URL] [--json]
  *   floodgate policy show NAME       [--url URL] [--json]
  *   floodgate policy check NAME KEY  [--cost N] [--id ID] [--wait MS] [--url URL] [--json]
@@ -15,8 +15,10 @@
  * anywhere.
  *
  * On a cluster URL, apply and delete reach every master; list and show
- * read one node. On mem: the policies live as long as the command, so
- * apply is a check of the file that sends nothing.
+ * read one node. On mem: the policies would live as long as the command,
+ * so apply and delete refuse it (cli_run_family): a command that changes
+ * state needs a server. apply --dry-run checks the file on mem: instead,
+ * and sends nothing.
  *
  * Exit codes (cli.h): 0 done or allowed, 1 denied (show: no such policy),
  * 2 error.
@@ -38,13 +40,18 @@ static int cmd_apply(fg_client *c, int npos, char **argv, const cli_opts *o) {
     if (npos != 1) return cli_error("policy apply takes one FILE");
     fg_code rc = fg_policies_apply_file(c, argv[0], &applied, &err);
     if (rc != FG_CODE_OK) {
-        if (applied > 0) fprintf(stderr, "floodgate: %zu policies were applied before\n", applied);
+        if (applied > 0)
+            fprintf(stderr, "floodgate: %zu %s applied before\n", applied,
+                    cli_plural((int64_t)applied, "policy was", "policies were"));
         return cli_library_error(&err);
     }
+    const char *what = cli_plural((int64_t)applied, "policy", "policies");
     if (o->json)
-        printf("{\"applied\":%zu}\n", applied);
+        printf("{\"%s\":%zu}\n", o->dry_run ? "valid" : "applied", applied);
+    else if (o->dry_run)
+        printf("%s: %zu %s, valid (nothing sent)\n", argv[0], applied, what);
     else
-        printf("applied %zu %s\n", applied, applied == 1 ? "policy" : "policies");
+        printf("applied %zu %s\n", applied, what);
     return CLI_EXIT_OK;
 }
 
@@ -129,10 +136,10 @@ static void show_text(const char *name, const fg_policy_info *in) {
     else
         printf("  penalty         none\n");
     printf("  shadow          %s\n", d->shadow ? "yes" : "no");
-    printf("  allowlist       %s, %lld entries\n", kind_name(&d->allowlist),
-           (long long)in->allow_entries);
-    printf("  denylist        %s, %lld entries\n", kind_name(&d->denylist),
-           (long long)in->deny_entries);
+    printf("  allowlist       %s, %lld %s\n", kind_name(&d->allowlist),
+           (long long)in->allow_entries, cli_plural(in->allow_entries, "entry", "entries"));
+    printf("  denylist        %s, %lld %s\n", kind_name(&d->denylist),
+           (long long)in->deny_entries, cli_plural(in->deny_entries, "entry", "entries"));
     printf("  allowed         %lld\n", (long long)in->allowed);
     printf("  denied          %lld\n", (long long)in->denied);
     printf("  banned          %lld\n", (long long)in->banned);
@@ -210,32 +217,32 @@ static int cmd_delete(fg_client *c, int npos, char **argv, const cli_opts *o) {
     return CLI_EXIT_OK;
 }
 
+static const cli_subcommand subcommands[] = {
+    {{"policy apply",
+      "  floodgate policy apply FILE [--dry-run]\n"
+      "      set the policies of a config file (libconfig syntax) on the server (on a\n"
+      "      cluster: every master); --dry-run checks the file and sends nothing\n",
+      CLI_NEEDS_SERVER | CLI_TAKES_DRY_RUN},
+     cmd_apply},
+    {{"policy list", "  floodgate policy list\n      the names of the server's policies\n", 0},
+     cmd_list},
+    {{"policy show",
+      "  floodgate policy show NAME\n"
+      "      a policy's rules and counters; exit 1 when there is no such policy\n",
+      0},
+     cmd_show},
+    {{"policy check",
+      "  floodgate policy check NAME KEY [--cost N] [--id ID] [--wait MS]\n"
+      "      check KEY against a policy (--id: the identity its lists are checked\n"
+      "      against; --wait: wait up to MS in its queue); exit 0 allowed, 1 denied\n",
+      CLI_TAKES_COST | CLI_TAKES_ID | CLI_TAKES_WAIT},
+     cmd_check},
+    {{"policy delete", "  floodgate policy delete NAME\n      delete a policy\n",
+      CLI_NEEDS_SERVER},
+     cmd_delete},
+};
+
 int cli_policy(int argc, char **argv) {
-    static const struct {
-        const char *name;
-        int (*run)(fg_client *c, int npos, char **argv, const cli_opts *o);
-        unsigned takes; /* CLI_TAKES_* */
-    } subcommands[] = {{"apply", cmd_apply, 0},
-                       {"list", cmd_list, 0},
-                       {"show", cmd_show, 0},
-                       {"check", cmd_check, CLI_TAKES_COST | CLI_TAKES_ID | CLI_TAKES_WAIT},
-                       {"delete", cmd_delete, 0}};
-    const size_t count = sizeof(subcommands) / sizeof(subcommands[0]);
-    const char *sub = argc > 0 ? argv[0] : "";
-    size_t which = 0;
-    while (which < count && strcmp(sub, subcommands[which].name) != 0)
-        which++;
-    if (which == count)
-        return cli_error("policy needs apply, list, show, check or delete (see floodgate --help)");
-    cli_opts o;
-    unsigned takes = subcommands[which].takes;
-    int npos = cli_parse_options(argc - 1, argv + 1, takes, &o);
-    if (npos < 0) return CLI_EXIT_ERROR;
-    fg_error err;
-    fg_client *c = cli_open(o.url, &err);
-    if (c == NULL) return cli_library_error(&err);
-    char **args = argv + 1;
-    int rc = subcommands[which].run(c, npos, args, &o);
-    fg_close(c);
-    return rc;
+    return cli_run_family("policy", "floodgate policy: named policies (docs/policies.md).",
+                          subcommands, sizeof(subcommands) / sizeof(subcommands[0]), argc, argv);
 }

@@ -56,14 +56,34 @@ def assert_error(p, *words):
 
 # -- help and version ----------------------------------------------------------
 
+COMMANDS = [["check"], ["peek"], ["inspect"], ["reset"], ["simulate"],
+            ["policy"], ["policy", "apply"], ["policy", "list"], ["policy", "show"],
+            ["policy", "check"], ["policy", "delete"],
+            ["lock"], ["lock", "take"], ["lock", "release"], ["lock", "extend"],
+            ["semaphore"], ["semaphore", "acquire"], ["semaphore", "release"],
+            ["bloom"], ["bloom", "reserve"], ["bloom", "add"], ["bloom", "exists"],
+            ["bloom", "card"], ["distinct"], ["distinct", "add"], ["distinct", "count"],
+]
+
+
 def test_help_and_version():
     p = run("--help")
     assert p.returncode == 0 and "usage: floodgate" in p.stdout
     for a in ALGORITHMS:
         assert a in p.stdout
-    assert run("check", "--help").returncode == 0
-    p = run("version")
-    assert p.returncode == 0 and p.stdout.strip() == "floodgate 0.1.0"
+    for cmd in COMMANDS:
+        assert cmd[0] in p.stdout
+    for flag in ("version", "--version"):
+        p = run(flag)
+        assert p.returncode == 0 and p.stdout.strip() == "floodgate 0.1.0"
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=" ".join)
+def test_every_command_has_help(cmd):
+    p = run(*cmd, "--help")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == "" and "usage" in p.stdout
+    assert "floodgate " + " ".join(cmd) in p.stdout
 
 
 def test_no_command_prints_usage_and_fails():
@@ -222,7 +242,10 @@ def test_check_peek_inspect_reset_on_a_server(r, url):
     assert p.returncode == 0
     assert p.stdout.startswith("type=fixed ") and " count=2 " in p.stdout
     rc, d = run_json("inspect", "--url", url, "u")
-    assert rc == 0 and d["key"] == "u" and d["state"].startswith("type=fixed")
+    assert rc == 0 and d["key"] == "u"
+    assert d["state"] == {"type": "fixed", "window_start_us": d["state"]["window_start_us"],
+                          "count": 2, "pttl": d["state"]["pttl"]}
+    assert isinstance(d["state"]["window_start_us"], int) and d["state"]["pttl"] > 0
 
     assert run_json("reset", "--url", url, "u") == (0, {"existed": True})
     assert r.exists("u") == 0
@@ -362,3 +385,166 @@ def test_simulate_unwritable_dir_exits_2(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert_error(run("simulate", "--out", blocker / "sub"))
+
+
+# -- families: locks, semaphores, Bloom filters, unique counters ----------------
+
+def test_lock_take_extend_release(r, url):
+    rc, d = run_json("lock", "take", "--url", url, "order:7", "--owner", "w1",
+                     "--lease", "60000")
+    assert rc == 0 and d["acquired"] is True and d["owner"] == "w1" and d["holds"] == 1
+    assert d["token"] > 0 and 0 < d["ttl_ms"] <= 60000
+    # another owner is refused, and told how long until it could be granted
+    rc, d2 = run_json("lock", "take", "--url", url, "order:7", "--owner", "w2")
+    assert rc == 1 and d2["acquired"] is False and d2["token"] == 0 and d2["ttl_ms"] > 0
+    # waiting in the server's queue ends with the wait (the lease is a minute)
+    rc, _ = run_json("lock", "take", "--url", url, "order:7", "--owner", "w2", "--wait", "20")
+    assert rc == 1
+    assert run_json("lock", "extend", "--url", url, "order:7", "--owner", "w1") == \
+        (0, {"extended": True})
+    assert run_json("lock", "extend", "--url", url, "order:7", "--owner", "w2") == \
+        (1, {"extended": False})
+    assert run_json("lock", "release", "--url", url, "order:7", "--owner", "w1") == \
+        (0, {"released": True, "holds_left": 0})
+    p = run("lock", "release", "--url", url, "order:7", "--owner", "w1")
+    assert p.returncode == 1 and p.stdout.strip() == "(not held)"
+    # free again: a wait is granted at once, with a larger token
+    rc, d3 = run_json("lock", "take", "--url", url, "order:7", "--owner", "w2", "--wait", "5000")
+    assert rc == 0 and d3["acquired"] and d3["token"] > d["token"]
+
+
+def test_lock_take_prints_a_fresh_owner(r, url):
+    p = run("lock", "take", "--url", url, "job:1", "--shared")
+    assert p.returncode == 0
+    lines = dict(line.split() for line in p.stdout.splitlines()[1:])
+    assert p.stdout.startswith("acquired\n") and len(lines["owner"]) == 32
+    assert run("lock", "release", "--url", url, "job:1", "--owner", lines["owner"]).returncode == 0
+
+
+def test_lock_reentrant_holds(r, url):
+    for holds in (1, 2):
+        rc, d = run_json("lock", "take", "--url", url, "re:1", "--owner", "a", "--reentrant")
+        assert rc == 0 and d["holds"] == holds
+    p = run("lock", "release", "--url", url, "re:1", "--owner", "a")
+    assert p.returncode == 0 and p.stdout.strip() == "released, 1 hold left"
+
+
+def test_semaphore_acquire_release(r, url):
+    rc, d = run_json("semaphore", "acquire", "--url", url, "pool:db", "3", "--permits", "2",
+                     "--owner", "req-1", "--lease", "60000")
+    assert rc == 0 and d["acquired"] and d["holds"] == 2
+    rc, d = run_json("semaphore", "acquire", "--url", url, "pool:db", "3", "--permits", "2",
+                     "--owner", "req-2")
+    assert rc == 1 and not d["acquired"]
+    assert run_json("semaphore", "release", "--url", url, "pool:db", "--owner", "req-1",
+                    "--permits", "1") == (0, {"released": True, "permits_left": 1})
+    assert run_json("semaphore", "release", "--url", url, "pool:db", "--owner", "req-1") == \
+        (0, {"released": True, "permits_left": 0})
+    assert run_json("semaphore", "release", "--url", url, "pool:db", "--owner", "req-1") == \
+        (1, {"released": False, "permits_left": -1})
+
+
+def test_bloom_reserve_add_exists_card(r, url):
+    assert run_json("bloom", "reserve", "--url", url, "seen:urls", "--capacity", "1000",
+                    "--error", "0.001") == (0, {"reserved": True})
+    assert r.execute_command("BF.INFO", "seen:urls", "CAPACITY") == [1000]
+    p = run("bloom", "add", "--url", url, "seen:urls", "/a", "/b", "/a")
+    assert p.returncode == 0 and p.stdout.splitlines() == ["added /a", "added /b", "present /a"]
+    assert run_json("bloom", "exists", "--url", url, "seen:urls", "/a", "/b") == \
+        (0, {"exists": {"/a": True, "/b": True}})
+    rc, d = run_json("bloom", "exists", "--url", url, "seen:urls", "/a", "/never")
+    assert rc == 1 and d == {"exists": {"/a": True, "/never": False}}
+    assert run_json("bloom", "card", "--url", url, "seen:urls") == (0, {"card": 2})
+    # BF.RESERVE's own checks and messages, and nothing created
+    assert_error(run("bloom", "reserve", "--url", url, "bf:bad", "--error", "2"),
+                 "invalid", "error rate")
+    assert_error(run("bloom", "reserve", "--url", url, "seen:urls"), "item exists")
+    assert r.exists("bf:bad") == 0
+
+
+def test_distinct_add_and_count(r, url):
+    p = run("distinct", "add", "--url", url, "uv:{site}:home", "alice", "bob")
+    assert p.returncode == 0 and p.stdout.strip() == "changed"
+    assert run_json("distinct", "add", "--url", url, "uv:{site}:home", "alice") == \
+        (0, {"changed": False})
+    run("distinct", "add", "--url", url, "uv:{site}:about", "carol", "alice")
+    assert run_json("distinct", "count", "--url", url, "uv:{site}:home", "uv:{site}:about",
+                    "--last", "1d") == (0, {"count": 3})
+    p = run("distinct", "count", "--url", url, "uv:{site}:home", "--last", "24h")
+    assert p.returncode == 0 and p.stdout.strip() == "2"
+
+
+def test_distinct_at_an_explicit_time(t, timed):
+    url = "redis://127.0.0.1:%d" % timed.port
+    at = 1700000000 * 1000000  # a whole second
+    now_s = int(t.time()[0])
+    assert now_s > 1700000000 + 86400  # the test's time is in the counter's past
+    assert run_json("distinct", "add", "--url", url, "uv:at", "x", "--at", at) == \
+        (0, {"changed": True})
+    # the counter's exact span is 7 days from its newest second: count [at, at+1s)
+    assert run_json("distinct", "count", "--url", url, "uv:at", "--from", at,
+                    "--to", at + 1000000) == (0, {"count": 1})
+    assert run_json("distinct", "count", "--url", url, "uv:at", "--from", at + 1000000,
+                    "--to", at + 2000000) == (0, {"count": 0})
+
+
+@pytest.mark.parametrize("args,words", [
+    (["lock", "take", "k"], ["lock take changes a server's state", "--url"]),
+    (["semaphore", "acquire", "k", "1"], ["mem:", "--url"]),
+    (["bloom", "add", "k", "x"], ["mem:", "--url"]),
+    (["distinct", "add", "k", "x"], ["mem:", "--url"]),
+    (["policy", "delete", "p"], ["mem:", "--url"]),
+    (["lock"], ["lock needs take, release or extend"]),
+    (["lock", "frob"], ["unknown lock subcommand 'frob'"]),
+    (["lock", "take", "--frob", "k"], ["unknown option '--frob' for lock take"]),
+    (["lock", "take", "--url", "mem:", "--lease", "x", "k"], ["--lease must be an integer"]),
+    (["bloom", "reserve", "--url", "mem:", "k", "--expansion", "1.5"],
+     ["--expansion must be an integer"]),
+    (["distinct", "count", "--url", "redis://127.0.0.1:1", "k"], ["needs --last"]),
+    (["distinct", "count", "--url", "mem:", "k", "--last", "24x"], ["--last must be"]),
+    (["distinct", "count", "--url", "mem:", "k", "--from", "1"], ["--from and --to go together"]),
+    (["semaphore", "acquire", "--url", "redis://127.0.0.1:1", "k", "many"], ["CAPACITY must be an integer"]),
+])
+def test_family_errors_exit_2(args, words):
+    assert_error(run(*args), *words)
+
+
+def test_release_and_extend_need_an_owner(r, url):
+    assert_error(run("lock", "release", "--url", url, "k"), "needs --owner")
+    assert_error(run("lock", "extend", "--url", url, "k"), "needs --owner")
+    assert_error(run("semaphore", "release", "--url", url, "k"), "needs --owner")
+
+
+# -- policy apply needs a server ------------------------------------------------
+
+POLICY_FILE = """
+policies = (
+  { name = "api.search";
+    limits = ( { algorithm = "token"; capacity = 10; rate = 10.0; } );
+    allowlist = { items = [ "10.0.0.1" ]; }; }
+);
+"""
+
+
+def test_policy_apply_refuses_mem(tmp_path):
+    conf = tmp_path / "policies.conf"
+    conf.write_text(POLICY_FILE)
+    assert_error(run("policy", "apply", conf), "policy apply changes a server's state",
+                 "--url", "--dry-run")
+    p = run("policy", "apply", conf, "--dry-run")
+    assert p.returncode == 0 and p.stdout.strip() == "%s: 1 policy, valid (nothing sent)" % conf
+
+
+def test_policy_apply_on_a_server(r, url, tmp_path):
+    conf = tmp_path / "policies.conf"
+    conf.write_text(POLICY_FILE)
+    p = run("policy", "apply", conf, "--url", url)
+    assert p.returncode == 0 and p.stdout.strip() == "applied 1 policy"
+    assert r.execute_command("FG.POLICY", "LIST") == [b"api.search"]
+    p = run("policy", "show", "api.search", "--url", url)
+    assert "allowlist       exact, 1 entry\n" in p.stdout
+    assert "denylist        exact, 0 entries\n" in p.stdout
+    # --dry-run sends nothing, whatever the URL
+    r.execute_command("FG.POLICY", "DEL", "api.search")
+    assert run_json("policy", "apply", conf, "--url", url, "--dry-run") == (0, {"valid": 1})
+    assert r.execute_command("FG.POLICY", "LIST") == []
