@@ -5,11 +5,13 @@
  *   floodgate lock take KEY [--owner ID] [--lease MS] [--wait MS] [--shared] [--reentrant]
  *   floodgate lock release KEY --owner ID
  *   floodgate lock extend KEY --owner ID [--lease MS]
+ *   floodgate lock info KEY
  *   floodgate semaphore acquire KEY CAPACITY [--permits N] [--owner ID] [--lease MS] [--wait MS]
  *   floodgate semaphore release KEY --owner ID [--permits N]
  *
  * Each is one library call (fg_lock, fg_unlock, fg_extend,
- * fg_semaphore_acquire, fg_semaphore_release). A lock
+ * fg_semaphore_acquire, fg_semaphore_release); info asks the server
+ * directly (server.c), as the library has no call for FG.LOCKINFO. A lock
  * outlives the command that takes it: it is held on the server until it is
  * released or its lease ends, so these commands refuse mem: (common.c).
  * take and acquire print the owner, a fresh fg_owner_id unless --owner
@@ -116,6 +118,38 @@ static int lock_extend(fg_client *c, int npos, char **argv, const cli_opts *o) {
     return extended ? CLI_EXIT_OK : CLI_EXIT_DENIED;
 }
 
+/* FG.LOCKINFO's fields (holders, waiters, the next token), one a line, or
+ * with --json as the members of an object. */
+static int lock_info(fg_client *c, int npos, char **argv, const cli_opts *o) {
+    (void)c;
+    if (npos != 1) return cli_error("lock info takes one KEY");
+    cli_server *s = cli_server_open(o->url);
+    if (s == NULL) return CLI_EXIT_ERROR;
+    cli_reply *r = cli_server_command(s, 2, (const char *[]){"FG.LOCKINFO", argv[0]});
+    cli_server_close(s);
+    if (r == NULL) return cli_error("io: the server closed the connection");
+    if (r->type == '-') {
+        int rc = cli_error("%s", r->str);
+        cli_reply_free(r);
+        return rc;
+    }
+    int held = r->type == '*' && r->integer >= 0;
+    if (!held) puts(o->json ? "null" : "(no lock)");
+    for (size_t i = 0; held && i + 1 < r->n; i += 2) {
+        if (o->json) {
+            fputs(i == 0 ? "{" : ",", stdout);
+            cli_print_json_string(r->element[i]->str ? r->element[i]->str : "");
+            putchar(':');
+        } else {
+            printf("%-15s ", r->element[i]->str ? r->element[i]->str : "");
+        }
+        cli_print_reply_json(r->element[i + 1]);
+        fputs(o->json && i + 3 >= r->n ? "}\n" : o->json ? "" : "\n", stdout);
+    }
+    cli_reply_free(r);
+    return held ? CLI_EXIT_OK : CLI_EXIT_DENIED;
+}
+
 static const cli_subcommand lock_subcommands[] = {
     {{"lock take",
       "  floodgate lock take KEY [--owner ID] [--lease MS] [--wait MS] [--shared] [--reentrant]\n"
@@ -134,6 +168,12 @@ static const cli_subcommand lock_subcommands[] = {
       "      make ID's lease end MS ms from now (default 30000); exit 1 when not held\n",
       CLI_NEEDS_SERVER | CLI_TAKES_OWNER | CLI_TAKES_LEASE},
      lock_extend},
+    {{"lock info",
+      "  floodgate lock info KEY\n"
+      "      the lock's holders (owner, exclusive, ttl_ms, token), waiters and next\n"
+      "      token (FG.LOCKINFO; also a semaphore's); exit 1 when there is none\n",
+      CLI_NEEDS_SERVER},
+     lock_info},
 };
 
 int cli_lock(int argc, char **argv) {

@@ -297,5 +297,6 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "semaphore")) return cli_semaphore(argc - 2, argv + 2);
     if (!strcmp(cmd, "bloom")) return cli_bloom(argc - 2, argv + 2);
     if (!strcmp(cmd, "distinct")) return cli_distinct(argc - 2, argv + 2);
+    if (!strcmp(cmd, "doctor")) return cli_doctor(argc - 2, argv + 2);
     return cli_error("unknown command '%s' (see floodgate --help)", cmd);
 }

@@ -9,7 +9,6 @@
 #include <strings.h>
 
 #include "error.h"
-#include "limit_args.h"
 
 #define DEFAULT_PORT 6379
 

@@ -60,10 +60,11 @@ COMMANDS = [["check"], ["peek"], ["inspect"], ["reset"], ["simulate"],
             ["policy"], ["policy", "apply"], ["policy", "list"], ["policy", "show"],
             ["policy", "check"], ["policy", "delete"],
             ["lock"], ["lock", "take"], ["lock", "release"], ["lock", "extend"],
+            ["lock", "info"],
             ["semaphore"], ["semaphore", "acquire"], ["semaphore", "release"],
             ["bloom"], ["bloom", "reserve"], ["bloom", "add"], ["bloom", "exists"],
             ["bloom", "card"], ["distinct"], ["distinct", "add"], ["distinct", "count"],
-]
+            ["doctor"]]
 
 
 def test_help_and_version():
@@ -494,7 +495,7 @@ def test_distinct_at_an_explicit_time(t, timed):
     (["bloom", "add", "k", "x"], ["mem:", "--url"]),
     (["distinct", "add", "k", "x"], ["mem:", "--url"]),
     (["policy", "delete", "p"], ["mem:", "--url"]),
-    (["lock"], ["lock needs take, release or extend"]),
+    (["lock"], ["lock needs take, release, extend or info"]),
     (["lock", "frob"], ["unknown lock subcommand 'frob'"]),
     (["lock", "take", "--frob", "k"], ["unknown option '--frob' for lock take"]),
     (["lock", "take", "--url", "mem:", "--lease", "x", "k"], ["--lease must be an integer"]),
@@ -548,3 +549,58 @@ def test_policy_apply_on_a_server(r, url, tmp_path):
     r.execute_command("FG.POLICY", "DEL", "api.search")
     assert run_json("policy", "apply", conf, "--url", url, "--dry-run") == (0, {"valid": 1})
     assert r.execute_command("FG.POLICY", "LIST") == []
+
+
+def test_lock_info(r, url):
+    run("lock", "take", "--url", url, "order:9", "--owner", "w1", "--lease", "60000")
+    rc, d = run_json("lock", "info", "--url", url, "order:9")
+    assert rc == 0 and d["kind"] == "lock" and d["used"] == 1 and d["waiters"] == []
+    assert d["holders"][0][0] == "w1" and isinstance(d["next_token"], int)
+    p = run("lock", "info", "--url", url, "order:9")
+    assert p.returncode == 0 and p.stdout.startswith('kind            "lock"\n')
+    assert run_json("lock", "info", "--url", url, "order:none") == (1, None)
+
+
+# -- doctor --------------------------------------------------------------------
+
+def doctor(port, *args):
+    return run("doctor", "redis://127.0.0.1:%d" % port, *args)
+
+
+def test_doctor_on_a_safe_server(r, server):
+    p = doctor(server.port)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "ok      module floodgate 0.1.0" in p.stdout
+    for family in ("ratelimit", "locks", "bloom", "uv", "policies", "gcra"):
+        assert "command family %s registered" % family in p.stdout
+    assert "note    maxmemory-policy noeviction" in p.stdout and "hazard" not in p.stdout
+    assert "a single server" in p.stdout
+    rc, d = run_json("doctor", "redis://127.0.0.1:%d" % server.port)
+    assert rc == 0 and d["hazards"] == 0
+    assert {f["level"] for f in d["findings"]} <= {"ok", "note"}
+
+
+@pytest.mark.parametrize("args,hazard", [
+    (["--maxmemory-policy", "allkeys-lru"], "maxmemory-policy allkeys-lru can evict any key"),
+    (["--maxmemory-policy", "volatile-ttl"], "maxmemory-policy volatile-ttl can evict keys"),
+    (["--floodgate.explicit-time", "yes"], "floodgate.explicit-time is on"),
+    (["--floodgate.enable-effect-commands", "yes"], "user 'default' may send the effect"),
+])
+def test_doctor_names_a_hazard_and_exits_1(args, hazard):
+    with harness.Server(args) as s:
+        p = doctor(s.port)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert any(line.startswith("hazard") and hazard in line for line in p.stdout.splitlines())
+
+
+def test_doctor_without_the_module():
+    with harness.Server(module=False) as s:
+        p = doctor(s.port)
+    assert p.returncode == 1 and "hazard  no module" in p.stdout and "script backend" in p.stdout
+
+
+def test_doctor_on_an_unreachable_server():
+    port = harness.free_port()
+    assert_error(doctor(port), "cannot connect to 127.0.0.1:%d: Connection refused" % port)
+    assert_error(run("doctor", "http://x"), "invalid URL", "redis+cluster://")
+    assert_error(run("doctor"), "mem: is no server")
