@@ -604,3 +604,40 @@ def test_doctor_on_an_unreachable_server():
     assert_error(doctor(port), "cannot connect to 127.0.0.1:%d: Connection refused" % port)
     assert_error(run("doctor", "http://x"), "invalid URL", "redis+cluster://")
     assert_error(run("doctor"), "mem: is no server")
+
+
+# -- bash completion -----------------------------------------------------------
+
+COMPLETION = os.path.join(harness.REPO, "src", "cli", "completion.bash")
+
+
+def complete(*words):
+    """What src/cli/completion.bash offers for the last of words."""
+    script = ('source "$0"; COMP_WORDS=(floodgate "$@"); COMP_CWORD=$#; _floodgate; '
+              'printf "%s\\n" "${COMPREPLY[@]}"')
+    p = subprocess.run(["bash", "-c", script, COMPLETION] + list(words), capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return sorted(w for w in p.stdout.split("\n") if w)
+
+
+def test_completion_of_commands_subcommands_and_options():
+    assert {"check", "lock", "semaphore", "bloom", "distinct", "policy", "doctor"} <= \
+        set(complete(""))
+    assert complete("lo") == ["lock"]
+    assert complete("lock", "") == ["extend", "info", "release", "take"]
+    assert complete("bloom", "") == ["add", "card", "exists", "reserve"]
+    assert complete("policy", "ap") == ["apply"]
+    assert complete("semaphore", "acquire", "k", "--p") == ["--permits"]
+    assert complete("lock", "take", "k", "--") == sorted(
+        ["--owner", "--lease", "--wait", "--shared", "--reentrant", "--url", "--json", "--help"])
+    assert complete("check", "k", "to") == ["token"]
+    assert complete("distinct", "count", "k", "--la") == ["--last"]
+
+
+def test_completion_names_only_options_the_tool_takes():
+    # every option the script offers for a subcommand is accepted by it
+    for words in (["lock", "take"], ["semaphore", "acquire"], ["bloom", "reserve"],
+                  ["distinct", "count"], ["policy", "check"], ["policy", "apply"]):
+        for opt in complete(*words, "k", "--"):
+            assert opt in run(*words, "--help").stdout, (words, opt)
