@@ -641,3 +641,13 @@ def test_completion_names_only_options_the_tool_takes():
                   ["distinct", "count"], ["policy", "check"], ["policy", "apply"]):
         for opt in complete(*words, "k", "--"):
             assert opt in run(*words, "--help").stdout, (words, opt)
+
+
+def test_man_page_covers_every_command_and_option():
+    import re
+    with open(os.path.join(harness.REPO, "docs", "man", "floodgate.1")) as f:
+        man = f.read().replace("\\-", "-")
+    for cmd in COMMANDS:
+        assert " ".join(cmd) in man, cmd
+        for opt in re.findall(r"--[a-z-]+", run(*cmd, "--help").stdout):
+            assert opt in man, (cmd, opt)
