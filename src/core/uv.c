@@ -91,6 +91,13 @@ bool fg_uv_tzoffset_valid(int64_t tzoffset_s) {
 #define US_PER_SEC 1000000LL /* the commands speak unix microseconds */
 #define GRID_TEXT_MAX 160    /* fg_uv_describe_grid's longest, with room to spare */
 
+/* A BETWEEN edge older than anything the counter keeps: the edge and the
+ * oldest time it keeps in unix microseconds (%lld), the key's name (%.*s)
+ * and its grid in words (%s). Not "off the grid": a UTC midnight 40 days
+ * ago is on the day grid, but no day bucket is kept that far back. */
+#define ERR_UV_RETENTION                                                                           \
+    "ERR BETWEEN edge %lld is older than what '%.*s' keeps: its oldest time is %lld (%s)"
+
 /* ------------------------------------------------------------------ hash */
 
 #define MURMUR_M 0xc6a4a7935bd1e995ULL
@@ -1417,6 +1424,20 @@ void fg_uv_describe_grid(const fg_uv *uv, char *buf, size_t size) {
 
 /* ------------------------------------------------ the commands' windows */
 
+/* The oldest second a BETWEEN edge may name: the start of the oldest
+ * bucket a tier keeps, or of the exact span (for windows that end after
+ * the newest item), whichever is older. Only for a counter with entries. */
+static int64_t oldest_edge(const fg_uv *uv) {
+    int64_t oldest = oldest_kept(uv);
+    for (int k = 0; k < FG_UV_TIERS; k++) {
+        const fg_uv_tier *tier = &uv->tiers[k];
+        if (tier->count == 0) continue;
+        int64_t start = bucket_start(tier, first_kept(tier, uv->newest));
+        if (start < oldest) oldest = start;
+    }
+    return oldest;
+}
+
 bool fg_uv_window_registers(const fg_uv *uv, const fg_uv_window *w, int64_t now, const char *name,
                             size_t len, uint8_t regs[FG_UV_REGISTERS], char *msg, size_t msglen) {
     int shown = (int)(len < FG_UV_NAME_SHOWN ? len : FG_UV_NAME_SHOWN);
@@ -1433,6 +1454,12 @@ bool fg_uv_window_registers(const fg_uv *uv, const fg_uv_window *w, int64_t now,
     if (fg_uv_registers_between(uv, w->start, w->end, regs, &edge) == FG_UV_WINDOW_OK) return true;
     char grid[GRID_TEXT_MAX];
     fg_uv_describe_grid(uv, grid, sizeof(grid));
-    snprintf(msg, msglen, FG_ERR_UV_OFF_GRID, (long long)(edge * US_PER_SEC), shown, name, grid);
+    int64_t oldest = oldest_edge(uv);
+    if (edge < oldest)
+        snprintf(msg, msglen, ERR_UV_RETENTION, (long long)(edge * US_PER_SEC), shown, name,
+                 (long long)(oldest * US_PER_SEC), grid);
+    else
+        snprintf(msg, msglen, FG_ERR_UV_OFF_GRID, (long long)(edge * US_PER_SEC), shown, name,
+                 grid);
     return false;
 }

@@ -26,7 +26,9 @@ in test_uv_bad_input.py (which imports the helpers defined here);
 persistence, replication and cluster in their own files.
 """
 
+import os
 import random
+import subprocess
 import time
 
 import pytest
@@ -102,6 +104,30 @@ def grid_message(key, minutes=60, hours=48, days=31):
 def off_grid(edge_us, key, **grid):
     return "ERR BETWEEN edge %d is not on the grid of '%s' %s" % (
         edge_us, key, grid_message(key, **grid))
+
+
+def oldest_kept(newest, span=604800, tzoffset=0, minutes=60, hours=48, days=31):
+    """The oldest second a BETWEEN edge may name, for a counter whose newest
+    second is `newest`: the start of its exact span or of its oldest bucket."""
+    starts = [newest - span]
+    for width, count in ((MINUTE, minutes), (HOUR, hours), (DAY, days)):
+        if count:
+            starts.append(((newest + tzoffset) // width - count + 1) * width - tzoffset)
+    return min(starts)
+
+
+def out_of_retention(edge_us, key, oldest_us, **grid):
+    return "ERR BETWEEN edge %d is older than what '%s' keeps: its oldest time is %d %s" % (
+        edge_us, key, oldest_us, grid_message(key, **grid))
+
+
+def refused_edge(edge, key, newest, span=604800, tzoffset=0, **grid):
+    """The refusal of a BETWEEN edge (seconds): older than anything the
+    counter keeps, or off its grid."""
+    oldest = oldest_kept(newest, span, tzoffset, **grid)
+    if edge < oldest:
+        return out_of_retention(edge * SEC, key, oldest * SEC, **grid)
+    return off_grid(edge * SEC, key, **grid)
 
 
 def too_long(seconds, key, span):
@@ -652,15 +678,59 @@ def test_between_off_the_grid_is_refused(r, grid):
     ]
     for t1, t2, edge in cases:
         for cmd in (["FG.UVCOUNT", "uv"], ["FG.UVEXPORT", "uv"], ["FG.UVSTORE", "dst", "uv"]):
-            assert error_of(r, *cmd, *between(t1, t2)) == off_grid(edge * SEC, "uv"), \
+            assert error_of(r, *cmd, *between(t1, t2)) == refused_edge(edge, "uv", n), \
                 (cmd, t1 - n, t2 - n)
         # in a union, the key off whose grid the edge is, is named
         assert error_of(r, "FG.UVCOUNT", "nokey", *between(t1, t2), "sorted") == \
-            off_grid(edge * SEC, "sorted")
+            refused_edge(edge, "sorted", n)
     assert r.exists("dst") == 0
     # the same windows on missing keys: empty, nothing refused
     assert r.execute_command("FG.UVCOUNT", "nokey", *between(hh - 50 * HOUR, hh - 49 * HOUR),
                              "nokey2") == 0
+
+
+def test_an_edge_older_than_what_is_kept_says_so(r, server):
+    """A UTC midnight beyond the 31 days kept is on the day grid: the error
+    says it is older than what the key keeps, and names the oldest time
+    kept (the old example of docs/uv.md, 2025-11-21 to 2025-11-22, once a
+    month had passed). One second later, the oldest time itself is
+    answered; the midnight before it is refused."""
+    n = server_second(r)
+    r.execute_command("FG.UVADDAT", "page:home", n * SEC, "alice")
+    oldest = oldest_kept(n)
+    assert oldest == (n // DAY - 30) * DAY
+    for t1, t2 in [(1763683200, 1763769600), (oldest - DAY, oldest), (oldest - DAY, n + 1)]:
+        assert error_of(r, "FG.UVCOUNT", "page:home", *between(t1, t2)) == \
+            out_of_retention(t1 * SEC, "page:home", oldest * SEC)
+    assert r.execute_command("FG.UVCOUNT", "page:home", *between(oldest, oldest + DAY)) == 0
+    # off the grid within what is kept is still "not on the grid"
+    assert error_of(r, "FG.UVCOUNT", "page:home", *between(oldest + 1, oldest + DAY)) == \
+        off_grid((oldest + 1) * SEC, "page:home")
+    # no buckets: the oldest time is the SPAN's
+    r.execute_command("FG.UVCREATE", "nob", "SPAN", 3600, "MINUTES", 0, "HOURS", 0, "DAYS", 0)
+    r.execute_command("FG.UVADDAT", "nob", n * SEC, "x")
+    assert error_of(r, "FG.UVCOUNT", "nob", *between(n - 3601, n + 1)) == \
+        out_of_retention((n - 3601) * SEC, "nob", (n - 3600) * SEC, minutes=0, hours=0, days=0)
+
+
+def test_the_documented_between_example_works_on_any_date(r, server):
+    """docs/uv.md's shell example counts yesterday (UTC) by dates computed
+    when it runs: run as written, on a counter with items yesterday and
+    today."""
+    today = server_second(r) // DAY * DAY
+    r.execute_command("FG.UVADDAT", "page:home", (today - DAY) * SEC, "alice", "bob")
+    r.execute_command("FG.UVADDAT", "page:home", (today - 1) * SEC, "carol")
+    r.execute_command("FG.UVADDAT", "page:home", (today - DAY - 1) * SEC, "before")
+    r.execute_command("FG.UVADD", "page:home", "today")
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "uv.md")) as f:
+        lines = [x for x in f.read().splitlines()
+                 if x.startswith("redis-cli FG.UVCOUNT page:home BETWEEN")]
+    assert len(lines) == 1, lines
+    command = lines[0].replace("redis-cli ", "redis-cli -p %d " % server.port, 1)
+    out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30)
+    if server_second(r) // DAY * DAY != today:
+        pytest.skip("the test ran across midnight UTC")
+    assert out.returncode == 0 and out.stdout.strip() == "3", (out.stdout, out.stderr)
 
 
 def test_grid_of_custom_counters(r):

@@ -28,7 +28,7 @@ import pytest
 
 from harness import digest
 from test_uv import (DAY, HOUR, MINUTE, SEC, between, fixed_second, off_grid, ok,
-                     payloads, raw, server_second, too_long, uv_info)  # noqa: F401 (fixture)
+                     payloads, raw, refused_edge, server_second, too_long, uv_info)  # noqa: F401 (fixture)
 
 # FG.UVADDAT and FG.UVLOAD are validated as a repair tool meets them.
 pytestmark = pytest.mark.usefixtures("effect_commands")
@@ -309,7 +309,7 @@ def test_windows_off_the_grid_or_longer_than_the_span(r):
     small = {"minutes": 10, "hours": 5, "days": 3}  # uvc's hours begin at :30
     cases = [(["uv"], between(old_minute, old_minute + MINUTE), off_grid(old_minute * SEC, "uv")),
              (["uv"], between(early, n - 50), off_grid(early * SEC, "uv")),
-             (["uv"], between(0, 1), off_grid(0, "uv")),
+             (["uv"], between(0, 1), refused_edge(0, "uv", n)),
              (["uv", "uvc"], between(m - 20 * MINUTE, m - 19 * MINUTE),  # 12:57
               off_grid((m - 20 * MINUTE) * SEC, "uvc", **small)),
              (["new", "uvc"], between(m - 30 * MINUTE, m - 29 * MINUTE),  # 12:47

@@ -703,6 +703,16 @@ static void test_command_windows_and_their_refusals(void **state) {
     assert_false(fg_uv_window_registers(&uv, &between, now, "visits", 6, regs, msg, sizeof(msg)));
     assert_string_equal(msg, "ERR BETWEEN edge 1700008199000000 is not on the grid of 'visits' "
                              "(minutes for the last 60 minutes, hours for the last 48 hours)");
+    /* An hour on the grid but older than the 48 kept: out of retention, not
+     * off the grid; the oldest time kept is the oldest hour's start. */
+    int64_t oldest = 1700006400 - 47 * 3600;
+    between = (fg_uv_window){.start = oldest - 3600, .end = oldest};
+    assert_false(fg_uv_window_registers(&uv, &between, now, "visits", 6, regs, msg, sizeof(msg)));
+    assert_string_equal(msg, "ERR BETWEEN edge 1699833600000000 is older than what 'visits' "
+                             "keeps: its oldest time is 1699837200000000 (minutes for the last "
+                             "60 minutes, hours for the last 48 hours)");
+    between = (fg_uv_window){.start = oldest, .end = oldest + 3600};
+    assert_true(fg_uv_window_registers(&uv, &between, now, "k", 1, regs, msg, sizeof(msg)));
     /* A key's name is quoted up to 100 bytes. */
     char name[150];
     memset(name, 'n', sizeof(name));
