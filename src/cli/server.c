@@ -98,27 +98,40 @@ static int set_up(cli_server *s, const fg_url *u) {
     return u->db == 0 || ask(s, 2, (const char *[]){"SELECT", db}, "SELECT");
 }
 
-cli_server *cli_server_open(const char *url) {
-    char seed[1024], why[128] = "", where[300];
-    fg_url u;
+/* The connected socket, or -1 after printing why not. */
+static int connect_to(const char *url, fg_url *u) {
+    char seed[1024], why[128] = "";
     fg_error err;
     int fd;
     if (strncasecmp(url, CLUSTER_SCHEME, strlen(CLUSTER_SCHEME)) == 0)
         url = first_seed(url, seed, sizeof(seed));
-    if (fg_url_parse(url, &u, &err) != FG_CODE_OK) return cli_library_error(&err), NULL;
-    if (u.kind == FG_URL_MEM) return cli_error("mem: is no server: give --url redis://HOST[:PORT]"), NULL;
-    fd = u.kind == FG_URL_TCP ? connect_tcp(&u, why, sizeof(why)) : connect_unix(&u, why, sizeof(why));
-    snprintf(where, sizeof(where), u.kind == FG_URL_UNIX ? "%s" : "%s:%d",
-             u.kind == FG_URL_UNIX ? u.path : u.host, u.port);
-    if (fd < 0) return cli_error("io: cannot connect to %s: %s", where, why), NULL;
-    cli_server *s = malloc(sizeof(*s));
-    if (s == NULL || !set_timeouts(fd) || (s->io = fdopen(fd, "r+")) == NULL) {
-        free(s);
+    if (fg_url_parse(url, u, &err) != FG_CODE_OK) return cli_library_error(&err), -1;
+    if (u->kind == FG_URL_MEM) return cli_error("mem: is no server: give redis://HOST[:PORT]"), -1;
+    fd = u->kind == FG_URL_TCP ? connect_tcp(u, why, sizeof(why)) : connect_unix(u, why, sizeof(why));
+    if (fd < 0 && u->kind == FG_URL_UNIX) cli_error("io: cannot connect to %s: %s", u->path, why);
+    if (fd < 0 && u->kind == FG_URL_TCP) cli_error("io: cannot connect to %s:%d: %s", u->host, u->port, why);
+    if (fd >= 0 && !set_timeouts(fd)) {
+        cli_error("io: setting the timeouts: %s", strerror(errno));
         close(fd);
-        return cli_error("io: %s: %s", where, strerror(errno)), NULL;
+        fd = -1;
     }
-    if (set_up(s, &u)) return s;
-    cli_server_close(s);
+    return fd;
+}
+
+cli_server *cli_server_open(const char *url) {
+    fg_url u;
+    int fd = connect_to(url, &u);
+    cli_server *s = fd >= 0 ? malloc(sizeof(*s)) : NULL;
+    if (s != NULL && (s->io = fdopen(fd, "r+")) != NULL && set_up(s, &u)) return s;
+    if (s != NULL && s->io != NULL) {
+        cli_server_close(s);
+        return NULL;
+    }
+    if (fd >= 0) {
+        cli_error("out of memory");
+        close(fd);
+    }
+    free(s);
     return NULL;
 }
 
