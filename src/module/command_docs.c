@@ -380,7 +380,7 @@ static const command_doc docs[] = {
     {"FG.LOGAPPEND", "Applies one admitted request to a sliding log (replication)",
      "O(1) amortized", -5, updates_key1, logappend_args},
     {"GCRA",
-     "GCRA rate limit as Redis 8.8's: tokens_per_period per period seconds, bursts of "
+     "GCRA rate limit as Redis's held-back GCRA: tokens_per_period per period seconds, bursts of "
      "max_burst + 1",
      "O(1)", -5, updates_key1, gcra_compat_args},
     {"FG.LOCK", "Takes a lock (exclusive or shared) with a lease; may wait in FIFO order",

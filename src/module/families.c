@@ -4,7 +4,7 @@
  *
  * The server refuses a command name that exists, whoever owns it: another
  * module (RedisBloom's BF.*, bundled with Redis 8), the server itself
- * (Redis 8.8's GCRA) or a server command renamed onto it (rename-command).
+ * (a Redis with its own GCRA) or a server command renamed onto it (rename-command).
  * A module cannot delete a command it created, so a family is checked whole
  * before its first command is created, and a family with a taken name is
  * left out whole, logged and shown in INFO; the others load. The data types
