@@ -93,15 +93,18 @@ $(BUILD)/client/%: tests/client/%.c tests/client/limit_text.h $(LIB_A) include/f
 
 # The tool is a user of the library like any other: the public header only,
 # linked to the shared library (found next to it in build/, or in ../lib
-# once installed).
+# once installed); doctor and lock info ask a server through hiredis
+# (src/cli/server.c), reading URLs with the library's own parser.
 LIB_SONAME := $(BUILD)/libfloodgate.so.$(SO_MAJOR)
+# Linked in too: the .so hides them through its version script, so no symbol meets another.
+CLI_LIB_OBJ := $(BUILD)/obj/src/client/url.o $(BUILD)/obj/src/client/error.o
 
 $(LIB_SONAME): $(LIB_SO)
 	ln -sf $(notdir $(LIB_SO)) $@
 
-$(BUILD)/floodgate: $(CLI_SRC) src/cli/cli.h $(LIB_SONAME) include/floodgate.h
+$(BUILD)/floodgate: $(CLI_SRC) src/cli/cli.h $(CLI_LIB_OBJ) $(LIB_SONAME) include/floodgate.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iinclude -o $@ $(CLI_SRC) $(LIB_SONAME) -lm \
+	$(CC) $(CFLAGS) -Iinclude -o $@ $(CLI_SRC) $(CLI_LIB_OBJ) $(LIB_SONAME) -lhiredis -lm \
 		-Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
 cli: $(if $(CLI_SRC),$(BUILD)/floodgate)

@@ -12,11 +12,13 @@
  * on them.
  *
  * The tool is a user of the library like any other: it includes the
- * public header only and links the shared library.
+ * public header only and links the shared library. doctor and lock info
+ * also ask a server directly, through hiredis (server.c).
  */
 #ifndef FG_CLI_H
 #define FG_CLI_H
 
+#include <hiredis/hiredis.h>
 #include <stdio.h>
 
 #include "floodgate.h"
@@ -147,28 +149,16 @@ void cli_print_decision(const fg_result *r, int json);
  * after "simulate". */
 int cli_simulate(int argc, char **argv);
 
-/* server.c: a plain connection to a server (redis:, unix:, a cluster URL's
- * first seed), for the questions the library has no call for. */
-typedef struct cli_server cli_server;
-
-typedef struct cli_reply {
-    char type;         /* '+', '-', ':', '$' or '*' */
-    char *str;         /* '+', '-', '$' (NULL: a nil bulk) */
-    size_t len;        /* '$' */
-    long long integer; /* ':'; '*' and '$': the length, -1 for nil */
-    size_t n;          /* '*' */
-    struct cli_reply **element;
-} cli_reply;
-
-/* NULL after printing the error (an invalid URL, mem:, a failed connect,
- * AUTH or SELECT refused). */
-cli_server *cli_server_open(const char *url);
-void cli_server_close(cli_server *s);
-/* NULL when the connection failed. */
-cli_reply *cli_server_command(cli_server *s, int argc, const char **argv);
-void cli_reply_free(cli_reply *r);
+/* server.c: a hiredis connection to a server (redis:, unix:, a cluster
+ * URL's first seed), for the questions the library has no call for; closed
+ * with redisFree. NULL after printing the error (an invalid URL, mem:, a
+ * failed connect, AUTH or SELECT refused). */
+redisContext *cli_server_open(const char *url);
+/* A command's reply (freeReplyObject), or NULL after printing the failed
+ * connection's error. */
+redisReply *cli_server_command(redisContext *c, int argc, const char **argv);
 /* Integers as numbers, strings as strings, arrays as arrays, nil as null. */
-void cli_print_reply_json(const cli_reply *r);
+void cli_print_reply_json(const redisReply *r);
 
 /* floodgate doctor URL (doctor.c). */
 int cli_doctor(int argc, char **argv);

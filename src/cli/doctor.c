@@ -2,11 +2,12 @@
  * doctor.c - floodgate doctor URL: what a server offers floodgate, and what
  * on it is unsafe (docs/security.md).
  *
- * It asks the server directly (server.c): MODULE LIST for the module and
- * its version, INFO floodgate_command_families for the families it
- * registered, CONFIG GET for the eviction policy and floodgate's configs,
- * ACL for the users that may send the effect commands, INFO cluster and
- * CLUSTER INFO for a cluster's layout. Each finding is a line:
+ * It asks the server directly, through hiredis (server.c): MODULE LIST for
+ * the module and its version, INFO floodgate_command_families for the
+ * families it registered, CONFIG GET for the eviction policy and
+ * floodgate's configs, ACL for the users that may send the effect
+ * commands, INFO cluster and CLUSTER INFO for a cluster's layout. Each
+ * finding is a line:
  *
  *   ok      what is there and safe
  *   note    what to know (noeviction answers OOM when memory is full, ...)
@@ -50,44 +51,41 @@ static void finding(finding_list *f, const char *level, const char *fmt, const c
     putchar('}');
 }
 
-/* A command's reply, or NULL after printing that the connection failed. */
-static cli_reply *ask(cli_server *s, int argc, const char **argv) {
-    cli_reply *r = cli_server_command(s, argc, argv);
-    if (r == NULL) cli_error("io: the server closed the connection at %s", argv[0]);
-    return r;
-}
-
 /* A CONFIG GET's value, in buf ("" when the server has no such config). */
-static int config(cli_server *s, const char *name, char *buf, size_t len) {
-    cli_reply *r = ask(s, 3, (const char *[]){"CONFIG", "GET", name});
+static int config(redisContext *s, const char *name, char *buf, size_t len) {
+    redisReply *r = cli_server_command(s, 3, (const char *[]){"CONFIG", "GET", name});
     if (r == NULL) return 0;
-    snprintf(buf, len, "%s", r->type == '*' && r->n == 2 && r->element[1]->str ? r->element[1]->str : "");
-    cli_reply_free(r);
+    int found = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                r->element[1]->type == REDIS_REPLY_STRING;
+    snprintf(buf, len, "%s", found ? r->element[1]->str : "");
+    freeReplyObject(r);
     return 1;
 }
 
 /* The floodgate module's version in MODULE LIST, or -1. */
-static long long module_version(const cli_reply *list) {
-    for (size_t i = 0; list->type == '*' && i < list->n; i++) {
-        const cli_reply *m = list->element[i];
+static long long module_version(const redisReply *list) {
+    for (size_t i = 0; list->type == REDIS_REPLY_ARRAY && i < list->elements; i++) {
+        const redisReply *m = list->element[i];
         long long ver = -1;
         int ours = 0;
-        for (size_t j = 0; m->type == '*' && j + 1 < m->n; j += 2) {
-            const char *k = m->element[j]->str ? m->element[j]->str : "";
-            if (!strcmp(k, "name")) ours = m->element[j + 1]->str && !strcmp(m->element[j + 1]->str, "floodgate");
-            if (!strcmp(k, "ver")) ver = m->element[j + 1]->integer;
+        for (size_t j = 0; m->type == REDIS_REPLY_ARRAY && j + 1 < m->elements; j += 2) {
+            const redisReply *k = m->element[j], *v = m->element[j + 1];
+            if (k->type != REDIS_REPLY_STRING) continue;
+            if (!strcmp(k->str, "name"))
+                ours = v->type == REDIS_REPLY_STRING && !strcmp(v->str, "floodgate");
+            if (!strcmp(k->str, "ver")) ver = v->integer;
         }
         if (ours) return ver;
     }
     return -1;
 }
 
-static int check_module(cli_server *s, finding_list *f) {
+static int check_module(redisContext *s, finding_list *f) {
     char version[32], ver[24];
-    cli_reply *r = ask(s, 2, (const char *[]){"MODULE", "LIST"});
+    redisReply *r = cli_server_command(s, 2, (const char *[]){"MODULE", "LIST"});
     if (r == NULL) return 0;
     long long v = module_version(r);
-    cli_reply_free(r);
+    freeReplyObject(r);
     if (v < 0) {
         finding(f, "hazard", "no module: floodgate.so is not loaded, and the library needs it "
                 "(a script backend for servers without modules is not there yet)%s%s", "", "");
@@ -100,10 +98,12 @@ static int check_module(cli_server *s, finding_list *f) {
 }
 
 /* Each "floodgate_<family>:status=<status>" line of INFO. */
-static int check_families(cli_server *s, finding_list *f) {
-    cli_reply *r = ask(s, 2, (const char *[]){"INFO", "floodgate_command_families"});
+static int check_families(redisContext *s, finding_list *f) {
+    redisReply *r =
+        cli_server_command(s, 2, (const char *[]){"INFO", "floodgate_command_families"});
     if (r == NULL) return 0;
-    for (char *line = r->str ? strtok(r->str, "\r\n") : NULL; line; line = strtok(NULL, "\r\n")) {
+    char *text = r->type == REDIS_REPLY_STRING ? r->str : NULL;
+    for (char *line = text ? strtok(text, "\r\n") : NULL; line; line = strtok(NULL, "\r\n")) {
         char *status = strstr(line, ":status=");
         if (line[0] == '#' || status == NULL) continue;
         *status = '\0';
@@ -114,11 +114,11 @@ static int check_families(cli_server *s, finding_list *f) {
             finding(f, "note", "command family %s: %s (another module has its names)",
                     line + strlen("floodgate_"), status);
     }
-    cli_reply_free(r);
+    freeReplyObject(r);
     return 1;
 }
 
-static int check_eviction(cli_server *s, finding_list *f) {
+static int check_eviction(redisContext *s, finding_list *f) {
     char policy[64];
     if (!config(s, "maxmemory-policy", policy, sizeof(policy))) return 0;
     if (strncmp(policy, "allkeys-", 8) == 0)
@@ -134,7 +134,7 @@ static int check_eviction(cli_server *s, finding_list *f) {
     return 1;
 }
 
-static int check_config_off(cli_server *s, finding_list *f, const char *name, const char *why) {
+static int check_config_off(redisContext *s, finding_list *f, const char *name, const char *why) {
     char value[16];
     if (!config(s, name, value, sizeof(value))) return 0;
     if (strcmp(value, "yes") == 0)
@@ -145,43 +145,45 @@ static int check_config_off(cli_server *s, finding_list *f, const char *name, co
 }
 
 /* The users that are on and may send an effect command (ACL DRYRUN). */
-static int check_acl(cli_server *s, finding_list *f, int effects_on) {
-    cli_reply *users = ask(s, 2, (const char *[]){"ACL", "USERS"});
+static int check_acl(redisContext *s, finding_list *f, int effects_on) {
+    redisReply *users = cli_server_command(s, 2, (const char *[]){"ACL", "USERS"});
     if (users == NULL) return 0;
-    for (size_t i = 0; users->type == '*' && i < users->n; i++) {
+    for (size_t i = 0; users->type == REDIS_REPLY_ARRAY && i < users->elements; i++) {
         const char *user = users->element[i]->str;
-        cli_reply *r = ask(s, 6, (const char *[]){"ACL", "DRYRUN", user, EFFECT_PROBE, "k", "0"});
-        if (r == NULL) return cli_reply_free(users), 0;
-        if (r->type == '+')
+        redisReply *r = cli_server_command(
+            s, 6, (const char *[]){"ACL", "DRYRUN", user, EFFECT_PROBE, "k", "0"});
+        if (r == NULL) return freeReplyObject(users), 0;
+        if (r->type == REDIS_REPLY_STATUS)
             finding(f, effects_on ? "hazard" : "note",
                     "user '%s' may send the effect commands (FG.SETSTATE, FG.HOLD, ...)%s",
                     user, effects_on ? "" : "; they stay refused while "
                                             "floodgate.enable-effect-commands is off");
-        cli_reply_free(r);
+        freeReplyObject(r);
     }
-    cli_reply_free(users);
+    freeReplyObject(users);
     return 1;
 }
 
-static int check_cluster(cli_server *s, finding_list *f) {
-    cli_reply *r = ask(s, 2, (const char *[]){"INFO", "cluster"});
+static int check_cluster(redisContext *s, finding_list *f) {
+    redisReply *r = cli_server_command(s, 2, (const char *[]){"INFO", "cluster"});
     if (r == NULL) return 0;
-    int enabled = r->str && strstr(r->str, "cluster_enabled:1");
-    cli_reply_free(r);
+    int enabled = r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_enabled:1");
+    freeReplyObject(r);
     if (!enabled) return finding(f, "ok", "a single server (no cluster)%s%s", "", ""), 1;
-    if ((r = ask(s, 2, (const char *[]){"CLUSTER", "INFO"})) == NULL) return 0;
-    for (char *line = r->str ? strtok(r->str, "\r\n") : NULL; line; line = strtok(NULL, "\r\n"))
+    if ((r = cli_server_command(s, 2, (const char *[]){"CLUSTER", "INFO"})) == NULL) return 0;
+    char *text = r->type == REDIS_REPLY_STRING ? r->str : NULL;
+    for (char *line = text ? strtok(text, "\r\n") : NULL; line; line = strtok(NULL, "\r\n"))
         if (!strncmp(line, "cluster_state:", 14) || !strncmp(line, "cluster_size:", 13) ||
             !strncmp(line, "cluster_known_nodes:", 20))
             finding(f, strcmp(line, "cluster_state:fail") ? "ok" : "hazard", "cluster %s%s",
                     line + strlen("cluster_"), "");
-    cli_reply_free(r);
+    freeReplyObject(r);
     finding(f, "note", "on a cluster, use a redis+cluster:// URL; locks need a redis:// URL "
             "of one master%s%s", "", "");
     return 1;
 }
 
-static int examine(cli_server *s, finding_list *f) {
+static int examine(redisContext *s, finding_list *f) {
     char effects[16];
     return check_module(s, f) && check_families(s, f) && check_eviction(s, f) &&
            check_config_off(s, f, "floodgate.explicit-time",
@@ -197,12 +199,12 @@ int cli_doctor(int argc, char **argv) {
     int npos = cli_parse_options(argc, argv, &doctor_command, &o);
     if (npos < 0) return CLI_EXIT_ERROR;
     if (npos > 1) return cli_error("doctor takes one URL");
-    cli_server *s = cli_server_open(npos == 1 ? argv[0] : o.url);
+    redisContext *s = cli_server_open(npos == 1 ? argv[0] : o.url);
     if (s == NULL) return CLI_EXIT_ERROR;
     finding_list f = {o.json, 0, 0};
     if (o.json) fputs("{\"findings\":[", stdout);
     int ok = examine(s, &f);
-    cli_server_close(s);
+    redisFree(s);
     if (o.json) printf("],\"hazards\":%d}\n", f.hazards);
     if (!ok) return CLI_EXIT_ERROR;
     return f.hazards > 0 ? CLI_EXIT_DENIED : CLI_EXIT_OK;

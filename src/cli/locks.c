@@ -123,30 +123,31 @@ static int lock_extend(fg_client *c, int npos, char **argv, const cli_opts *o) {
 static int lock_info(fg_client *c, int npos, char **argv, const cli_opts *o) {
     (void)c;
     if (npos != 1) return cli_error("lock info takes one KEY");
-    cli_server *s = cli_server_open(o->url);
+    redisContext *s = cli_server_open(o->url);
     if (s == NULL) return CLI_EXIT_ERROR;
-    cli_reply *r = cli_server_command(s, 2, (const char *[]){"FG.LOCKINFO", argv[0]});
-    cli_server_close(s);
-    if (r == NULL) return cli_error("io: the server closed the connection");
-    if (r->type == '-') {
+    redisReply *r = cli_server_command(s, 2, (const char *[]){"FG.LOCKINFO", argv[0]});
+    redisFree(s);
+    if (r == NULL) return CLI_EXIT_ERROR;
+    if (r->type == REDIS_REPLY_ERROR) {
         int rc = cli_error("%s", r->str);
-        cli_reply_free(r);
+        freeReplyObject(r);
         return rc;
     }
-    int held = r->type == '*' && r->integer >= 0;
+    int held = r->type == REDIS_REPLY_ARRAY;
     if (!held) puts(o->json ? "null" : "(no lock)");
-    for (size_t i = 0; held && i + 1 < r->n; i += 2) {
+    for (size_t i = 0; held && i + 1 < r->elements; i += 2) {
+        const char *name = r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str : "";
         if (o->json) {
             fputs(i == 0 ? "{" : ",", stdout);
-            cli_print_json_string(r->element[i]->str ? r->element[i]->str : "");
+            cli_print_json_string(name);
             putchar(':');
         } else {
-            printf("%-15s ", r->element[i]->str ? r->element[i]->str : "");
+            printf("%-15s ", name);
         }
         cli_print_reply_json(r->element[i + 1]);
-        fputs(o->json && i + 3 >= r->n ? "}\n" : o->json ? "" : "\n", stdout);
+        fputs(o->json && i + 3 >= r->elements ? "}\n" : o->json ? "" : "\n", stdout);
     }
-    cli_reply_free(r);
+    freeReplyObject(r);
     return held ? CLI_EXIT_OK : CLI_EXIT_DENIED;
 }
 
