@@ -210,6 +210,23 @@ def test_connect_failure_names_the_address_and_the_reason():
     assert_error(p, "cannot connect to /nonexistent/floodgate.sock: No such file or directory")
 
 
+def test_the_reason_reaches_another_thread_within_the_reconnect_delay():
+    """fg_open's failed connect, then a check from another thread that the
+    delay keeps from trying again (tests/client/reconnect_reason.c): the
+    reason the tool prints comes from the connection, not the thread."""
+    program = os.path.join(harness.REPO, "build", "client", "reconnect_reason")
+    subprocess.run(["make", "-C", harness.REPO, "build/client/reconnect_reason"], check=True,
+                   stdout=subprocess.DEVNULL)
+    port = harness.free_port()
+    for _ in range(5):  # a run slower than the 100 ms delay proves nothing
+        out = subprocess.run([program, "redis://127.0.0.1:%d" % port], capture_output=True,
+                             text=True, check=True, timeout=30).stdout.splitlines()
+        assert out[0] == "io: cannot connect to 127.0.0.1:%d: Connection refused" % port
+        if int(out[1].split("=")[1]) < 100:
+            return
+    pytest.fail("no run within the reconnect delay")
+
+
 def test_invalid_url_names_every_form():
     p = run("check", "--url", "http://127.0.0.1", "k", "token", "1", "1")
     assert_error(p, "invalid URL", "redis://", "unix://", "redis+cluster://", "mem:")

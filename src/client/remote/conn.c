@@ -8,8 +8,8 @@
  *
  * A failed connect says where and why ("cannot connect to 127.0.0.1:1:
  * Connection refused"). A call within FG_RECONNECT_DELAY_MS of it does not
- * try again: it repeats that message when the same thread made the attempt
- * (kept per thread, so no lock is taken), else it names the address.
+ * try again: it repeats that message (the conn's last_error), whichever
+ * thread made the attempt.
  */
 #include "conn.h"
 
@@ -84,39 +84,13 @@ static fg_code setup_connection(const fg_url *u, redisContext *ctx, fg_error *er
     return FG_CODE_OK;
 }
 
-/* The last failed connect of this thread: its connection, address and
- * message. */
-static _Thread_local struct {
-    const fg_conn *conn;
-    char where[200];
-    char message[sizeof(((fg_error *)0)->message)];
-} last_failure;
-
-static const char *address_of(const fg_url *u, char *buf, size_t len) {
+static fg_code connect_failed(const fg_url *u, const char *why, fg_error *err) {
     if (u->kind == FG_URL_UNIX)
-        snprintf(buf, len, "%s", u->path);
-    else
-        snprintf(buf, len, strchr(u->host, ':') ? "[%s]:%d" : "%s:%d", u->host, u->port);
-    return buf;
-}
-
-static fg_code connect_failed(const fg_conn *conn, const fg_url *u, const char *why,
-                              fg_error *err) {
-    last_failure.conn = conn;
-    address_of(u, last_failure.where, sizeof(last_failure.where));
-    snprintf(last_failure.message, sizeof(last_failure.message), "cannot connect to %.160s: %.60s",
-             last_failure.where, why);
-    return fg_set_error(err, FG_CODE_IO, "%s", last_failure.message);
-}
-
-/* Within the delay after a failed connect. */
-static fg_code not_retried(const fg_conn *conn, const fg_url *u, fg_error *err) {
-    char where[200];
-    address_of(u, where, sizeof(where));
-    if (last_failure.conn == conn && strcmp(last_failure.where, where) == 0)
-        return fg_set_error(err, FG_CODE_IO, "%s", last_failure.message);
-    return fg_set_error(err, FG_CODE_IO, "cannot connect to %s (the last attempt failed less "
-                        "than %d ms ago)", where, FG_RECONNECT_DELAY_MS);
+        return fg_set_error(err, FG_CODE_IO, "cannot connect to %.160s: %.60s", u->path, why);
+    return fg_set_error(err, FG_CODE_IO,
+                        strchr(u->host, ':') ? "cannot connect to [%.160s]:%d: %.60s"
+                                             : "cannot connect to %.160s:%d: %.60s",
+                        u->host, u->port, why);
 }
 
 static fg_code open_connection(fg_conn *conn, const fg_url *u, const fg_conn_config *cfg,
@@ -126,7 +100,7 @@ static fg_code open_connection(fg_conn *conn, const fg_url *u, const fg_conn_con
                                               : redisConnectUnixWithTimeout(u->path, tv);
     if (ctx == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     if (ctx->err) {
-        connect_failed(conn, u, ctx->errstr, err);
+        connect_failed(u, ctx->errstr, err);
         redisFree(ctx);
         return FG_CODE_IO;
     }
@@ -149,14 +123,15 @@ fg_code fg_conn_ensure(fg_conn *conn, const fg_url *addr, const fg_conn_config *
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (before(&now, &conn->next_connect))
-        return not_retried(conn, addr, err);
-    fg_code rc = open_connection(conn, addr, cfg, err);
-    if (rc != FG_CODE_OK) {
-        long ns = now.tv_nsec + FG_RECONNECT_DELAY_MS * 1000000L;
-        conn->next_connect.tv_sec = now.tv_sec + ns / 1000000000L;
-        conn->next_connect.tv_nsec = ns % 1000000000L;
-    }
-    return rc;
+        return fg_set_error(err, FG_CODE_IO, "%s", conn->last_error);
+    fg_error failed; /* err may be NULL, and last_error needs the message */
+    fg_code rc = open_connection(conn, addr, cfg, &failed);
+    if (rc == FG_CODE_OK) return rc;
+    snprintf(conn->last_error, sizeof(conn->last_error), "%s", failed.message);
+    long ns = now.tv_nsec + FG_RECONNECT_DELAY_MS * 1000000L;
+    conn->next_connect.tv_sec = now.tv_sec + ns / 1000000000L;
+    conn->next_connect.tv_nsec = ns % 1000000000L;
+    return fg_set_error(err, rc, "%s", failed.message);
 }
 
 void fg_conn_close(fg_conn *conn) {

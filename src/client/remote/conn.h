@@ -47,6 +47,9 @@ typedef struct fg_conn {
     redisContext *ctx;            /* NULL while disconnected */
     bool connected_once;          /* later connections count as reconnects */
     struct timespec next_connect; /* monotonic: no attempt before this */
+    /* The failed attempt's message, repeated until next_connect: whichever
+     * thread then calls hears why, not only that it failed. */
+    char last_error[sizeof(((fg_error *)0)->message)];
 } fg_conn;
 
 /* A command of up to FG_ARGV_MAX arguments, numbers kept in its own
