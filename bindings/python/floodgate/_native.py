@@ -8,7 +8,9 @@ so a change to the header that is not made here fails the tests.
 ctypes releases the GIL for the length of every foreign call, so a thread
 waiting on the network (or in a server's lock queue) never holds up the
 others; callbacks from the library's threads (a lost lock, a policy loader,
-a clock) take the GIL back while they run.
+a clock) take the GIL back while they run. The in-process filter's calls
+are the exception: they keep the GIL (pylib), which makes them one at a
+time as fg_filter needs, for the nanoseconds they take.
 
 Where the library is looked for, first to last:
   1. $FLOODGATE_LIBRARY, a path to the shared library;
@@ -22,6 +24,7 @@ after it is moved to another prefix, without LD_LIBRARY_PATH.
 
 import ctypes
 import os
+import threading
 from ctypes import (
     CFUNCTYPE,
     POINTER,
@@ -37,6 +40,8 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
+
+from . import errors
 
 SONAME = "libfloodgate.so.0"
 MAX_POLICY_LIMITS = 8
@@ -69,6 +74,7 @@ def _load():
 
 
 lib, library_path = _load()
+pylib = ctypes.PyDLL(library_path)  # the same library, its calls keeping the GIL
 
 # ------------------------------------------------------------------ structs
 
@@ -188,8 +194,8 @@ _items = POINTER(c_void_p)
 _lens = POINTER(c_size_t)
 
 
-def _proto(name, restype, *argtypes):
-    fn = getattr(lib, name)
+def _proto(name, restype, *argtypes, dll=lib):
+    fn = getattr(dll, name)
     fn.restype = restype
     fn.argtypes = argtypes
     return fn
@@ -241,12 +247,14 @@ bf_madd = _proto("fg_bf_madd", c_int, _client, c_char_p, _items, _lens, c_size_t
 bf_mexists = _proto("fg_bf_mexists", c_int, _client, c_char_p, _items, _lens, c_size_t,
                     POINTER(c_bool), _err)
 bf_card = _proto("fg_bf_card", c_int, _client, c_char_p, POINTER(c_int64), _err)
-filter_new = _proto("fg_filter_new", c_void_p, POINTER(BloomOptions), _err)
-filter_add = _proto("fg_filter_add", c_int, c_void_p, c_char_p, c_size_t)
-filter_contains = _proto("fg_filter_contains", c_bool, c_void_p, c_char_p, c_size_t)
-filter_cardinality = _proto("fg_filter_cardinality", c_int64, c_void_p)
-filter_bytes = _proto("fg_filter_bytes", c_size_t, c_void_p)
-filter_free = _proto("fg_filter_free", None, c_void_p)
+# An fg_filter is not thread-safe: its calls keep the GIL, so they run one
+# at a time however many threads share the filter.
+filter_new = _proto("fg_filter_new", c_void_p, POINTER(BloomOptions), _err, dll=pylib)
+filter_add = _proto("fg_filter_add", c_int, c_void_p, c_char_p, c_size_t, dll=pylib)
+filter_contains = _proto("fg_filter_contains", c_bool, c_void_p, c_char_p, c_size_t, dll=pylib)
+filter_cardinality = _proto("fg_filter_cardinality", c_int64, c_void_p, dll=pylib)
+filter_bytes = _proto("fg_filter_bytes", c_size_t, c_void_p, dll=pylib)
+filter_free = _proto("fg_filter_free", None, c_void_p, dll=pylib)
 
 policy_def_init = _proto("fg_policy_def_init", None, POINTER(PolicyDef))
 policy_set = _proto("fg_policy_set", c_int, _client, c_char_p, POINTER(PolicyDef), _err)
@@ -277,28 +285,70 @@ distinct_export = _proto("fg_distinct_export", c_int, _client, POINTER(c_char_p)
 
 
 class Owned:
-    """A C handle this object owns (a client, a Redlock, a filter): freed
-    once, by close(), at the end of a `with`, or when the object goes;
-    calls after close() raise floodgate.Error. Subclasses set `_h` and name
-    what frees it in _free."""
+    """A C handle this object owns (a client, a Redlock, a filter), which
+    threads share. Every call on the handle is a use of it (_call, or
+    _enter and _leave); close() marks the object closing, so that calls
+    begun later raise floodgate.Error, and the handle is freed once, when
+    no call uses it any more: by close() when none does, else by the call
+    that leaves last. So a C call never gets a freed handle, whatever the
+    threads do, and what C may still call back (a callback it was given and
+    no longer has, _retired) lives until the calls that could reach it are
+    over. Subclasses call Owned.__init__ first, set `_h` and name what
+    frees it in _free."""
 
-    _h = None
+    _h = None  # until a handle is made: the __del__ of a failed __init__ frees nothing
     _what = "handle"
+
+    def __init__(self):
+        # One entry per call using _h: list.append and list.pop are atomic,
+        # cheaper than a lock on every call; _mu orders only the rare rest.
+        self._uses = []
+        self._closing = False
+        self._retired = []
+        self._mu = threading.Lock()
 
     def _free(self, h):
         raise NotImplementedError
 
-    def _handle(self):
-        h = self._h
-        if h is None:
-            from .errors import Error
-            raise Error("the %s is closed" % self._what)
-        return h
+    def _enter(self):
+        """The handle, for one call that _leave ends."""
+        self._uses.append(None)
+        if self._closing:
+            self._leave()
+            raise errors.Error("the %s is closed" % self._what)
+        return self._h
 
-    def close(self):
-        h, self._h = self._h, None
+    def _leave(self):
+        uses = self._uses
+        uses.pop()
+        if not uses and (self._closing or self._retired):
+            self._drained()
+
+    def _call(self, fn, *args):
+        """fn(handle, *args) as one use of the handle."""
+        h = self._enter()
+        try:
+            return fn(h, *args)
+        finally:
+            self._leave()
+
+    def _drained(self):
+        """No call used the handle a moment ago: what waited for that is done,
+        unless a call came in since (then it does it when it leaves)."""
+        with self._mu:
+            if self._uses:
+                return
+            del self._retired[:]
+            h = None
+            if self._closing:
+                h, self._h = self._h, None
         if h:
             self._free(h)
+
+    def close(self):
+        self._closing = True
+        if not self._uses:
+            self._drained()
 
     def __enter__(self):
         return self
@@ -307,7 +357,8 @@ class Owned:
         self.close()
 
     def __del__(self):
-        self.close()
+        if self._h is not None:
+            self.close()
 
 
 def byte_items(items):
@@ -330,8 +381,7 @@ def as_cstr(value):
     and name another key, so it is refused."""
     b = as_bytes(value)
     if b"\0" in b:
-        from .errors import InvalidError
-        raise InvalidError("ERR a key, name or owner cannot hold a NUL byte: %r" % (value,))
+        raise errors.InvalidError("ERR a key, name or owner cannot hold a NUL byte: %r" % (value,))
     return b
 
 

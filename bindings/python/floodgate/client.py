@@ -2,8 +2,9 @@
 
 A Client is safe to share between threads, as the C client is; each call
 keeps its result and error buffers in a per-thread slot, so calls allocate
-nothing in ctypes but the answer they return. close() must be the last
-call on a client (as fg_close); a closed client raises floodgate.Error.
+nothing in ctypes but the answer they return. close() may come from any
+thread at any time (_native.Owned): calls begun after it raise
+floodgate.Error, and fg_close runs once the calls in flight have returned.
 Clients still open at interpreter exit are closed then, before Python stops,
 so that no renewal thread calls into a stopping interpreter."""
 
@@ -36,6 +37,16 @@ _open_clients = weakref.WeakSet()
 def _close_open_clients():
     for client in list(_open_clients):
         client.close()
+
+
+class _Callback(threading.local):
+    """How deep this thread is in a callback that may run on the client's
+    renewal thread (on_lost, the clock): fg_close joins that thread, so a
+    client closed from there is freed on a thread of its own."""
+    depth = 0
+
+
+_callback = _Callback()
 
 
 class _Buffers(threading.local):
@@ -103,9 +114,14 @@ def _lost_trampoline(callbacks):
     holds the callbacks, not the client, so a client is freed when unused)."""
     def on_lost(key, owner, why, arg):
         callback = callbacks.pop(arg, None)
-        if callback is not None:
+        if callback is None:
+            return
+        _callback.depth += 1
+        try:
             callback(key.decode(errors="replace"), owner.decode(errors="replace"),
                      locks.LOST_REASONS[why])
+        finally:
+            _callback.depth -= 1
     return N.LOST_FN(on_lost)
 
 
@@ -124,10 +140,12 @@ class Client(N.Owned):
     (see set_policy_loader)."""
 
     _what = "client"
+    _free_elsewhere = False  # __del__: the collector may run on the renewal thread
 
     def __init__(self, url="mem:", *, connect_timeout_ms=1000, command_timeout_ms=1000,
                  on_failure="error", cache_denials=False, clock=None, send_clock=False,
                  lease_units=0, lease_ms=100, policy_loader=None):
+        super().__init__()
         if on_failure not in _FAILURE_POLICIES:
             raise errors.InvalidError("on_failure is one of %s, not %r" %
                                       (", ".join(sorted(_FAILURE_POLICIES)), on_failure))
@@ -162,16 +180,36 @@ class Client(N.Owned):
     # -------------------------------------------------------------- lifetime
 
     def close(self):
-        """Closes the client: returns leased units, stops renewals. Must be
-        the last call on it; closing twice is harmless."""
+        """Closes the client: returns leased units, stops renewals. Calls
+        begun after it raise floodgate.Error; calls in flight on other
+        threads finish first, and the last of them to return frees the
+        client. Closing twice is harmless."""
         super().close()
 
     def _free(self, h):
+        # fg_close joins the renewal thread, and this may run on it: in
+        # on_lost or the clock (a close, or a call leaving last), or in the
+        # collector, which runs on any thread. Then a thread of its own
+        # closes the client.
+        if self._free_elsewhere or _callback.depth:
+            try:
+                threading.Thread(target=self._close_handle, args=(h,),
+                                 name="floodgate-close").start()
+                return
+            except RuntimeError:  # the interpreter is exiting: no callback runs any more
+                pass
+        self._close_handle(h)
+
+    def _close_handle(self, h):
         _open_clients.discard(self)
         N.close_client(h)
 
+    def __del__(self):
+        self._free_elsewhere = True
+        super().__del__()
+
     def __repr__(self):
-        return "Client(%r%s)" % (self.url, "" if self._h else ", closed")
+        return "Client(%r%s)" % (self.url, ", closed" if self._closing else "")
 
     @property
     def is_remote(self):
@@ -181,7 +219,11 @@ class Client(N.Owned):
     @staticmethod
     def _clock_trampoline(clock):
         def clock_us(_arg):
-            return int(clock())
+            _callback.depth += 1  # mem: leases read it on the renewal thread
+            try:
+                return int(clock())
+            finally:
+                _callback.depth -= 1
         return N.CLOCK_FN(clock_us)
 
     # ------------------------------------------------------------ decisions
@@ -198,16 +240,19 @@ class Client(N.Owned):
     def _decide(self, fn, key, limit, cost):
         # The hot path: one ctypes call with references made in advance
         # (the limit's, the thread's buffers) and the result read once.
-        h, b = self._h, self._tls
-        if h is None:
-            raise errors.Error("the client is closed")
+        b = self._tls
         try:
             ref = limit._ref
         except AttributeError:
             raise TypeError("a floodgate Limit is needed (token_bucket(...), ...), not %r"
                             % (limit,)) from None
-        if fn(h, key.encode() if key.__class__ is str and "\0" not in key else N.as_cstr(key),
-              ref, cost, b.result_ref, b.err_ref):
+        key = key.encode() if key.__class__ is str and "\0" not in key else N.as_cstr(key)
+        h = self._enter()
+        try:
+            failed = fn(h, key, ref, cost, b.result_ref, b.err_ref)
+        finally:
+            self._leave()
+        if failed:
             raise_error(b.err)
         c = b.result
         return Result(c.allowed, c.limit, c.remaining, c.retry_after_ms, c.reset_after_ms,
@@ -216,18 +261,18 @@ class Client(N.Owned):
     def reset(self, key):
         """Forgets the key's state; True when it had one."""
         b = self._tls
-        if N.reset(self._handle(), N.as_cstr(key), byref(b.flag), byref(b.err)):
+        if self._call(N.reset, N.as_cstr(key), byref(b.flag), byref(b.err)):
             raise_error(b.err)
         return b.flag.value
 
     def inspect(self, key):
         """The key's stored state as a dict (FG.INSPECT's fields), {} when
         it has none."""
-        h, key, b = self._handle(), N.as_cstr(key), self._tls
+        key, b = N.as_cstr(key), self._tls
         size = 4096
         while True:
             buf = ctypes.create_string_buffer(size)
-            if N.inspect(h, key, buf, size, byref(b.err)) == 0:
+            if self._call(N.inspect, key, buf, size, byref(b.err)) == 0:
                 return _parse_state(buf.value.decode())
             if b"buffer too small" not in b.err.message or size >= 1 << 28:
                 raise_error(b.err)
@@ -244,7 +289,7 @@ class Client(N.Owned):
             return []
         arr = (N.Request * n)(*rows)  # ctypes fills the structs from the tuples
         b = self._tls
-        if N.check_batch(self._handle(), arr, n, byref(b.err)):
+        if self._call(N.check_batch, arr, n, byref(b.err)):
             raise_error(b.err)
         out = []
         for c in arr:
@@ -259,7 +304,7 @@ class Client(N.Owned):
 
     def stats(self):
         s = N.Stats()
-        N.get_stats(self._handle(), byref(s))
+        self._call(N.get_stats, byref(s))
         return Stats(s.decisions, s.round_trips, s.denials_cached, s.failures, s.reconnects,
                      s.lease_hits)
 
@@ -286,24 +331,24 @@ class Client(N.Owned):
     def unlock(self, key, owner):
         """FG.UNLOCK: what the owner still holds, -1 when it held nothing."""
         b = self._tls
-        if N.unlock(self._handle(), N.as_cstr(key), N.as_cstr(owner), byref(b.int64),
-                    byref(b.err)):
+        if self._call(N.unlock, N.as_cstr(key), N.as_cstr(owner), byref(b.int64),
+                      byref(b.err)):
             raise_error(b.err)
         return b.int64.value
 
     def extend(self, key, owner, lease_ms):
         """FG.EXTEND: False when the owner holds nothing."""
         b = self._tls
-        if N.extend(self._handle(), N.as_cstr(key), N.as_cstr(owner), lease_ms, byref(b.flag),
-                    byref(b.err)):
+        if self._call(N.extend, N.as_cstr(key), N.as_cstr(owner), lease_ms, byref(b.flag),
+                      byref(b.err)):
             raise_error(b.err)
         return b.flag.value
 
     def semaphore_release(self, key, owner, permits=0):
         """FG.RELEASE of `permits` (0: all of the owner's): the permits left."""
         b = self._tls
-        if N.semaphore_release(self._handle(), N.as_cstr(key), N.as_cstr(owner), permits,
-                               byref(b.int64), byref(b.err)):
+        if self._call(N.semaphore_release, N.as_cstr(key), N.as_cstr(owner), permits,
+                      byref(b.int64), byref(b.err)):
             raise_error(b.err)
         return b.int64.value
 
@@ -311,8 +356,7 @@ class Client(N.Owned):
         """FG.MUNLOCK: the keys released."""
         _, arr, n = N.key_array(keys)
         b = self._tls
-        if N.unlock_multi(self._handle(), arr, n, N.as_cstr(owner), byref(b.int64),
-                          byref(b.err)):
+        if self._call(N.unlock_multi, arr, n, N.as_cstr(owner), byref(b.int64), byref(b.err)):
             raise_error(b.err)
         return b.int64.value
 
@@ -332,7 +376,7 @@ class Client(N.Owned):
         """BF.RESERVE; an existing key raises InvalidError."""
         o = N.BloomOptions(error_rate, capacity, expansion)
         b = self._tls
-        if N.bf_reserve(self._handle(), N.as_cstr(key), byref(o), byref(b.err)):
+        if self._call(N.bf_reserve, N.as_cstr(key), byref(o), byref(b.err)):
             raise_error(b.err)
 
     def bf_add(self, key, item):
@@ -345,7 +389,7 @@ class Client(N.Owned):
 
     def _bf_one(self, fn, key, item):
         item, b = N.as_bytes(item), self._tls
-        if fn(self._handle(), N.as_cstr(key), item, len(item), byref(b.flag), byref(b.err)):
+        if self._call(fn, N.as_cstr(key), item, len(item), byref(b.flag), byref(b.err)):
             raise_error(b.err)
         return b.flag.value
 
@@ -361,7 +405,7 @@ class Client(N.Owned):
         keep, ptrs, lens, n = N.byte_items(items)
         flags = (c_bool * max(n, 1))()
         b = self._tls
-        if fn(self._handle(), N.as_cstr(key), ptrs, lens, n, flags, byref(b.err)):
+        if self._call(fn, N.as_cstr(key), ptrs, lens, n, flags, byref(b.err)):
             e = errors.of(b.err)
             e.added = list(flags[:n])  # BF.MADD: the items before the refused one were added
             raise e
@@ -370,7 +414,7 @@ class Client(N.Owned):
     def bf_card(self, key):
         """BF.CARD: the distinct items added, estimated."""
         b = self._tls
-        if N.bf_card(self._handle(), N.as_cstr(key), byref(b.int64), byref(b.err)):
+        if self._call(N.bf_card, N.as_cstr(key), byref(b.int64), byref(b.err)):
             raise_error(b.err)
         return b.int64.value
 
@@ -380,7 +424,7 @@ class Client(N.Owned):
         """FG.UVCREATE; an existing key raises InvalidError."""
         o = N.DistinctOptions(span_s, minutes, hours, days, tzoffset_s)
         b = self._tls
-        if N.distinct_create(self._handle(), N.as_cstr(key), byref(o), byref(b.err)):
+        if self._call(N.distinct_create, N.as_cstr(key), byref(o), byref(b.err)):
             raise_error(b.err)
 
     def distinct_add(self, key, items, at_us=None):
@@ -390,8 +434,8 @@ class Client(N.Owned):
             items = (items,)
         keep, ptrs, lens, n = N.byte_items(items)
         b = self._tls
-        if N.distinct_add(self._handle(), N.as_cstr(key), ptrs, lens, n,
-                          -1 if at_us is None else at_us, byref(b.flag), byref(b.err)):
+        if self._call(N.distinct_add, N.as_cstr(key), ptrs, lens, n,
+                      -1 if at_us is None else at_us, byref(b.flag), byref(b.err)):
             raise_error(b.err)
         return b.flag.value
 
@@ -400,7 +444,7 @@ class Client(N.Owned):
         list of one hash slot) in `window` (last() or between())."""
         keep, arr, n = N.key_array((keys,) if isinstance(keys, (str, bytes)) else keys)
         b = self._tls
-        if N.distinct_count(self._handle(), arr, n, window._c, byref(b.int64), byref(b.err)):
+        if self._call(N.distinct_count, arr, n, window._c, byref(b.int64), byref(b.err)):
             raise_error(b.err)
         return b.int64.value
 
@@ -410,7 +454,7 @@ class Client(N.Owned):
         keep, arr, n = N.key_array((keys,) if isinstance(keys, (str, bytes)) else keys)
         hll = (ctypes.c_uint8 * N.HLL_BYTES)()
         b = self._tls
-        if N.distinct_export(self._handle(), arr, n, window._c, hll, byref(b.err)):
+        if self._call(N.distinct_export, arr, n, window._c, hll, byref(b.err)):
             raise_error(b.err)
         return bytes(hll)
 
@@ -420,27 +464,27 @@ class Client(N.Owned):
         """FG.POLICY SET: creates or replaces the policy (a PolicyDef)."""
         c = definition.to_c()
         b = self._tls
-        if N.policy_set(self._handle(), N.as_cstr(name), byref(c), byref(b.err)):
+        if self._call(N.policy_set, N.as_cstr(name), byref(c), byref(b.err)):
             raise_error(b.err)
 
     def policy_delete(self, name):
         """FG.POLICY DEL: True when there was one."""
         b = self._tls
-        if N.policy_delete(self._handle(), N.as_cstr(name), byref(b.flag), byref(b.err)):
+        if self._call(N.policy_delete, N.as_cstr(name), byref(b.flag), byref(b.err)):
             raise_error(b.err)
         return b.flag.value
 
     def policy_get(self, name):
         """FG.POLICY GET: a PolicyInfo."""
         info, b = N.PolicyInfo(), self._tls
-        if N.policy_get(self._handle(), N.as_cstr(name), byref(info), byref(b.err)):
+        if self._call(N.policy_get, N.as_cstr(name), byref(info), byref(b.err)):
             raise_error(b.err)
         return policies.info_from(info)
 
     def policy_names(self):
         """FG.POLICY LIST: the names, sorted."""
         names, count, b = ctypes.POINTER(c_char_p)(), c_size_t(), self._tls
-        if N.policy_names(self._handle(), byref(names), byref(count), byref(b.err)):
+        if self._call(N.policy_names, byref(names), byref(count), byref(b.err)):
             raise_error(b.err)
         try:
             return [names[i].decode() for i in range(count.value)]
@@ -460,8 +504,8 @@ class Client(N.Owned):
             items = (items,)
         keep, ptrs, lens, n = N.byte_items(items)
         b = self._tls
-        if N.policy_list_add(self._handle(), N.as_cstr(name), deny, ptrs, lens, n,
-                             byref(b.int64), byref(b.err)):
+        if self._call(N.policy_list_add, N.as_cstr(name), deny, ptrs, lens, n, byref(b.int64),
+                      byref(b.err)):
             raise_error(b.err)
         return b.int64.value
 
@@ -469,9 +513,9 @@ class Client(N.Owned):
         """FG.CHECK: one request of `cost` for `key` under the policy `name`;
         `identity` (default: the key) is what the lists are checked against."""
         out, b = N.PolicyResult(), self._tls
-        if N.policy_check(self._handle(), N.as_cstr(name), N.as_cstr(key),
-                          None if identity is None else N.as_cstr(identity), cost, byref(out),
-                          byref(b.err)):
+        if self._call(N.policy_check, N.as_cstr(name), N.as_cstr(key),
+                      None if identity is None else N.as_cstr(identity), cost, byref(out),
+                      byref(b.err)):
             raise_error(b.err)
         return policies.result_from(out)
 
@@ -479,9 +523,9 @@ class Client(N.Owned):
         """The same, waiting up to timeout_ms in the key's FIFO queue for
         the request to be allowed."""
         out, b = N.PolicyResult(), self._tls
-        if N.policy_acquire(self._handle(), N.as_cstr(name), N.as_cstr(key),
-                            None if identity is None else N.as_cstr(identity), cost,
-                            timeout_ms, byref(out), byref(b.err)):
+        if self._call(N.policy_acquire, N.as_cstr(name), N.as_cstr(key),
+                      None if identity is None else N.as_cstr(identity), cost, timeout_ms,
+                      byref(out), byref(b.err)):
             raise_error(b.err)
         return policies.result_from(out)
 
@@ -489,15 +533,23 @@ class Client(N.Owned):
         """loader(name) -> PolicyDef or None, asked once for a policy the
         server does not have; what it gives is set and the check retried.
         Called from the checking thread. None removes the loader."""
-        h = self._handle()
-        self._loader = policies.loader_trampoline(loader) if loader is not None else None
-        N.set_policy_loader(h, self._loader if loader is not None else N.LOADER_FN(), None)
+        fn = policies.loader_trampoline(loader) if loader is not None else N.LOADER_FN()
+        h = self._enter()
+        try:
+            # A check in flight may still call the loader replaced: it is
+            # kept until those calls have returned (Owned._retired).
+            with self._mu:
+                N.set_policy_loader(h, fn, None)
+                self._retired.append(self._loader)
+                self._loader = fn
+        finally:
+            self._leave()
 
     def apply_policy_file(self, path):
         """Sets the policies of a config file (docs/policies.md): how many."""
         applied, b = c_size_t(), self._tls
-        if N.policies_apply_file(self._handle(), N.as_cstr(str(path)), byref(applied),
-                                 byref(b.err)):
+        if self._call(N.policies_apply_file, N.as_cstr(str(path)), byref(applied),
+                      byref(b.err)):
             raise_error(b.err)
         return applied.value
 

@@ -1,6 +1,7 @@
 """An in-process Bloom filter: the server's filter in the caller's memory,
-with no client and no key (fg_filter). Not thread-safe, as in C: one thread
-at a time, or a lock around it."""
+with no client and no key (fg_filter). fg_filter is not thread-safe; its
+calls keep the GIL (_native.pylib), so threads may share a filter and take
+turns."""
 
 from ctypes import byref
 
@@ -16,6 +17,7 @@ class Filter(N.Owned):
     _what = "filter"
 
     def __init__(self, error_rate=0.01, capacity=100, expansion=2):
+        super().__init__()
         opts = N.BloomOptions(error_rate, capacity, expansion)
         err = N.Error()
         h = N.filter_new(byref(opts), byref(err))
@@ -30,24 +32,24 @@ class Filter(N.Owned):
     def add(self, item):
         """True when added, False when maybe present already."""
         item = N.as_bytes(item)
-        rc = N.filter_add(self._handle(), item, len(item))
+        rc = self._call(N.filter_add, item, len(item))
         if rc < 0:  # full, or no level more (the last one, or no memory)
             raise errors.InvalidError(self._refusal)
         return rc == 1
 
     def __contains__(self, item):
         item = N.as_bytes(item)
-        return N.filter_contains(self._handle(), item, len(item))
+        return self._call(N.filter_contains, item, len(item))
 
     def cardinality(self):
         """The items added, estimated."""
-        return N.filter_cardinality(self._handle())
+        return self._call(N.filter_cardinality)
 
     __len__ = cardinality
 
     def bytes(self):
         """Memory the filter holds."""
-        return N.filter_bytes(self._handle())
+        return self._call(N.filter_bytes)
 
     def _free(self, h):
         N.filter_free(h)

@@ -75,13 +75,16 @@ class _Held:
 
     def acquire(self):
         """Asks for it once (or waits, per wait_ms): the LockGrant."""
-        h, b, out = self.client._handle(), self.client._tls, N.LockGrant()
+        b, out = self.client._tls, N.LockGrant()
         lost_id = self._watch()
-        if self._acquire(h, byref(out), byref(b.err)):
-            self._unwatch(lost_id)
+        failed = True  # also when the client is closed: the call raises
+        try:
+            failed = self.client._call(self._acquire, byref(out), byref(b.err))
+        finally:
+            if failed or not out.acquired:
+                self._unwatch(lost_id)  # nothing will be renewed under it
+        if failed:
             raise errors.of(b.err)
-        if not out.acquired:
-            self._unwatch(lost_id)  # nothing will be renewed under it
         self.grant = _grant(out)
         return self.grant
 
@@ -216,12 +219,14 @@ class RedlockGrant(collections.namedtuple("RedlockGrant", "acquired validity_ms 
 class Redlock(N.Owned):
     """Redlock over independent servers (redis:// or unix:// URLs of
     servers with the module), as published; see include/floodgate.h for
-    what it assumes. Calls are serialized; close() must be the last."""
+    what it assumes. Calls are serialized by the library; close() may come
+    while they run (_native.Owned)."""
 
     _what = "Redlock"
 
     def __init__(self, urls, retry_count=3, retry_delay_ms=200, retry_jitter_ms=100,
                  drift_factor=0.01, server_timeout_ms=50):
+        super().__init__()
         opts = N.RedlockOptions()
         N.redlock_options_init(byref(opts))
         opts.retry_count, opts.retry_delay_ms, opts.retry_jitter_ms = (
@@ -237,24 +242,25 @@ class Redlock(N.Owned):
     def _free(self, h):
         N.redlock_close(h)
 
-    def _call(self, fn, *args):
-        h, err, out = self._handle(), N.Error(), N.RedlockGrant()
-        if fn(h, *args, byref(out), byref(err)):
+    def _grant(self, fn, key, owner, lease_ms):
+        err, out = N.Error(), N.RedlockGrant()
+        if self._call(fn, N.as_cstr(key), N.as_cstr(owner), lease_ms, byref(out),
+                      byref(err)):
             raise errors.of(err)
         return RedlockGrant(out.acquired, out.validity_ms, out.votes, out.token)
 
     def acquire(self, key, owner, lease_ms):
         """Asks a majority for the lock: the RedlockGrant."""
-        return self._call(N.redlock_lock, N.as_cstr(key), N.as_cstr(owner), lease_ms)
+        return self._grant(N.redlock_lock, key, owner, lease_ms)
 
     def extend(self, key, owner, lease_ms):
         """Extends on every server: acquired says whether a majority did in time."""
-        return self._call(N.redlock_extend, N.as_cstr(key), N.as_cstr(owner), lease_ms)
+        return self._grant(N.redlock_extend, key, owner, lease_ms)
 
     def release(self, key, owner):
         """Releases on every server (also those that did not grant it)."""
-        h, err = self._handle(), N.Error()
-        if N.redlock_unlock(h, N.as_cstr(key), N.as_cstr(owner), byref(err)):
+        err = N.Error()
+        if self._call(N.redlock_unlock, N.as_cstr(key), N.as_cstr(owner), byref(err)):
             raise errors.of(err)
 
     def lock(self, key, lease_ms=30000, owner=None):
