@@ -20,7 +20,8 @@ from harness import REPO
 ASAN_LIB = os.path.join(REPO, "build", "asan", "libfloodgate.so.0")
 # test_python_threads.py among them: a use after free that the plain build
 # survives by luck (a client closed on its own renewal thread) fails here.
-TESTS = ["test_python.py", "test_python_locks.py", "test_python_data.py", "test_python_threads.py"]
+TESTS = ["test_python.py", "test_python_locks.py", "test_python_data.py", "test_python_threads.py",
+         "test_python_ranges.py"]
 
 
 def runtime(name):

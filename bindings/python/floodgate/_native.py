@@ -12,6 +12,10 @@ a clock) take the GIL back while they run. The in-process filter's calls
 are the exception: they keep the GIL (pylib), which makes them one at a
 time as fg_filter needs, for the nanoseconds they take.
 
+ctypes also converts an integer to a C type by masking it to its width
+(2**64 + 3 becomes 3) without a word, so every number a caller gives goes
+through arg() or fill() first, which refuse what the C type cannot hold.
+
 Where the library is looked for, first to last:
   1. $FLOODGATE_LIBRARY, a path to the shared library;
   2. where `make install` puts it next to this package:
@@ -23,7 +27,9 @@ after it is moved to another prefix, without LD_LIBRARY_PATH.
 """
 
 import ctypes
+import operator
 import os
+import sys
 import threading
 from ctypes import (
     CFUNCTYPE,
@@ -359,6 +365,43 @@ class Owned:
     def __del__(self):
         if self._h is not None:
             self.close()
+
+
+_INT_RANGES = {t: ((-(1 << (8 * ctypes.sizeof(t) - 1)), (1 << (8 * ctypes.sizeof(t) - 1)) - 1)
+                   if t(-1).value < 0 else (0, (1 << (8 * ctypes.sizeof(t))) - 1))
+               for t in (c_int, c_int64, c_size_t, c_uint64)}
+_TYPE_NAMES = {c_int: "int", c_int64: "int64_t", c_size_t: "size_t", c_uint64: "uint64_t"}
+
+
+def arg(value, name, ctype=c_int64):
+    """value for the C parameter `name` of type ctype, which receives it
+    unchanged, or InvalidError naming the parameter and its type's range.
+    Integers (bool as 0 or 1, as in C) must fit the type; a double is what
+    ctypes makes of a number, and NaN and the infinities reach the library,
+    which refuses them wherever it reads one. The library then checks its
+    own ranges (1 .. for a capacity, ...), with the server's words."""
+    if ctype is c_double:
+        try:
+            return c_double(value).value
+        except OverflowError:
+            raise errors.InvalidError("ERR %s must be a number a double holds (at most %g)"
+                                      % (name, sys.float_info.max)) from None
+    value = operator.index(value)
+    low, high = _INT_RANGES[ctype]
+    if low <= value <= high:
+        return value
+    raise errors.InvalidError("ERR %s must be an integer from %d to %d (%s), not %d"
+                              % (name, low, high, _TYPE_NAMES[ctype], value))
+
+
+def fill(struct, **values):
+    """Sets the fields of a ctypes struct through arg(), each checked for
+    its field's type (bool fields take any value's truth, as C does)."""
+    types = dict(struct._fields_)
+    for name, value in values.items():
+        ctype = types[name]
+        setattr(struct, name, value if ctype is c_bool else arg(value, name, ctype))
+    return struct
 
 
 def byte_items(items):

@@ -88,12 +88,13 @@ class Window:
 
 def last(n, unit=SECONDS):
     """The last n units (SECONDS, MINUTES, HOURS, DAYS) ending now."""
-    return Window(N.Window(True, n, unit, 0, 0))
+    return Window(N.fill(N.Window(), last=True, n=n, unit=unit))
 
 
 def between(start_us, end_us):
     """[start_us, end_us), unix microseconds, truncated to seconds."""
-    return Window(N.Window(False, 0, SECONDS, start_us, end_us))
+    return Window(N.fill(N.Window(), last=False, unit=SECONDS, start_us=start_us,
+                         end_us=end_us))
 
 
 def _parse_state(text):
@@ -151,13 +152,10 @@ class Client(N.Owned):
                                       (", ".join(sorted(_FAILURE_POLICIES)), on_failure))
         opts = N.Options()
         N.options_init(byref(opts))
-        opts.connect_timeout_ms = connect_timeout_ms
-        opts.command_timeout_ms = command_timeout_ms
-        opts.on_failure = _FAILURE_POLICIES[on_failure]
-        opts.cache_denials = cache_denials
-        opts.send_clock = send_clock
-        opts.lease_units = lease_units
-        opts.lease_ms = lease_ms
+        N.fill(opts, connect_timeout_ms=connect_timeout_ms,
+               command_timeout_ms=command_timeout_ms, on_failure=_FAILURE_POLICIES[on_failure],
+               cache_denials=cache_denials, send_clock=send_clock, lease_units=lease_units,
+               lease_ms=lease_ms)
         # Callbacks the library keeps pointers to live as long as the client.
         self._clock = self._clock_trampoline(clock) if clock is not None else None
         if self._clock is not None:
@@ -247,6 +245,7 @@ class Client(N.Owned):
             raise TypeError("a floodgate Limit is needed (token_bucket(...), ...), not %r"
                             % (limit,)) from None
         key = key.encode() if key.__class__ is str and "\0" not in key else N.as_cstr(key)
+        cost = N.arg(cost, "cost")
         h = self._enter()
         try:
             failed = fn(h, key, ref, cost, b.result_ref, b.err_ref)
@@ -339,16 +338,16 @@ class Client(N.Owned):
     def extend(self, key, owner, lease_ms):
         """FG.EXTEND: False when the owner holds nothing."""
         b = self._tls
-        if self._call(N.extend, N.as_cstr(key), N.as_cstr(owner), lease_ms, byref(b.flag),
-                      byref(b.err)):
+        if self._call(N.extend, N.as_cstr(key), N.as_cstr(owner), N.arg(lease_ms, "lease_ms"),
+                      byref(b.flag), byref(b.err)):
             raise_error(b.err)
         return b.flag.value
 
     def semaphore_release(self, key, owner, permits=0):
         """FG.RELEASE of `permits` (0: all of the owner's): the permits left."""
         b = self._tls
-        if self._call(N.semaphore_release, N.as_cstr(key), N.as_cstr(owner), permits,
-                      byref(b.int64), byref(b.err)):
+        if self._call(N.semaphore_release, N.as_cstr(key), N.as_cstr(owner),
+                      N.arg(permits, "permits"), byref(b.int64), byref(b.err)):
             raise_error(b.err)
         return b.int64.value
 
@@ -374,7 +373,8 @@ class Client(N.Owned):
 
     def bf_reserve(self, key, error_rate=0.01, capacity=100, expansion=2):
         """BF.RESERVE; an existing key raises InvalidError."""
-        o = N.BloomOptions(error_rate, capacity, expansion)
+        o = N.fill(N.BloomOptions(), error_rate=error_rate, capacity=capacity,
+                   expansion=expansion)
         b = self._tls
         if self._call(N.bf_reserve, N.as_cstr(key), byref(o), byref(b.err)):
             raise_error(b.err)
@@ -422,7 +422,8 @@ class Client(N.Owned):
 
     def distinct_create(self, key, span_s=604800, minutes=60, hours=48, days=31, tzoffset_s=0):
         """FG.UVCREATE; an existing key raises InvalidError."""
-        o = N.DistinctOptions(span_s, minutes, hours, days, tzoffset_s)
+        o = N.fill(N.DistinctOptions(), span_s=span_s, minutes=minutes, hours=hours, days=days,
+                   tzoffset_s=tzoffset_s)
         b = self._tls
         if self._call(N.distinct_create, N.as_cstr(key), byref(o), byref(b.err)):
             raise_error(b.err)
@@ -432,10 +433,11 @@ class Client(N.Owned):
         counter changed. A single str or bytes is one item."""
         if isinstance(items, (str, bytes)):
             items = (items,)
+        at_us = -1 if at_us is None else N.arg(at_us, "at_us")
         keep, ptrs, lens, n = N.byte_items(items)
         b = self._tls
-        if self._call(N.distinct_add, N.as_cstr(key), ptrs, lens, n,
-                      -1 if at_us is None else at_us, byref(b.flag), byref(b.err)):
+        if self._call(N.distinct_add, N.as_cstr(key), ptrs, lens, n, at_us, byref(b.flag),
+                      byref(b.err)):
             raise_error(b.err)
         return b.flag.value
 
@@ -514,8 +516,8 @@ class Client(N.Owned):
         `identity` (default: the key) is what the lists are checked against."""
         out, b = N.PolicyResult(), self._tls
         if self._call(N.policy_check, N.as_cstr(name), N.as_cstr(key),
-                      None if identity is None else N.as_cstr(identity), cost, byref(out),
-                      byref(b.err)):
+                      None if identity is None else N.as_cstr(identity), N.arg(cost, "cost"),
+                      byref(out), byref(b.err)):
             raise_error(b.err)
         return policies.result_from(out)
 
@@ -524,8 +526,8 @@ class Client(N.Owned):
         the request to be allowed."""
         out, b = N.PolicyResult(), self._tls
         if self._call(N.policy_acquire, N.as_cstr(name), N.as_cstr(key),
-                      None if identity is None else N.as_cstr(identity), cost, timeout_ms,
-                      byref(out), byref(b.err)):
+                      None if identity is None else N.as_cstr(identity), N.arg(cost, "cost"),
+                      N.arg(timeout_ms, "timeout_ms"), byref(out), byref(b.err)):
             raise_error(b.err)
         return policies.result_from(out)
 
@@ -559,4 +561,4 @@ def _request_row(key, limit, cost=1, peek=False):
     if not isinstance(limit, Limit):
         raise TypeError("a floodgate Limit is needed (token_bucket(...), ...), not %r"
                         % (limit,))
-    return (N.as_cstr(key), limit._ptr, cost, peek)
+    return (N.as_cstr(key), limit._ptr, N.arg(cost, "cost"), peek)

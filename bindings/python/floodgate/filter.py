@@ -18,7 +18,8 @@ class Filter(N.Owned):
 
     def __init__(self, error_rate=0.01, capacity=100, expansion=2):
         super().__init__()
-        opts = N.BloomOptions(error_rate, capacity, expansion)
+        opts = N.fill(N.BloomOptions(), error_rate=error_rate, capacity=capacity,
+                      expansion=expansion)
         err = N.Error()
         h = N.filter_new(byref(opts), byref(err))
         if not h:

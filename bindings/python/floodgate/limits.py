@@ -14,6 +14,11 @@ from . import _native
 FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, LEAKY_BUCKET, GCRA = range(6)
 _ALGORITHMS = ("fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket",
                "gcra")
+# The names of limit, window_ms and rate in each algorithm's constructor
+# (and the server's messages), for the errors of a number out of range.
+_FIELD_NAMES = (("limit", "window_ms", "rate"), ("limit", "window_ms", "rate"),
+                ("limit", "window_ms", "rate"), ("capacity", "window_ms", "refill_per_sec"),
+                ("capacity", "window_ms", "leak_per_sec"), ("capacity", "period_ms", "count"))
 
 
 class Limit:
@@ -25,7 +30,10 @@ class Limit:
     def __init__(self, algorithm, limit, window_ms=0.0, rate=0.0):
         if not 0 <= algorithm < len(_ALGORITHMS):
             raise ValueError("unknown algorithm %r" % (algorithm,))
-        c = _native.Limit(algorithm, limit, window_ms, rate)
+        names = _FIELD_NAMES[algorithm]
+        c = _native.Limit(algorithm, _native.arg(limit, names[0]),
+                          _native.arg(window_ms, names[1], ctypes.c_double),
+                          _native.arg(rate, names[2], ctypes.c_double))
         object.__setattr__(self, "_c", c)
         # made once: every check passes _ref, every batch request _ptr
         object.__setattr__(self, "_ref", ctypes.byref(c))

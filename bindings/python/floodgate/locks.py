@@ -62,11 +62,11 @@ class _Held:
         self._lost_ids = []  # on_lost's registrations of the grants held
         self._c = N.LockOptions()
         N.lock_options_init(byref(self._c))
-        for name, value in options.items():
+        for name in options:
             if name not in allowed:
                 raise TypeError("unknown option %r (options: %s)"
                                 % (name, ", ".join(sorted(allowed + ("on_lost",)))))
-            setattr(self._c, name, value)
+        N.fill(self._c, **options)
 
     @property
     def token(self):
@@ -162,7 +162,8 @@ class Semaphore(_Held):
 
     def __init__(self, client, key, capacity, permits, owner, options):
         super().__init__(client, owner, options, _SEMAPHORE_OPTIONS)
-        self.key, self.capacity, self.permits = key, capacity, permits
+        self.key = key
+        self.capacity, self.permits = N.arg(capacity, "capacity"), N.arg(permits, "permits")
         self._key = N.as_cstr(key)
 
     def _acquire(self, h, out, err):
@@ -229,9 +230,9 @@ class Redlock(N.Owned):
         super().__init__()
         opts = N.RedlockOptions()
         N.redlock_options_init(byref(opts))
-        opts.retry_count, opts.retry_delay_ms, opts.retry_jitter_ms = (
-            retry_count, retry_delay_ms, retry_jitter_ms)
-        opts.drift_factor, opts.server_timeout_ms = drift_factor, server_timeout_ms
+        N.fill(opts, retry_count=retry_count, retry_delay_ms=retry_delay_ms,
+               retry_jitter_ms=retry_jitter_ms, drift_factor=drift_factor,
+               server_timeout_ms=server_timeout_ms)
         _, arr, n = N.key_array(urls)
         err = N.Error()
         h = N.redlock_open(arr, n, byref(opts), byref(err))
@@ -244,8 +245,8 @@ class Redlock(N.Owned):
 
     def _grant(self, fn, key, owner, lease_ms):
         err, out = N.Error(), N.RedlockGrant()
-        if self._call(fn, N.as_cstr(key), N.as_cstr(owner), lease_ms, byref(out),
-                      byref(err)):
+        if self._call(fn, N.as_cstr(key), N.as_cstr(owner), N.arg(lease_ms, "lease_ms"),
+                      byref(out), byref(err)):
             raise errors.of(err)
         return RedlockGrant(out.acquired, out.validity_ms, out.votes, out.token)
 

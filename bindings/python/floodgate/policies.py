@@ -4,7 +4,7 @@ or nothing, with a penalty box, shadow mode and allow/deny lists."""
 import collections
 import sys
 import traceback
-from ctypes import byref
+from ctypes import byref, c_double
 
 from . import _native as N
 from .errors import InvalidError
@@ -43,14 +43,15 @@ class PolicyDef(collections.namedtuple(
                 raise TypeError("a floodgate Limit is needed (token_bucket(...), ...), not %r"
                                 % (limit,))
             c.limits[i] = limit._c
-        c.ban_ms, c.ban_after, c.ban_within_ms = self.ban_ms, self.ban_after, self.ban_within_ms
-        c.shadow = self.shadow
+        N.fill(c, ban_ms=self.ban_ms, ban_after=self.ban_after, ban_within_ms=self.ban_within_ms,
+               shadow=self.shadow)
         for rule, c_spec, spec in (("ALLOWLIST", c.allowlist, self.allowlist),
                                    ("DENYLIST", c.denylist, self.denylist)):
             if spec.kind not in _LIST_KINDS:
                 raise InvalidError("ERR %s takes EXACT or BLOOM error capacity" % rule)
             c_spec.kind = _LIST_KINDS.index(spec.kind)
-            c_spec.error, c_spec.capacity = spec.error, spec.capacity
+            c_spec.error = N.arg(spec.error, rule.lower() + " error", c_double)
+            c_spec.capacity = N.arg(spec.capacity, rule.lower() + " capacity")
         return c
 
 
