@@ -334,9 +334,28 @@ def test_default_key_is_the_peer_address(kind, new_client, serve):
     port = serve(kind, kind.Middleware(app, client, limit)).port
     assert get(port).status == 200
     assert get(port).status == 429
-    # The key was the loopback address the requests came from.
-    assert client.peek("127.0.0.1", limit).allowed is False
-    assert client.peek("127.0.0.2", limit).allowed is True
+    # The key was the loopback address the requests came from, under the
+    # middleware's kind and name.
+    assert client.peek("limit:default:127.0.0.1", limit).allowed is False
+    assert client.peek("limit:default:127.0.0.2", limit).allowed is True
+
+
+def test_a_request_value_reaches_no_other_state(kind, new_client, serve):
+    """A header names no key but its middleware's: not the application's,
+    not another middleware's, and '~' cannot spell another value's hex."""
+    client, limit, name = new_client(), floodgate.token_bucket(1, 0.001), unique("mw")
+    owned = unique("app") + ":alice"
+    assert client.check(owned, limit).allowed  # the application's, now empty
+    port = serve(kind, kind.Middleware(kind.App(), client, limit, key=kind.header("X-User"),
+                                       name=name)).port
+    for value in (owned, "limit:%s:%s" % (name, owned), "~" + "x".encode().hex(), "x"):
+        assert get(port, headers={"X-User": value}).status == 200, value
+    assert client.peek(owned, limit).allowed is False  # untouched, still the app's
+    assert client.peek(floodgate.request_key("limit", name, "x"), limit).allowed is False
+    assert floodgate.request_key("limit", "a", "~78") == "limit:a:~7e3738"
+    assert floodgate.request_key("policy", "api", "a b") == "policy:api:~612062"
+    with pytest.raises(floodgate.InvalidError):
+        floodgate.request_key("limit", "a:b", "x")
 
 
 @pytest.mark.parametrize("backend", ["mem"])

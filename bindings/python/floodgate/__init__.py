@@ -10,7 +10,7 @@ unique counting, over libfloodgate (docs/python.md).
 
 from ._native import library_path
 from .client import (DAYS, HOURS, MINUTES, SECONDS, Client, Request, Stats, Window, between,
-                     last, owner_id)
+                     last, owner_id, request_key)
 from .errors import (Error, InvalidError, IOError, LockNotAcquired, NoMemError,
                      NotDurableError, ProtocolError, ServerError, UnsupportedError,
                      WrongTypeError)
@@ -24,7 +24,7 @@ from .policies import ListSpec, PolicyDef, PolicyInfo, PolicyResult
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Request", "Stats", "Window", "between", "last", "owner_id",
+    "Client", "Request", "Stats", "Window", "between", "last", "owner_id", "request_key",
     "SECONDS", "MINUTES", "HOURS", "DAYS",
     "Limit", "Result", "Source", "fixed_window", "sliding_window", "sliding_log",
     "token_bucket", "leaky_bucket", "gcra",

@@ -218,6 +218,8 @@ inspect = _proto("fg_inspect", c_int, _client, c_char_p, c_char_p, c_size_t, _er
 check_batch = _proto("fg_check_batch", c_int, _client, POINTER(Request), c_size_t, _err)
 get_stats = _proto("fg_get_stats", None, _client, POINTER(Stats))
 owner_id = _proto("fg_owner_id", None, c_char_p)
+request_key = _proto("fg_request_key", c_size_t, c_char_p, c_size_t, c_char_p, c_char_p,
+                     c_char_p, c_size_t)
 
 lock_options_init = _proto("fg_lock_options_init", None, POINTER(LockOptions))
 lock = _proto("fg_lock", c_int, _client, c_char_p, c_char_p, POINTER(LockOptions),

@@ -70,6 +70,22 @@ def owner_id():
     return buf.value.decode()
 
 
+def request_key(kind, name, value):
+    """The key of a value a request chose (a header, an address): "kind:
+    name:value", the value as it is when every byte is printable ASCII
+    other than '~', '{' and '}', else '~' and its hex, as fg_request_key
+    and the nginx module build it, so that no value names another kind's,
+    name's or value's state. value is str (UTF-8) or bytes."""
+    raw = N.as_bytes(value)
+    kind_b, name_b = N.as_cstr(kind), N.as_cstr(name)
+    room = len(kind_b) + len(name_b) + 2 * len(raw) + 4
+    buf = ctypes.create_string_buffer(room)
+    if N.request_key(buf, room, kind_b, name_b, raw, len(raw)) == 0:
+        raise errors.InvalidError("ERR a key's kind and name are printable ASCII without ':' "
+                                  "or blanks: %r, %r" % (kind, name))
+    return buf.value.decode()
+
+
 class Window:
     """A window of unique counting: the last n units ending now, or
     [start_us, end_us) in unix microseconds. Build with last() or between()."""

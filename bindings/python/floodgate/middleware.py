@@ -3,10 +3,13 @@
     app = WSGIRateLimit(app, client, token_bucket(10, 2))
     app = ASGIRateLimit(app, client, policy="api", key=user_of_scope)
 
-Each request is one decision: its key (the client's address unless a key
+Each request is one decision: its value (the client's address unless a key
 function says otherwise; None means "not limited") is checked against a Limit
 (Client.check) or a named policy (Client.policy_check), for a cost of 1 or
-what a cost function gives. A denial is answered here, 429 with Retry-After,
+what a cost function gives. The value is the request's to choose, so its
+Redis key is request_key("limit", name, value) or ("policy", policy, value):
+no request reaches state that is not its middleware's or its policy's, and a
+policy's state is the one nginx's floodgate_policy keeps for the same value. A denial is answered here, 429 with Retry-After,
 and the application is not called; an allowed request goes to the application,
 whose response gets the RateLimit fields (Result.headers) added.
 
@@ -18,6 +21,8 @@ swallowed errors would hide that choice.
 
 import asyncio
 import http
+
+from .client import request_key
 
 __all__ = ["WSGIRateLimit", "ASGIRateLimit"]
 
@@ -61,17 +66,20 @@ class _RateLimit:
         is None. fields are the response headers to add: all of the
         RateLimit fields with headers=True, else only a denial's Retry-After
         (a client told 429 should still learn when to come back)."""
-        key = self.key(request)
-        if key is None:
+        value = self.key(request)
+        if value is None:
             return None
         cost = self.cost(request) if callable(self.cost) else self.cost
         if self.policy is not None:
             # A policy's limits are on the server: no RateLimit-Policy field;
             # no fields at all when a list decided (no quota was counted).
-            answer = self.client.policy_check(self.policy, key, cost)
+            # The lists match the value as the key holds it, as nginx's do.
+            key = request_key("policy", self.policy, value)
+            identity = key[len("policy:") + len(self.policy) + 1:]
+            answer = self.client.policy_check(self.policy, key, cost, identity=identity)
             fields = answer.headers(self.name)
         else:
-            answer = self.client.check(key, self.limit, cost)
+            answer = self.client.check(request_key("limit", self.name, value), self.limit, cost)
             fields = answer.headers(self.limit, self.name)
         if not self.headers:
             fields = {k: v for k, v in fields.items() if k == "Retry-After"}
