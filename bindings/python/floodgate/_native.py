@@ -16,14 +16,24 @@ ctypes also converts an integer to a C type by masking it to its width
 (2**64 + 3 becomes 3) without a word, so every number a caller gives goes
 through arg() or fill() first, which refuse what the C type cannot hold.
 
-Where the library is looked for, first to last:
-  1. $FLOODGATE_LIBRARY, a path to the shared library;
-  2. where `make install` puts it next to this package:
-     PREFIX/lib/python3/dist-packages/floodgate -> PREFIX/lib;
-  3. the source tree's build/ (bindings/python/floodgate -> build);
-  4. the system's loader (libfloodgate.so.0 in its paths).
-Steps 2 and 3 are relative to this file, so an installed tree still works
-after it is moved to another prefix, without LD_LIBRARY_PATH.
+Where the library is looked for, first to last (library_path tells which
+was loaded):
+  1. $FLOODGATE_LIBRARY, a path to the shared library: nothing else is tried;
+  2. the lib directory this package is installed under: `make install`'s
+     PREFIX/lib/python3/dist-packages/floodgate -> PREFIX/lib, and pip's
+     PREFIX/lib/python3.X/site-packages/floodgate -> PREFIX/lib (in a
+     virtual environment: the environment's lib);
+  3. the source tree's build/ (bindings/python/floodgate -> build), only
+     for the package in a source tree;
+  4. in a virtual environment, sys.prefix/lib, the environment's lib, for
+     a package found elsewhere on sys.path (PYTHONPATH, a .pth file);
+  5. the system's loader: libfloodgate.so.0 in LD_LIBRARY_PATH, the
+     ld.so cache (PREFIX/lib after `make install` and ldconfig, for a
+     PREFIX such as /usr/local that ld.so.conf names) and the default paths.
+Steps 2 to 4 are relative to this file or to the interpreter, so an
+installed tree still works after it is moved to another prefix, without
+LD_LIBRARY_PATH. A path that does not exist is skipped; one that exists but
+does not load is kept for the error, and the next is tried.
 """
 
 import ctypes
@@ -60,9 +70,16 @@ def _candidates():
     if explicit:
         return [explicit]
     here = os.path.dirname(os.path.abspath(__file__))
-    installed = os.path.normpath(os.path.join(here, "..", "..", "..", SONAME))
-    source_tree = os.path.normpath(os.path.join(here, "..", "..", "..", "build", SONAME))
-    return [installed, source_tree, SONAME]
+    found = [os.path.normpath(os.path.join(here, "..", "..", "..", SONAME))]
+    if here.split(os.sep)[-3:] == ["bindings", "python", "floodgate"]:
+        found.append(os.path.normpath(os.path.join(here, "..", "..", "..", "build", SONAME)))
+    if sys.prefix != sys.base_prefix:  # a virtual environment
+        found.append(os.path.join(os.path.abspath(sys.prefix), "lib", SONAME))
+    out = []
+    for path in found + [SONAME]:
+        if path not in out:
+            out.append(path)
+    return out
 
 
 def _load():
