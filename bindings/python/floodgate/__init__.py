@@ -20,6 +20,7 @@ from .limits import (Limit, Result, Source, fixed_window, gcra, leaky_bucket, sl
 from .locks import (Lock, LockGrant, LostReason, MultiLock, Redlock, RedlockGrant, RedlockLock,
                     Semaphore)
 from .policies import ListSpec, PolicyDef, PolicyInfo, PolicyResult
+from .rates import parse_limit, parse_limits
 
 __version__ = "0.1.0"
 
@@ -27,7 +28,7 @@ __all__ = [
     "Client", "Request", "Stats", "Window", "between", "last", "owner_id", "request_key",
     "SECONDS", "MINUTES", "HOURS", "DAYS",
     "Limit", "Result", "Source", "fixed_window", "sliding_window", "sliding_log",
-    "token_bucket", "leaky_bucket", "gcra",
+    "token_bucket", "leaky_bucket", "gcra", "parse_limit", "parse_limits",
     "Lock", "Semaphore", "MultiLock", "LockGrant", "LostReason",
     "Redlock", "RedlockLock", "RedlockGrant",
     "Filter", "PolicyDef", "ListSpec", "PolicyInfo", "PolicyResult",
