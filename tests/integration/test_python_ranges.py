@@ -158,7 +158,8 @@ def test_middleware_cost_from_a_header_cannot_be_made_free(client):
     assert app({"HTTP_X_COST": "4"}, start_response) == [b"ok"]
     for v in INT64_OUT:
         refused(lambda: app({"HTTP_X_COST": str(v)}, start_response), "cost")
-    assert statuses == ["200 OK"] and remaining(client, "mw", limit) == 6
+    key = floodgate.request_key("limit", "default", "mw")  # the middleware's key for "mw"
+    assert statuses == ["200 OK"] and remaining(client, key, limit) == 6
 
 
 # ----------------------------------------------------------------- clients
