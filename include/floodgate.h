@@ -503,8 +503,8 @@ fg_code fg_policy_set(fg_client *client, const char *name, const fg_policy_def *
 /* FG.POLICY DEL: *deleted (may be NULL) whether there was one. */
 fg_code fg_policy_delete(fg_client *client, const char *name, bool *deleted, fg_error *err);
 
-/* A policy as FG.POLICY GET shows it. Lists are given by kind only (a
- * server does not tell a Bloom list's error and capacity: they are 0). */
+/* A policy as FG.POLICY GET shows it: its definition, which fg_policy_set
+ * takes again (a Bloom list with its filter's error and capacity). */
 typedef struct fg_policy_info {
     fg_policy_def def;
     int64_t allow_entries, deny_entries;

@@ -687,10 +687,20 @@ static void reply_penalty(RedisModuleCtx *ctx, const policy *p) {
     reply_word(ctx, p->words[p->within_at >= 0 ? p->within_at : p->ban_at]);
 }
 
+/* [kind, entries], and a Bloom list's error and capacity (its filter's:
+ * a replaced policy keeps a list of the same kind), so that a definition
+ * read back can be set again. */
 static void reply_list(RedisModuleCtx *ctx, const policy_list *l) {
-    RedisModule_ReplyWithArray(ctx, 2);
+    bool bloom = l->kind == LIST_BLOOM;
+    RedisModule_ReplyWithArray(ctx, bloom ? 4 : 2);
     RedisModule_ReplyWithCString(ctx, list_kind_name(l->kind));
     RedisModule_ReplyWithLongLong(ctx, (long long)list_entries(l));
+    if (!bloom) return;
+    char error[32]; /* text, as the limits' numbers are (and RESP2 has no double) */
+    const fg_bloom *f = &l->bloom->f;
+    RedisModule_ReplyWithStringBuffer(ctx, error,
+                                      (size_t)snprintf(error, sizeof(error), "%.17g", f->error));
+    RedisModule_ReplyWithLongLong(ctx, (long long)f->capacity0);
 }
 
 static void reply_counter(RedisModuleCtx *ctx, const char *name, long long value) {

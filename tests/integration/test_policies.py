@@ -80,8 +80,9 @@ def pget(c, name):
     d["name"] = s(d["name"])
     d["limits"] = [s(x) for x in d["limits"]]
     d["penalty"] = s(d["penalty"])
-    d["allowlist"] = [s(d["allowlist"][0]), int(d["allowlist"][1])]
-    d["denylist"] = [s(d["denylist"][0]), int(d["denylist"][1])]
+    for name in ("allowlist", "denylist"):  # [kind, entries(, error, capacity)]
+        kind, entries, *bloom = d[name]
+        d[name] = [s(kind), int(entries)] + ([s(bloom[0]), int(bloom[1])] if bloom else [])
     return d
 
 
@@ -221,7 +222,7 @@ def test_set_get_list_del(pr):
     d = pget(pr, "a/b-c_d")
     assert d["limits"] == [["GCRA", "5", "2.5", "1000.5"]]
     assert d["penalty"] == [] and d["shadow"] == 1
-    assert d["allowlist"] == ["bloom", 0] and d["denylist"] == ["exact", 0]
+    assert d["allowlist"] == ["bloom", 0, "0.01", 1000] and d["denylist"] == ["exact", 0]
     d = pget(pr, "z")
     assert d["limits"] == [["SLIDING", "3", "1500"], ["LEAKY", "4", "0.5"]]
     assert d["penalty"] == ["2000", "1", "2000"]   # the defaults: AFTER 1, WITHIN ban_ms
@@ -400,8 +401,9 @@ def test_bloom_lists(pt):
     assert 295 <= added <= 300
     assert int(pt.execute_command("FG.POLICY", "DENY", "p", *items[:10])) == 0
     assert int(pt.execute_command("FG.POLICY", "ALLOW", "p", "vip", b"\x00\xff")) == 2
-    assert pget(pt, "p")["denylist"] == ["bloom", added]
-    assert pget(pt, "p")["allowlist"] == ["bloom", 2]
+    # a Bloom list's error and capacity, so a definition read back can be set again
+    assert pget(pt, "p")["denylist"] == ["bloom", added, "0.001", 50]
+    assert pget(pt, "p")["allowlist"] == ["bloom", 2, "0.001", 100]
     for item in items[::37]:
         assert check(pt, "p", "k", "ID", item, at=T0)[5] == "denylist"
     assert check(pt, "p", b"\x00\xff", at=T0)[5] == "allowlist"
@@ -418,12 +420,12 @@ def test_replacing_keeps_lists_of_the_same_kind_and_counters(pt):
     # the allow list stays exact, the deny list Bloom (other parameters: kept)
     pset(pt, "p", "LIMIT", "FIXED", "5", "1000", "DENYLIST", "BLOOM", "0.001", "10")
     assert pget(pt, "p")["allowlist"] == ["exact", 2]
-    assert pget(pt, "p")["denylist"] == ["bloom", 1]
+    assert pget(pt, "p")["denylist"] == ["bloom", 1, "0.01", 100]  # the filter kept
     assert check(pt, "p", "x", at=T0)[5] == "denylist"
     assert counters(pt, "p") == dict(allowed=1, denied=2, banned=0, shadow_denied=0, waited=0)
     # a kind that changes starts empty
     pset(pt, "p", "LIMIT", "FIXED", "5", "1000", "ALLOWLIST", "BLOOM", "0.01", "10")
-    assert pget(pt, "p")["allowlist"] == ["bloom", 0]
+    assert pget(pt, "p")["allowlist"] == ["bloom", 0, "0.01", 10]
     assert pget(pt, "p")["denylist"] == ["exact", 0]
     assert check(pt, "p", "x", at=T0)[5] == "limit:1"
 

@@ -345,8 +345,6 @@ def test_policy_lists_and_identity(clocked, url, kind):
     assert c.policy_check("py.lists", "u5", identity="bad").decided_by == "denylist"
     info = c.policy_get("py.lists")
     assert (info.allow_entries, info.deny_entries) == (3, 2)
-    if kind == "bloom" and url != "mem:":
-        spec = fg.ListSpec("bloom", None, None)  # a server does not tell them
     assert (info.definition.allowlist, info.definition.denylist) == (spec, spec)
 
 
@@ -454,7 +452,7 @@ def test_apply_policy_file(client, url, tmp_path):
     assert client.apply_policy_file(path) == 2
     assert client.apply_policy_file(str(path)) == 2  # again: the same policies
     search = client.policy_get("py.search")
-    denylist = fg.ListSpec("bloom", *((0.001, 100000) if url == "mem:" else (None, None)))
+    denylist = fg.ListSpec("bloom", 0.001, 100000)
     assert search.definition == fg.PolicyDef(
         [fg.token_bucket(10, 10), fg.fixed_window(1000, 86400000)], ban_ms=60000, ban_after=5,
         ban_within_ms=10000, denylist=denylist)

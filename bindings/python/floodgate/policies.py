@@ -18,11 +18,7 @@ _DECIDERS = ("limit", "penalty", "denylist", "allowlist")
 class ListSpec(collections.namedtuple("ListSpec", "kind error capacity",
                                       defaults=("exact", 0.001, 10000))):
     """An allow or deny list: "exact", or "bloom" with its false-positive
-    rate (error) and expected entries (capacity). A server's FG.POLICY GET
-    does not tell a Bloom list's error and capacity: policy_get reads them
-    None, and None sets the defaults (0.001, 10000) where the list is made
-    anew, while a policy replaced with its list's kind unchanged keeps the
-    filter it has, error and capacity included (docs/policies.md)."""
+    rate (error) and expected entries (capacity)."""
     __slots__ = ()
 
 
@@ -54,11 +50,8 @@ class PolicyDef(collections.namedtuple(
             if spec.kind not in _LIST_KINDS:
                 raise InvalidError("ERR %s takes EXACT or BLOOM error capacity" % rule)
             c_spec.kind = _LIST_KINDS.index(spec.kind)
-            # None (unknown: read from a server) leaves fg_policy_def_init's default
-            if spec.error is not None:
-                c_spec.error = N.arg(spec.error, rule.lower() + " error", c_double)
-            if spec.capacity is not None:
-                c_spec.capacity = N.arg(spec.capacity, rule.lower() + " capacity")
+            c_spec.error = N.arg(spec.error, rule.lower() + " error", c_double)
+            c_spec.capacity = N.arg(spec.capacity, rule.lower() + " capacity")
         return c
 
 
@@ -68,14 +61,11 @@ def _limit_from(c):
 
 def def_from(c):
     def spec(s):
-        # A server tells a list's kind only: an exact list reads as the
-        # default ListSpec (as mem: reports it), so that a definition read
-        # back equals the one set; a Bloom list's error and capacity, which
-        # the library gives as 0 (not a list the server would make), read
-        # None, so that the definition can be set again (ListSpec).
+        # An exact list reads as the default ListSpec (as mem: reports it),
+        # so that a definition read back equals the one set.
         if s.kind == _LIST_KINDS.index("exact"):
             return ListSpec("exact")
-        return ListSpec(_LIST_KINDS[s.kind], s.error or None, s.capacity or None)
+        return ListSpec(_LIST_KINDS[s.kind], s.error, s.capacity)
     return PolicyDef([_limit_from(c.limits[i]) for i in range(c.nlimits)], c.ban_ms,
                      c.ban_after, c.ban_within_ms, c.shadow, spec(c.allowlist),
                      spec(c.denylist))
@@ -84,9 +74,8 @@ def def_from(c):
 PolicyInfo = collections.namedtuple(
     "PolicyInfo", "definition allow_entries deny_entries allowed denied banned shadow_denied "
     "waited")
-PolicyInfo.__doc__ = ("A policy as FG.POLICY GET shows it: its definition (from a server, a "
-                      "Bloom list's error and capacity read None: see ListSpec), which "
-                      "policy_set takes again, and its counters.")
+PolicyInfo.__doc__ = ("A policy as FG.POLICY GET shows it: its definition, which policy_set "
+                      "takes again, and its counters.")
 
 
 def info_from(c):
