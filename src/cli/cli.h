@@ -47,12 +47,15 @@ int cli_parse_int64(const char *s, int64_t *out);
 int cli_parse_number(const char *s, double *out);
 
 /* The options of a subcommand, and their defaults. */
+/* An option not given, where -1 is a value (a wait without limit). */
+#define CLI_NOT_GIVEN INT64_MIN
+
 typedef struct cli_opts {
     const char *url;   /* --url; default $FLOODGATE_URL, else "mem:" */
     const char *id;    /* --id; NULL: the key */
     const char *owner; /* --owner; NULL: a fresh one (lock take, semaphore acquire) */
     int64_t cost;      /* --cost; 1 */
-    int64_t wait_ms;   /* --wait; -1: no --wait */
+    int64_t wait_ms;   /* --wait (-1: without limit); CLI_NOT_GIVEN: none */
     int64_t lease_ms;  /* --lease; 30000 */
     int64_t permits;   /* --permits; -1: not given */
     int64_t at_us;     /* --at; -1: now */

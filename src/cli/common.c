@@ -199,7 +199,8 @@ static void default_options(cli_opts *o) {
     memset(o, 0, sizeof(*o));
     o->url = env && *env ? env : "mem:";
     o->cost = 1;
-    o->wait_ms = o->permits = o->at_us = -1;
+    o->permits = o->at_us = -1;
+    o->wait_ms = CLI_NOT_GIVEN; /* -1 is a wait without limit */
     o->lease_ms = 30000;
     fg_bloom_options_init(&o->bloom);
 }

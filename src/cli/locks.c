@@ -64,7 +64,7 @@ static int print_left(int64_t left, const char *one, const char *many, int json)
 static void lock_options(const cli_opts *o, fg_lock_options *lo) {
     fg_lock_options_init(lo);
     lo->lease_ms = o->lease_ms;
-    lo->wait_ms = o->wait_ms < 0 ? 0 : o->wait_ms;
+    lo->wait_ms = o->wait_ms == CLI_NOT_GIVEN ? 0 : o->wait_ms;
     lo->shared = o->shared;
     lo->reentrant = o->reentrant;
 }

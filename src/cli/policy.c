@@ -197,7 +197,7 @@ static int cmd_check(fg_client *c, int npos, char **argv, const cli_opts *o) {
     fg_error err;
     fg_policy_result r;
     if (npos != 2) return cli_error("policy check takes NAME KEY");
-    fg_code rc = o->wait_ms >= 0
+    fg_code rc = o->wait_ms != CLI_NOT_GIVEN
                      ? fg_policy_acquire(c, argv[0], argv[1], o->id, o->cost, o->wait_ms, &r, &err)
                      : fg_policy_check(c, argv[0], argv[1], o->id, o->cost, &r, &err);
     if (rc != FG_CODE_OK) return cli_library_error(&err);

@@ -550,8 +550,8 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         may_wait && should_wait(&ev, q && fg_wait_busy(&q->waiters), o.wait_ms, &first_try_us);
     /* A waiter, or a state that grows, is refused when memory is full, as
      * Redis refuses a deny-oom command; a timer's settling never is. The
-     * memory first: it costs less than weighing the state. */
-    if (memory_full() && (waits || settle_grows(&ev, now_us))) {
+     * state first: with maxmemory set, asking for the memory costs more. */
+    if ((waits || settle_grows(&ev, now_us)) && memory_full()) {
         discard(&ev);
         return RedisModule_ReplyWithError(ctx, MEMORY_FULL_ERR);
     }

@@ -361,11 +361,14 @@ class Owned:
         """No call used the handle a moment ago: what waited for that is done,
         unless a call came in since (then it does it when it leaves)."""
         with self._mu:
+            # closing first: a call that entered after this read saw it
+            # False, and is in _uses by the check below
+            closing = self._closing
             if self._uses:
                 return
             del self._retired[:]
             h = None
-            if self._closing:
+            if closing:
                 h, self._h = self._h, None
         if h:
             self._free(h)

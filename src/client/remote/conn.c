@@ -123,11 +123,12 @@ fg_code fg_conn_ensure(fg_conn *conn, const fg_url *addr, const fg_conn_config *
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (before(&now, &conn->next_connect))
-        return fg_set_error(err, FG_CODE_IO, "%s", conn->last_error);
+        return fg_set_error(err, conn->last_code, "%s", conn->last_error);
     fg_error failed; /* err may be NULL, and last_error needs the message */
     fg_code rc = open_connection(conn, addr, cfg, &failed);
     if (rc == FG_CODE_OK) return rc;
     snprintf(conn->last_error, sizeof(conn->last_error), "%s", failed.message);
+    conn->last_code = rc;
     long ns = now.tv_nsec + FG_RECONNECT_DELAY_MS * 1000000L;
     conn->next_connect.tv_sec = now.tv_sec + ns / 1000000000L;
     conn->next_connect.tv_nsec = ns % 1000000000L;

@@ -50,6 +50,7 @@ typedef struct fg_conn {
     /* The failed attempt's message, repeated until next_connect: whichever
      * thread then calls hears why, not only that it failed. */
     char last_error[sizeof(((fg_error *)0)->message)];
+    fg_code last_code; /* and its code: a refused AUTH is not a lost server */
 } fg_conn;
 
 /* A command of up to FG_ARGV_MAX arguments, numbers kept in its own

@@ -675,19 +675,20 @@ static bool parse_penalty(const redisReply *v, fg_policy_def *def) {
     return true;
 }
 
-/* [kind, entries] */
-/* [kind, entries], a Bloom list with its error and capacity after them. */
+/* [kind, entries], a Bloom list with its error and capacity after them
+ * (0 and 0 from a module before them, which told only the kind). */
 static bool parse_list(const redisReply *v, fg_list_spec *spec, int64_t *entries) {
     if (v->type != REDIS_REPLY_ARRAY || v->elements < 2 ||
         v->element[0]->type != REDIS_REPLY_STRING || !is_integer(v->element[1]))
         return false;
     bool bloom = strcasecmp(v->element[0]->str, "bloom") == 0;
     if (!bloom && strcasecmp(v->element[0]->str, "exact") != 0) return false;
-    if (v->elements != (bloom ? 4u : 2u)) return false;
-    *spec = (fg_list_spec){FG_LIST_EXACT, 0, 0};
-    if (bloom && (!reply_number(v->element[2], &spec->error) || !is_integer(v->element[3])))
+    bool sized = bloom && v->elements == 4;
+    if (v->elements != (sized ? 4u : 2u)) return false;
+    *spec = (fg_list_spec){bloom ? FG_LIST_BLOOM : FG_LIST_EXACT, 0, 0};
+    if (sized && (!reply_number(v->element[2], &spec->error) || !is_integer(v->element[3])))
         return false;
-    if (bloom) spec->kind = FG_LIST_BLOOM, spec->capacity = v->element[3]->integer;
+    if (sized) spec->capacity = v->element[3]->integer;
     *entries = v->element[1]->integer;
     return true;
 }
