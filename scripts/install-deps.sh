@@ -4,10 +4,11 @@
 # it by default, a minimal image does not). python3-venv, -pip, -setuptools,
 # -wheel: test_python_packaging.py installs bindings/python into a venv
 # offline (pip --no-build-isolation --no-index builds with these).
+# python3-pytest-xdist: make integration runs the suite on several workers.
 set -euo pipefail
 
 packages=(gcc make clang libclang-rt-14-dev pkg-config redis-server redis-tools python3 python3-pytest
-          python3-redis python3-venv python3-pip python3-setuptools python3-wheel libcmocka-dev libhiredis-dev libconfig-dev libxxhash-dev libevent-dev nginx nginx-dev wrk curl gnuplot-nox
+          python3-pytest-xdist python3-redis python3-venv python3-pip python3-setuptools python3-wheel libcmocka-dev libhiredis-dev libconfig-dev libxxhash-dev libevent-dev nginx nginx-dev wrk curl gnuplot-nox
           util-linux iproute2 groff-base)
 
 missing=()
