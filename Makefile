@@ -23,7 +23,14 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(WARNINGS)
 
 CORE_SRC   := $(wildcard src/core/*.c)
-CLIENT_SRC := $(wildcard src/client/*.c src/client/*/*.c)
+# The server scripts (src/scripts/*.lua) become C at build time
+# (scripts/gen-scripts.sh): each family's EVALSHA script and its SHA1, and
+# the Functions library, which is also $(BUILD)/floodgate-functions.lua.
+# A new family's file needs nothing here.
+SCRIPT_SRC := $(wildcard src/scripts/*.lua)
+GEN_SRC    := $(BUILD)/gen/scripts.c
+FUNCTIONS  := $(BUILD)/floodgate-functions.lua
+CLIENT_SRC := $(wildcard src/client/*.c src/client/*/*.c) $(GEN_SRC)
 MODULE_SRC := $(wildcard src/module/*.c)
 HEADERS    := $(wildcard include/*.h src/core/*.h src/client/*.h src/client/*/*.h src/module/*.h)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
@@ -67,6 +74,9 @@ $(BUILD)/floodgate.so: $(CORE_SRC) $(MODULE_SRC) $(HEADERS)
 		-o $@ $(CORE_SRC) $(MODULE_SRC) -lm
 	@chmod +x $@
 
+$(GEN_SRC) $(FUNCTIONS) &: scripts/gen-scripts.sh $(SCRIPT_SRC)
+	sh scripts/gen-scripts.sh src/scripts $(BUILD)
+
 $(BUILD)/obj/%.o: %.c $(HEADERS) include/floodgate.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -Iinclude -Isrc/core -Isrc/client -c -o $@ $<
@@ -79,7 +89,7 @@ $(LIB_SO): $(LIB_OBJ) src/client/libfloodgate.map
 	$(CC) -shared -Wl,-soname,libfloodgate.so.$(SO_MAJOR) -Wl,-z,defs \
 		-Wl,--version-script=src/client/libfloodgate.map -o $@ $(LIB_OBJ) -lhiredis -lconfig -lpthread -lm
 
-library: $(LIB_A) $(LIB_SO)
+library: $(LIB_A) $(LIB_SO) $(FUNCTIONS)
 
 # Test programs of the client library, driven by tests/integration.
 $(BUILD)/client/async_client: tests/client/async_client.c tests/client/limit_text.h $(LIB_A) \

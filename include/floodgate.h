@@ -653,6 +653,18 @@ typedef struct fg_stats {
 
 void fg_get_stats(fg_client *client, fg_stats *out);
 
+/* ------------------------------------------------------- server scripts */
+
+/* The server scripts as a Redis Functions library (Redis 7.0+), for
+ * FUNCTION LOAD [REPLACE]: "#!lua name=floodgate", then one function per
+ * command that has a script, named as the command in lower case with '_'
+ * for '.' (fg_token, fg_peek, cl_throttle, fg_reset...), and taking the
+ * command's arguments after its key: FCALL fg_token 1 key 10 2 COST 3.
+ * The client does not need it: on a server without the module it sends
+ * the same scripts itself (EVALSHA). The text is the library's own, NUL-
+ * terminated; *len (when not NULL) gets its length. */
+const char *fg_functions_library(size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,117 @@
+/*
+ * scripts.c - which commands the server scripts run, and their script form
+ * (see scripts.h).
+ *
+ * The routing table names each command a script answers, its family and
+ * where its keys are. Adding a family is adding its file to src/scripts/
+ * (the build embeds it) and its commands here; a route may come before its
+ * file: until the family has a script, the command is sent as it is. A
+ * policy command is one more row, with its subcommand when the family
+ * answers only some of them (FG.POLICY SET), and its key position.
+ *
+ * Only the connections that speak scripts look a command up (conn.c): a
+ * server with the module pays nothing for this file.
+ */
+#include "scripts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "floodgate.h"
+
+/* FG.PEEK and FG.REFUND take any family word: the script refuses a wrong
+ * one with the module's message. */
+const fg_script_route fg_script_routes[] = {
+    {"FG.TOKEN", NULL, 1, 1, "ratelimit"},   {"FG.LEAKY", NULL, 1, 1, "ratelimit"},
+    {"FG.GCRA", NULL, 1, 1, "ratelimit"},    {"FG.FIXED", NULL, 1, 1, "ratelimit"},
+    {"FG.SLIDING", NULL, 1, 1, "ratelimit"}, {"FG.SLIDELOG", NULL, 1, 1, "ratelimit"},
+    {"CL.THROTTLE", NULL, 1, 1, "ratelimit"}, {"GCRA", NULL, 1, 1, "ratelimit"},
+    {"FG.RESET", NULL, 1, 1, "ratelimit"},   {"FG.INSPECT", NULL, 1, 1, "ratelimit"},
+    {"FG.PEEK", NULL, 2, 1, "ratelimit"},    {"FG.REFUND", NULL, 2, 1, "ratelimit"},
+};
+const size_t fg_nscript_routes = sizeof(fg_script_routes) / sizeof(fg_script_routes[0]);
+
+const fg_script *fg_script_of_family(const char *family) {
+    for (size_t i = 0; i < fg_nscripts; i++)
+        if (strcmp(fg_scripts[i].family, family) == 0) return &fg_scripts[i];
+    return NULL;
+}
+
+static bool same_word(const char *word, const char *s, size_t len) {
+    return strlen(word) == len && strncasecmp(word, s, len) == 0;
+}
+
+const fg_script *fg_script_for(int argc, const char *const *argv, const size_t *lens,
+                               const fg_script_route **route) {
+    if (argc < 1) return NULL;
+    for (size_t i = 0; i < fg_nscript_routes; i++) {
+        const fg_script_route *rt = &fg_script_routes[i];
+        if (!same_word(rt->command, argv[0], lens[0]) || argc < rt->key + rt->nkeys) continue;
+        if (rt->sub != NULL && !same_word(rt->sub, argv[1], lens[1])) continue;
+        *route = rt;
+        return fg_script_of_family(rt->family);
+    }
+    return NULL;
+}
+
+int fg_script_args(int argc, const char *const *argv, const size_t *lens, bool eval,
+                   const char **out, size_t *outlens, char *nkeys) {
+    const fg_script_route *rt;
+    const fg_script *s = fg_script_for(argc, argv, lens, &rt);
+    if (s == NULL) return 0;
+    int n = 0;
+    out[n] = eval ? "EVAL" : "EVALSHA";
+    outlens[n++] = eval ? 4 : 7;
+    out[n] = eval ? s->text : s->sha;
+    outlens[n++] = eval ? s->len : 40;
+    out[n] = nkeys;
+    outlens[n++] = (size_t)snprintf(nkeys, FG_SCRIPT_NKEYS_MAX, "%d", rt->nkeys);
+    for (int i = rt->key; i < rt->key + rt->nkeys; i++, n++) {
+        out[n] = argv[i];
+        outlens[n] = lens[i];
+    }
+    for (int i = 0; i < argc; i++) {
+        if (i >= rt->key && i < rt->key + rt->nkeys) continue;
+        out[n] = argv[i];
+        outlens[n++] = lens[i];
+    }
+    return n;
+}
+
+/* "*<argc>\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n": the head of every
+ * EVALSHA hiredis formats; what follows is the same in the EVAL form. */
+char *fg_script_eval_of(const char *cmd, size_t len, size_t *outlen) {
+    static const char evalsha[] = "\r\n$7\r\nEVALSHA\r\n$40\r\n";
+    const char *crlf = memchr(cmd, '\r', len);
+    if (len < 1 || cmd[0] != '*' || crlf == NULL) return NULL;
+    size_t count = (size_t)(crlf - cmd); /* "*<argc>" */
+    const char *sha = crlf + strlen(evalsha);
+    if ((size_t)(sha - cmd) + 42 > len || memcmp(crlf, evalsha, strlen(evalsha)) != 0 ||
+        memcmp(sha + 40, "\r\n", 2) != 0)
+        return NULL;
+    const fg_script *s = NULL;
+    for (size_t i = 0; i < fg_nscripts && s == NULL; i++)
+        if (memcmp(fg_scripts[i].sha, sha, 40) == 0) s = &fg_scripts[i];
+    if (s == NULL) return NULL;
+    const char *rest = sha + 42;
+    size_t restlen = len - (size_t)(rest - cmd);
+    char head[64];
+    int hlen = snprintf(head, sizeof(head), "%.*s\r\n$4\r\nEVAL\r\n$%zu\r\n", (int)count, cmd,
+                        s->len);
+    if (hlen < 0 || (size_t)hlen >= sizeof(head)) return NULL;
+    char *eval = malloc((size_t)hlen + s->len + 2 + restlen);
+    if (eval == NULL) return NULL;
+    memcpy(eval, head, (size_t)hlen);
+    memcpy(eval + hlen, s->text, s->len);
+    memcpy(eval + hlen + s->len, "\r\n", 2);
+    memcpy(eval + hlen + s->len + 2, rest, restlen);
+    *outlen = (size_t)hlen + s->len + 2 + restlen;
+    return eval;
+}
+
+const char *fg_functions_library(size_t *len) {
+    if (len != NULL) *len = fg_functions_len;
+    return fg_functions_text;
+}

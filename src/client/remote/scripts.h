@@ -1,0 +1,83 @@
+/*
+ * scripts.h - the remote backend's second dialect (internal): on a server
+ * without the module (a managed Redis), each command that has a server
+ * script (src/scripts/) runs as that script instead, with the module's
+ * arguments and replies, so that the family files never know which.
+ *
+ * A family's script is prelude.lua, <family>.lua and "return
+ * run_named(commands, KEYS, ARGV)"; the build embeds its text and SHA1
+ * ($(BUILD)/gen/scripts.c, made by scripts/gen-scripts.sh from every file
+ * of src/scripts/). A command goes to its family by the routing table of
+ * scripts.c, which also says where its keys are; its script form is the
+ * module's command with its keys moved in front:
+ *
+ *   FG.TOKEN k 10 2 COST 3   EVALSHA <sha> 1 k FG.TOKEN 10 2 COST 3
+ *   FG.PEEK TOKEN k 10 2     EVALSHA <sha> 1 k FG.PEEK TOKEN 10 2
+ *
+ * or EVAL <text> 1 k ... once a server has answered NOSCRIPT (a SCRIPT
+ * FLUSH, a restart, an eviction on 7.4+), which caches it again. Which
+ * dialect a connection speaks is conn.c's (fg_conn_ensure).
+ */
+#ifndef FG_SCRIPTS_H
+#define FG_SCRIPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A family's script. */
+typedef struct fg_script {
+    const char *family; /* "ratelimit": src/scripts/ratelimit.lua */
+    const char *text;
+    size_t len;
+    const char *sha; /* SHA1 of text in 40 lower-case hex digits, EVALSHA's */
+} fg_script;
+
+/* Made at build time ($(BUILD)/gen/scripts.c): the families' scripts, and
+ * the Functions library (fg_functions_library). */
+extern const fg_script fg_scripts[];
+extern const size_t fg_nscripts;
+extern const char *const fg_functions_text;
+extern const size_t fg_functions_len;
+
+/* A command that a family's script runs: argv[0] names it, and argv[1]
+ * too when sub is not NULL (FG.POLICY SET ...); its keys are argv[key ..
+ * key + nkeys). A route whose family has no script yet is not taken. */
+typedef struct fg_script_route {
+    const char *command;
+    const char *sub;
+    int key, nkeys;
+    const char *family;
+} fg_script_route;
+
+/* The routing table, in scripts.c, and its length. */
+extern const fg_script_route fg_script_routes[];
+extern const size_t fg_nscript_routes;
+
+/* The script form takes this many arguments more than the command
+ * (EVALSHA, the SHA1, the number of keys). */
+#define FG_SCRIPT_EXTRA_ARGS 3
+#define FG_SCRIPT_NKEYS_MAX  8 /* bytes of the number of keys, as text */
+
+/* The script of a family, NULL when there is none. */
+const fg_script *fg_script_of_family(const char *family);
+
+/* The route and script of the command argv[0..argc) (lens: the lengths),
+ * NULL when it has none: it is sent as it is. */
+const fg_script *fg_script_for(int argc, const char *const *argv, const size_t *lens,
+                               const fg_script_route **route);
+
+/* The script form of argv into out[] and outlens[] (room for argc +
+ * FG_SCRIPT_EXTRA_ARGS): EVALSHA <sha> <nkeys> <keys> <the rest in order>,
+ * or EVAL <text> ... when eval; nkeys holds the number's text
+ * (FG_SCRIPT_NKEYS_MAX bytes). Returns its argc, or 0 when the command has
+ * no script. Strings are borrowed. */
+int fg_script_args(int argc, const char *const *argv, const size_t *lens, bool eval,
+                   const char **out, size_t *outlens, char *nkeys);
+
+/* The EVAL form of a formatted (RESP) EVALSHA command of one of the
+ * scripts, from malloc, its length in *outlen: what the asynchronous
+ * client sends again after NOSCRIPT, having kept only the bytes it sent.
+ * NULL when cmd is no such command, or out of memory. */
+char *fg_script_eval_of(const char *cmd, size_t len, size_t *outlen);
+
+#endif
