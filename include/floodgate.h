@@ -11,6 +11,12 @@
  *
  * A program can start on mem: and move to a server by changing the URL.
  *
+ * A server without the module runs the rate limits as server scripts that
+ * the library sends (EVALSHA), with the same answers: each connection asks
+ * whether the module is loaded, unless the URL says, with ?backend=auto
+ * (the default), module or script (unix: "?db=1&backend=script"; on a
+ * cluster, for every node). docs/client.md, "Servers without the module".
+ *
  * A cluster URL names seed nodes: any one that answers gives the slot map,
  * and each command then goes to the master of its key's slot (hash tags
  * honoured, so "{user1}.a" and "{user1}.b" live on one node). Redirects

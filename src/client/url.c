@@ -97,24 +97,78 @@ static fg_code parse_hostport(const char *s, size_t len, fg_url *u, const char *
     return FG_CODE_OK;
 }
 
+static bool is_word(const char *word, const char *s, size_t len) {
+    return strlen(word) == len && strncmp(word, s, len) == 0;
+}
+
+static bool parse_dialect(const char *s, size_t len, fg_dialect *out) {
+    static const char *const names[] = {"auto", "module", "script"};
+    for (int d = FG_DIALECT_AUTO; d <= FG_DIALECT_SCRIPT; d++)
+        if (is_word(names[d], s, len)) {
+            *out = (fg_dialect)d;
+            return true;
+        }
+    return false;
+}
+
+/* The query q[0..len) after a '?': options "name=value" joined by '&', in
+ * any order, each once; db=N only where the URL takes it (unix:). */
+static fg_code parse_query(const char *q, size_t len, bool takes_db, fg_url *u, const char *url,
+                           fg_error *err) {
+    const char *usage = takes_db ? "the options are ?db=N and backend=auto|module|script"
+                                 : "the only option is ?backend=auto|module|script (the "
+                                   "database is /db)";
+    const char *end = q + len;
+    bool had_db = false, had_backend = false;
+    for (;;) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        size_t olen = amp ? (size_t)(amp - q) : (size_t)(end - q);
+        const char *eq = memchr(q, '=', olen);
+        size_t nlen = eq ? (size_t)(eq - q) : 0, vlen = eq ? olen - nlen - 1 : 0;
+        if (eq != NULL && takes_db && is_word("db", q, nlen)) {
+            if (had_db) return invalid(err, url, "db is given twice");
+            if (!parse_int(eq + 1, vlen, 0, INT_MAX, &u->db))
+                return invalid(err, url, "db must be a number (?db=3)");
+            had_db = true;
+        } else if (eq != NULL && is_word("backend", q, nlen)) {
+            if (had_backend) return invalid(err, url, "backend is given twice");
+            if (!parse_dialect(eq + 1, vlen, &u->dialect))
+                return invalid(err, url, "backend must be auto, module or script");
+            had_backend = true;
+        } else {
+            return invalid(err, url, usage);
+        }
+        if (amp == NULL) return FG_CODE_OK;
+        q = amp + 1;
+    }
+}
+
+/* redis://[userinfo@]hostport[/db][?query]: the userinfo ends at the last
+ * '@' before the first '/' (a password may hold '@' and '?', percent-encoded
+ * or not), the host and port at the next '/' or '?'. */
 static fg_code parse_redis(const char *url, fg_url *u, fg_error *err) {
     const char *s = url + strlen("redis://");
-    const char *slash = strchr(s, '/');
-    size_t authority = slash ? (size_t)(slash - s) : strlen(s);
+    size_t authority = strcspn(s, "/");
     const char *at = NULL;
     for (size_t i = 0; i < authority; i++)
         if (s[i] == '@') at = s + i; /* the last '@': passwords may hold one */
     u->kind = FG_URL_TCP;
     if (at != NULL) {
         if (parse_userinfo(s, (size_t)(at - s), u, url, err) != FG_CODE_OK) return FG_CODE_INVALID;
-        authority -= (size_t)(at + 1 - s);
         s = at + 1;
     }
-    if (parse_hostport(s, authority, u, url, err) != FG_CODE_OK) return FG_CODE_INVALID;
-    if (slash == NULL || slash[1] == '\0') return FG_CODE_OK;
-    if (!parse_int(slash + 1, strlen(slash + 1), 0, INT_MAX, &u->db))
-        return invalid(err, url, "the database must be a number (redis://host/3)");
-    return FG_CODE_OK;
+    size_t hostport = strcspn(s, "/?");
+    if (parse_hostport(s, hostport, u, url, err) != FG_CODE_OK) return FG_CODE_INVALID;
+    const char *rest = s + hostport; /* "", "/db...", "?query" */
+    const char *query = strchr(rest, '?');
+    if (rest[0] == '/') {
+        const char *db = rest + 1;
+        size_t dblen = query ? (size_t)(query - db) : strlen(db);
+        if (dblen > 0 && !parse_int(db, dblen, 0, INT_MAX, &u->db))
+            return invalid(err, url, "the database must be a number (redis://host/3)");
+    }
+    if (query == NULL) return FG_CODE_OK;
+    return parse_query(query + 1, strlen(query + 1), false, u, url, err);
 }
 
 static fg_code parse_unix(const char *url, fg_url *u, fg_error *err) {
@@ -127,9 +181,7 @@ static fg_code parse_unix(const char *url, fg_url *u, fg_error *err) {
     memcpy(u->path, path, plen);
     u->path[plen] = '\0';
     if (query == NULL) return FG_CODE_OK;
-    if (strncmp(query, "?db=", 4) != 0 || !parse_int(query + 4, strlen(query + 4), 0, INT_MAX, &u->db))
-        return invalid(err, url, "the only option is ?db=N");
-    return FG_CODE_OK;
+    return parse_query(query + 1, strlen(query + 1), true, u, url, err);
 }
 
 fg_code fg_url_parse(const char *url, fg_url *out, fg_error *err) {
@@ -142,5 +194,6 @@ fg_code fg_url_parse(const char *url, fg_url *out, fg_error *err) {
     if (strncasecmp(url, "unix://", 7) == 0) return parse_unix(url, out, err);
     return invalid(err, url,
                    "use redis://[user:password@]host[:port][/db], unix:///path[?db=N], "
-                   "redis+cluster://host:port[,host:port...] or mem:");
+                   "redis+cluster://host:port[,host:port...] or mem: (redis and cluster "
+                   "URLs take ?backend=auto|module|script)");
 }

@@ -268,9 +268,11 @@ def test_error_mapping(server):
 
 
 def test_module_missing_is_a_protocol_error():
+    """Told to use the module (?backend=module) where there is none; by
+    default such a server runs the server scripts (test_script_backend.py)."""
     s = Server(module=False).start()
     try:
-        d = Driver(url(s))
+        d = Driver(url(s) + "?backend=module")
         assert d("check k fixed 5 1000").startswith("err protocol")
         d.close()
     finally:

@@ -30,6 +30,11 @@
  *                followed an ASK or a MOVED may have run on that node while
  *                the map still names another: it is never sent again.
  *
+ *   NOSCRIPT     the node speaks scripts (conn.c) and lost the one an
+ *                EVALSHA named: the command goes again as EVAL in the next
+ *                round, to the same node, so a node's commands so answered
+ *                cost one round trip more together.
+ *
  * After MAX_ROUNDS rounds a redirect is the answer (an error reply, so
  * FG_CODE_SERVER), except CLUSTERDOWN and a command that was lost once,
  * which are FG_CODE_IO so that the failure policy decides as it does for an
@@ -74,6 +79,7 @@ typedef struct route {
     bool lost;       /* this round lost it to an I/O failure */
     bool was_lost;   /* some round of this call lost it */
     bool redirected; /* an ASK or MOVED sent it elsewhere in this call */
+    bool eval;       /* NOSCRIPT answered it: the script goes as EVAL */
     bool done;
 } route;
 
@@ -153,8 +159,9 @@ static fg_code invalid(fg_error *err, const char *url, const char *what) {
     return fg_set_error(err, FG_CODE_INVALID, "invalid URL \"%.160s\": %s", url, what);
 }
 
-/* Each seed is parsed as "redis://[userinfo@]seed", so that hosts, ports
- * and escapes follow the rules of redis:// URLs. */
+/* Each seed is parsed as "redis://[userinfo@]seed[?query]", so that hosts,
+ * ports, escapes and the options (?backend=, for every node) follow the
+ * rules of redis:// URLs. */
 fg_code fg_cluster_seeds(const char *url, bool (*each)(const fg_url *seed, void *arg), void *arg,
                          fg_error *err) {
     const char *s = url + strlen(SCHEME);
@@ -162,15 +169,21 @@ fg_code fg_cluster_seeds(const char *url, bool (*each)(const fg_url *seed, void 
     const char *at = strrchr(s, '@');
     size_t ulen = at ? (size_t)(at + 1 - s) : 0; /* "user:password@" */
     const char *seed = s + ulen;
+    const char *query = seed + strcspn(seed, "?"); /* "" or "?..." */
     for (;;) {
-        const char *comma = strchr(seed, ',');
-        size_t slen = comma ? (size_t)(comma - seed) : strlen(seed);
+        const char *comma = memchr(seed, ',', (size_t)(query - seed));
+        size_t slen = comma ? (size_t)(comma - seed) : (size_t)(query - seed);
         char one[1024];
         fg_url u;
+        fg_error why;
         if (slen == 0) return invalid(err, url, "a seed node is empty (host:port,host:port)");
-        if (ulen + slen + sizeof("redis://") > sizeof(one)) return invalid(err, url, "too long");
-        snprintf(one, sizeof(one), "redis://%.*s%.*s", (int)ulen, s, (int)slen, seed);
-        if (fg_url_parse(one, &u, err) != FG_CODE_OK) return FG_CODE_INVALID;
+        if (ulen + slen + strlen(query) + sizeof("redis://") > sizeof(one))
+            return invalid(err, url, "too long");
+        snprintf(one, sizeof(one), "redis://%.*s%.*s%s", (int)ulen, s, (int)slen, seed, query);
+        if (fg_url_parse(one, &u, &why) != FG_CODE_OK) {
+            const char *what = strstr(why.message, "\": "); /* after the seed's URL */
+            return invalid(err, url, what != NULL ? what + 3 : why.message);
+        }
         if (!each(&u, arg)) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
         if (comma == NULL) return FG_CODE_OK;
         seed = comma + 1;
@@ -298,7 +311,9 @@ static void send_to_node(fg_cluster *cl, uint32_t j, call *k) {
     for (size_t i = 0; i < k->n && rc == FG_CODE_OK; i++) {
         if (k->rt[i].done || k->rt[i].node != j) continue;
         if (k->rt[i].asking) rc = fg_conn_append(&nd->conn, &asking, k->err);
-        if (rc == FG_CODE_OK) rc = fg_conn_append(&nd->conn, &k->cmds[i], k->err);
+        if (rc == FG_CODE_OK)
+            rc = k->rt[i].eval ? fg_conn_append_eval(&nd->conn, &k->cmds[i], k->err)
+                               : fg_conn_append(&nd->conn, &k->cmds[i], k->err);
     }
     if (rc == FG_CODE_OK) rc = fg_conn_flush(&nd->conn, k->err);
     fg_count(rc == FG_CODE_OK ? &cl->cfg.counters->round_trips : &cl->cfg.counters->failures, 1);
@@ -369,7 +384,13 @@ static void handle_reply(fg_cluster *cl, call *k, size_t i, redisReply *r) {
     bool busy = is_error(r, "TRYAGAIN"), down = is_error(r, "CLUSTERDOWN");
     unsigned slot;
     uint32_t to;
-    if (k->last && (down || (rt->was_lost && (moved || ask || busy)))) {
+    if (!k->last && !rt->eval && fg_reply_noscript(r)) {
+        /* The node lost the script: as EVAL to the same node next round
+         * (after ASKING again when an ASK sent it there). */
+        rt->eval = true;
+        if (rt->asking) rt->ask = rt->node;
+        freeReplyObject(r);
+    } else if (k->last && (down || (rt->was_lost && (moved || ask || busy)))) {
         fg_set_error(k->err, FG_CODE_IO, "%s", r->str);
         freeReplyObject(r);
         finish(k, i, FG_CODE_IO, NULL);

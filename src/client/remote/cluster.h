@@ -1,10 +1,11 @@
 /*
  * cluster.h - Redis Cluster routing for libfloodgate (internal).
  *
- *   redis+cluster://[user:password@]host:port[,host:port...]
+ *   redis+cluster://[user:password@]host:port[,host:port...][?backend=B]
  *
  * The hosts are seeds: any reachable one tells the slot map (CLUSTER SLOTS),
  * and every command then goes to the master of its key's slot. See cluster.c.
+ * ?backend= (url.h) holds for every node, the seeds and the masters met.
  * Not thread-safe: the client holds its lock around every call.
  */
 #ifndef FG_CLUSTER_H
@@ -38,7 +39,7 @@ void fg_cluster_run(fg_cluster *cl, const fg_command *cmds, size_t n, redisReply
                     fg_code *codes, fg_error *err);
 
 /* The seeds of a redis+cluster:// URL, each as a redis:// URL with the
- * URL's user and password: each(seed, arg) for each, which returns false
+ * URL's user, password and options: each(seed, arg) for each, which returns false
  * when out of memory. FG_CODE_INVALID with err filled for a URL refused. */
 fg_code fg_cluster_seeds(const char *url, bool (*each)(const fg_url *seed, void *arg), void *arg,
                          fg_error *err);

@@ -10,15 +10,30 @@
  * Connection refused"). A call within FG_RECONNECT_DELAY_MS of it does not
  * try again: it repeats that message (the conn's last_error), whichever
  * thread made the attempt.
+ *
+ * Dialects. A server without the module (a managed Redis) runs the rate
+ * limits as the server scripts (scripts.h), and the family files build the
+ * module's commands either way: the connection tells them apart. As it
+ * opens it asks whether the module is loaded (FG_DIALECT_ASK, pipelined
+ * behind AUTH and SELECT: no round trip more but when there are none),
+ * unless the URL says (?backend=module|script); every connection learns
+ * again, since the server behind an address may have changed. One that
+ * speaks scripts sends each command that has a script as EVALSHA. A server
+ * that lost the script answers NOSCRIPT, which changed nothing: the
+ * commands of the round trip so answered go again as EVAL, in one more
+ * round trip (fg_conn_resend_noscript), and the server caches the script
+ * again.
  */
 #include "conn.h"
 
 #include "error.h"
+#include "scripts.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void fg_argv_init(fg_argv *a, const char *name) {
@@ -58,30 +73,86 @@ static bool before(const struct timespec *a, const struct timespec *b) {
     return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
-/* AUTH and SELECT of a fresh connection. A refusal is not an I/O failure:
- * the server is there and said no. */
-static fg_code setup_connection(const fg_url *u, redisContext *ctx, fg_error *err) {
-    redisReply *r;
+fg_dialect fg_dialect_of_ask(const redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1) return FG_DIALECT_AUTO;
+    if (r->element[0]->type == REDIS_REPLY_NIL) return FG_DIALECT_SCRIPT;
+    return r->element[0]->type == REDIS_REPLY_ARRAY ? FG_DIALECT_MODULE : FG_DIALECT_AUTO;
+}
+
+fg_dialect fg_dialect_of_probe(const redisReply *r) {
+    bool unknown = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "ERR unknown command", 19) == 0;
+    return unknown ? FG_DIALECT_SCRIPT : FG_DIALECT_MODULE;
+}
+
+bool fg_reply_noscript(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* The commands of a fresh connection's set-up. */
+typedef enum setup_step { SETUP_AUTH, SETUP_SELECT, SETUP_ASK } setup_step;
+
+static const char *const setup_names[] = {"AUTH", "SELECT", "COMMAND INFO"};
+
+/* A reply of the set-up: a refusal is not an I/O failure (the server is
+ * there and said no). */
+static fg_code judge_setup(const fg_url *u, const redisReply *r, setup_step step,
+                           fg_dialect *dialect, fg_error *err) {
+    if (step == SETUP_ASK) {
+        *dialect = fg_dialect_of_ask(r);
+        return FG_CODE_OK;
+    }
+    if (r->type != REDIS_REPLY_ERROR) return FG_CODE_OK;
+    if (step == SETUP_AUTH) return fg_set_error(err, FG_CODE_SERVER, "AUTH refused: %s", r->str);
+    return fg_set_error(err, FG_CODE_SERVER, "SELECT %d refused: %s", u->db, r->str);
+}
+
+/* Appends the set-up's commands: AUTH, SELECT, the question of the
+ * dialect, those needed; returns how many. */
+static int append_setup(const fg_url *u, redisContext *ctx, setup_step *steps) {
+    int n = 0, ok = REDIS_OK;
     if (u->has_password) {
-        r = u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
-                       : redisCommand(ctx, "AUTH %s", u->password);
-        if (r == NULL) return fg_set_error(err, FG_CODE_IO, "AUTH: %s", ctx->errstr);
-        fg_code rc = r->type == REDIS_REPLY_ERROR
-                         ? fg_set_error(err, FG_CODE_SERVER, "AUTH refused: %s", r->str)
-                         : FG_CODE_OK;
-        freeReplyObject(r);
-        if (rc != FG_CODE_OK) return rc;
+        ok = u->user[0] ? redisAppendCommand(ctx, "AUTH %s %s", u->user, u->password)
+                        : redisAppendCommand(ctx, "AUTH %s", u->password);
+        steps[n++] = SETUP_AUTH;
     }
-    if (u->db > 0) {
-        r = redisCommand(ctx, "SELECT %d", u->db);
-        if (r == NULL) return fg_set_error(err, FG_CODE_IO, "SELECT: %s", ctx->errstr);
-        fg_code rc = r->type == REDIS_REPLY_ERROR
-                         ? fg_set_error(err, FG_CODE_SERVER, "SELECT %d refused: %s", u->db, r->str)
-                         : FG_CODE_OK;
-        freeReplyObject(r);
-        if (rc != FG_CODE_OK) return rc;
+    if (ok == REDIS_OK && u->db > 0) {
+        ok = redisAppendCommand(ctx, "SELECT %d", u->db);
+        steps[n++] = SETUP_SELECT;
     }
-    return FG_CODE_OK;
+    if (ok == REDIS_OK && u->dialect == FG_DIALECT_AUTO) {
+        ok = redisAppendCommand(ctx, FG_DIALECT_ASK);
+        steps[n++] = SETUP_ASK;
+    }
+    return ok == REDIS_OK ? n : -1;
+}
+
+/* AUTH, SELECT and the question of the dialect, in one round trip; the
+ * first refusal is the answer. The probe only when COMMAND is refused. */
+static fg_code setup_connection(const fg_url *u, redisContext *ctx, fg_dialect *dialect,
+                                fg_error *err) {
+    setup_step steps[3];
+    redisReply *r[3];
+    int n = append_setup(u, ctx, steps);
+    if (n < 0) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++)
+        if (redisGetReply(ctx, (void **)&r[i]) != REDIS_OK) {
+            while (i > 0)
+                freeReplyObject(r[--i]);
+            return fg_set_error(err, FG_CODE_IO, "%s: %s", setup_names[steps[0]], ctx->errstr);
+        }
+    fg_code rc = FG_CODE_OK;
+    *dialect = u->dialect;
+    for (int i = 0; i < n; i++) {
+        if (rc == FG_CODE_OK) rc = judge_setup(u, r[i], steps[i], dialect, err);
+        freeReplyObject(r[i]);
+    }
+    if (rc == FG_CODE_OK && *dialect == FG_DIALECT_AUTO) {
+        redisReply *probe = redisCommand(ctx, FG_DIALECT_PROBE);
+        if (probe == NULL) return fg_set_error(err, FG_CODE_IO, "FG.TOKEN: %s", ctx->errstr);
+        *dialect = fg_dialect_of_probe(probe);
+        freeReplyObject(probe);
+    }
+    return rc;
 }
 
 static fg_code connect_failed(const fg_url *u, const char *why, fg_error *err) {
@@ -104,8 +175,9 @@ static fg_code open_connection(fg_conn *conn, const fg_url *u, const fg_conn_con
         redisFree(ctx);
         return FG_CODE_IO;
     }
+    fg_dialect dialect = FG_DIALECT_AUTO;
     fg_code rc = redisSetTimeout(ctx, ms_to_timeval(cfg->command_timeout_ms)) == REDIS_OK
-                     ? setup_connection(u, ctx, err)
+                     ? setup_connection(u, ctx, &dialect, err)
                      : fg_set_error(err, FG_CODE_IO, "setting the timeout: %s", ctx->errstr);
     if (rc != FG_CODE_OK) {
         redisFree(ctx);
@@ -114,6 +186,7 @@ static fg_code open_connection(fg_conn *conn, const fg_url *u, const fg_conn_con
     if (conn->connected_once) fg_count(&cfg->counters->reconnects, 1);
     conn->connected_once = true;
     conn->ctx = ctx;
+    conn->dialect = dialect;
     return FG_CODE_OK;
 }
 
@@ -138,6 +211,7 @@ fg_code fg_conn_ensure(fg_conn *conn, const fg_url *addr, const fg_conn_config *
 void fg_conn_close(fg_conn *conn) {
     if (conn->ctx != NULL) redisFree(conn->ctx);
     conn->ctx = NULL;
+    conn->dialect = FG_DIALECT_AUTO; /* the next connection learns again */
 }
 
 fg_code fg_conn_set_timeout(fg_conn *conn, int64_t ms, fg_error *err) {
@@ -147,21 +221,52 @@ fg_code fg_conn_set_timeout(fg_conn *conn, int64_t ms, fg_error *err) {
     return FG_CODE_IO;
 }
 
-static fg_code append_args(fg_conn *conn, int argc, const char *const *argv, const size_t *lens,
-                           fg_error *err) {
+_Static_assert(FG_CMD_MAX_ARGS <= FG_ARGV_MAX, "append_args' room holds any command");
+
+/* A command as hiredis takes it: an fg_command's or an fg_argv's. */
+typedef struct args {
+    int argc;
+    const char *const *argv;
+    const size_t *lens;
+} args;
+
+static args command_args(const void *cmds, size_t i) {
+    const fg_command *c = (const fg_command *)cmds + i;
+    return (args){c->argc, c->argv, c->argvlen};
+}
+
+static args argv_args(const void *cmds, size_t i) {
+    const fg_argv *c = (const fg_argv *)cmds + i;
+    return (args){c->argc, c->argv, c->argvlen};
+}
+
+/* Buffers a command, in its script form (EVALSHA, or EVAL) when the
+ * connection speaks scripts and the command has one. */
+static fg_code append_args(fg_conn *conn, args a, bool eval, fg_error *err) {
+    const char *sargv[FG_ARGV_MAX + FG_SCRIPT_EXTRA_ARGS];
+    size_t slens[FG_ARGV_MAX + FG_SCRIPT_EXTRA_ARGS];
+    char nkeys[FG_SCRIPT_NKEYS_MAX];
+    if (conn->dialect == FG_DIALECT_SCRIPT) {
+        int n = fg_script_args(a.argc, a.argv, a.lens, eval, sargv, slens, nkeys);
+        if (n > 0) a = (args){n, sargv, slens};
+    }
     /* hiredis 0.14 takes a non-const argv, which it only reads. */
-    if (redisAppendCommandArgv(conn->ctx, argc, (const char **)argv, lens) == REDIS_OK)
+    if (redisAppendCommandArgv(conn->ctx, a.argc, (const char **)a.argv, a.lens) == REDIS_OK)
         return FG_CODE_OK;
     fg_conn_close(conn); /* commands half buffered */
     return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
 }
 
 fg_code fg_conn_append(fg_conn *conn, const fg_command *cmd, fg_error *err) {
-    return append_args(conn, cmd->argc, cmd->argv, cmd->argvlen, err);
+    return append_args(conn, command_args(cmd, 0), false, err);
+}
+
+fg_code fg_conn_append_eval(fg_conn *conn, const fg_command *cmd, fg_error *err) {
+    return append_args(conn, command_args(cmd, 0), true, err);
 }
 
 fg_code fg_conn_append_argv(fg_conn *conn, const fg_argv *cmd, fg_error *err) {
-    return append_args(conn, cmd->argc, cmd->argv, cmd->argvlen, err);
+    return append_args(conn, argv_args(cmd, 0), false, err);
 }
 
 fg_code fg_conn_flush(fg_conn *conn, fg_error *err) {
@@ -190,6 +295,41 @@ fg_code fg_conn_receive(fg_conn *conn, redisReply **replies, size_t n, fg_error 
     return FG_CODE_OK;
 }
 
+/* The NOSCRIPT replies' commands again as EVAL (fg_conn_resend_noscript). */
+static fg_code resend_noscript(fg_conn *conn, const void *cmds, args (*at)(const void *, size_t),
+                               size_t n, redisReply **replies, fg_net_counters *counters,
+                               fg_error *err) {
+    size_t again = 0;
+    for (size_t i = 0; i < n && conn->dialect == FG_DIALECT_SCRIPT; i++)
+        again += fg_reply_noscript(replies[i]);
+    if (again == 0) return FG_CODE_OK;
+    redisReply **fresh = malloc(again * sizeof(*fresh));
+    fg_code rc = fresh != NULL ? FG_CODE_OK : fg_set_error(err, FG_CODE_NOMEM, "out of memory");
+    if (counters != NULL) fg_count(&counters->round_trips, 1);
+    for (size_t i = 0; i < n && rc == FG_CODE_OK; i++)
+        if (fg_reply_noscript(replies[i])) rc = append_args(conn, at(cmds, i), true, err);
+    if (rc == FG_CODE_OK) rc = fg_conn_flush(conn, err);
+    if (rc == FG_CODE_OK) rc = fg_conn_receive(conn, fresh, again, err);
+    for (size_t i = 0, k = 0; i < n; i++) {
+        if (rc == FG_CODE_OK && !fg_reply_noscript(replies[i])) continue;
+        freeReplyObject(replies[i]);
+        if (rc == FG_CODE_OK) replies[i] = fresh[k++];
+    }
+    free(fresh);
+    return rc;
+}
+
+fg_code fg_conn_resend_noscript(fg_conn *conn, const fg_command *cmds, size_t n,
+                                redisReply **replies, fg_net_counters *counters, fg_error *err) {
+    return resend_noscript(conn, cmds, command_args, n, replies, counters, err);
+}
+
+fg_code fg_conn_resend_noscript_argv(fg_conn *conn, const fg_argv *cmds, size_t n,
+                                     redisReply **replies, fg_net_counters *counters,
+                                     fg_error *err) {
+    return resend_noscript(conn, cmds, argv_args, n, replies, counters, err);
+}
+
 fg_code fg_conn_exchange(fg_conn *conn, const fg_url *addr, const fg_conn_config *cfg,
                          const fg_argv *cmds, size_t n, redisReply **replies, fg_error *err) {
     fg_code rc = fg_conn_ensure(conn, addr, cfg, err);
@@ -199,6 +339,8 @@ fg_code fg_conn_exchange(fg_conn *conn, const fg_url *addr, const fg_conn_config
             rc = fg_conn_append_argv(conn, &cmds[i], err);
         if (rc == FG_CODE_OK) rc = fg_conn_flush(conn, err);
         if (rc == FG_CODE_OK) rc = fg_conn_receive(conn, replies, n, err);
+        if (rc == FG_CODE_OK)
+            rc = fg_conn_resend_noscript_argv(conn, cmds, n, replies, cfg->counters, err);
     }
     if (rc == FG_CODE_IO) fg_count(&cfg->counters->failures, 1);
     return rc;

@@ -6,6 +6,10 @@
  *
  * A single server has one fg_conn; a cluster has one per node (cluster.c).
  * Not thread-safe: the caller holds its own lock.
+ *
+ * Each connection speaks a dialect, learned as it opens (or the URL's
+ * ?backend=): the module's commands, or the server scripts, into which
+ * fg_conn_append turns every command that has one (scripts.h). See conn.c.
  */
 #ifndef FG_CONN_H
 #define FG_CONN_H
@@ -22,8 +26,18 @@
 #include "url.h"
 
 #define FG_RECONNECT_DELAY_MS 100
-/* FG.PEEK FAMILY key 3 params COST n AT us */
+/* FG.PEEK FAMILY key 3 params COST n AT us (the script form's 3 more are
+ * fg_conn_append's: FG_SCRIPT_EXTRA_ARGS) */
 #define FG_CMD_MAX_ARGS 12
+
+/* How a connection learns its dialect: COMMAND INFO's entry for the module's
+ * command is nil without the module; when COMMAND is refused (an ACL user
+ * of the module's commands only, a managed server that renamed it), the
+ * command without arguments: "ERR unknown command" without the module, an
+ * arity error with it, whatever the user may run (Redis checks arity
+ * before ACLs), and never a change. */
+#define FG_DIALECT_ASK   "COMMAND INFO FG.TOKEN"
+#define FG_DIALECT_PROBE "FG.TOKEN"
 
 /* One command ready for hiredis, with the key it is routed by (a limit's
  * check; the lock calls use fg_argv). */
@@ -50,7 +64,8 @@ typedef struct fg_conn {
     /* The failed attempt's message, repeated until next_connect: whichever
      * thread then calls hears why, not only that it failed. */
     char last_error[sizeof(((fg_error *)0)->message)];
-    fg_code last_code; /* and its code: a refused AUTH is not a lost server */
+    fg_code last_code;  /* and its code: a refused AUTH is not a lost server */
+    fg_dialect dialect; /* while connected: MODULE or SCRIPT */
 } fg_conn;
 
 /* A command of up to FG_ARGV_MAX arguments, numbers kept in its own
@@ -75,6 +90,17 @@ void fg_argv_num(fg_argv *a, int64_t v);
  * FG_CODE_INVALID), anything else (FG_CODE_SERVER). */
 fg_code fg_reply_error(const redisReply *r, fg_error *err);
 
+/* The dialect a reply to FG_DIALECT_ASK tells; FG_DIALECT_AUTO when it
+ * tells none (an error: FG_DIALECT_PROBE decides). */
+fg_dialect fg_dialect_of_ask(const redisReply *r);
+
+/* The dialect a reply to FG_DIALECT_PROBE tells. */
+fg_dialect fg_dialect_of_probe(const redisReply *r);
+
+/* Whether r is a NOSCRIPT error: the server lost the script an EVALSHA
+ * named (SCRIPT FLUSH, a restart, an eviction on Redis 7.4+). */
+bool fg_reply_noscript(const redisReply *r);
+
 /* Connects to `addr` unless connected. FG_CODE_IO when the server cannot be
  * reached; FG_CODE_SERVER when it refuses AUTH or SELECT. */
 fg_code fg_conn_ensure(fg_conn *conn, const fg_url *addr, const fg_conn_config *cfg,
@@ -86,10 +112,13 @@ void fg_conn_close(fg_conn *conn);
  * a command that waits in the server. Closes the connection on failure. */
 fg_code fg_conn_set_timeout(fg_conn *conn, int64_t ms, fg_error *err);
 
-/* Buffers one command; fg_conn_flush writes everything buffered without
+/* Buffers one command, as EVALSHA when the connection speaks scripts and
+ * the command has one; fg_conn_flush writes everything buffered without
  * waiting for the replies, so that a caller can write to several servers
- * before reading from any. Both close the connection on failure. */
+ * before reading from any. All close the connection on failure.
+ * fg_conn_append_eval sends the script as EVAL (after NOSCRIPT). */
 fg_code fg_conn_append(fg_conn *conn, const fg_command *cmd, fg_error *err);
+fg_code fg_conn_append_eval(fg_conn *conn, const fg_command *cmd, fg_error *err);
 fg_code fg_conn_append_argv(fg_conn *conn, const fg_argv *cmd, fg_error *err);
 fg_code fg_conn_flush(fg_conn *conn, fg_error *err);
 
@@ -97,8 +126,21 @@ fg_code fg_conn_flush(fg_conn *conn, fg_error *err);
  * caller frees them); on failure none is and the connection is closed. */
 fg_code fg_conn_receive(fg_conn *conn, redisReply **replies, size_t n, fg_error *err);
 
+/* After fg_conn_receive of the replies of cmds[0..n), appended in order on
+ * conn: the commands answered NOSCRIPT go again as EVAL (which caches the
+ * script again), together and in order, in one more round trip counted in
+ * counters (may be NULL), their replies taking the NOSCRIPT ones' places.
+ * Nothing to do on a connection of the module's. On failure every reply is
+ * freed, as fg_conn_receive leaves them. */
+fg_code fg_conn_resend_noscript(fg_conn *conn, const fg_command *cmds, size_t n,
+                                redisReply **replies, fg_net_counters *counters, fg_error *err);
+fg_code fg_conn_resend_noscript_argv(fg_conn *conn, const fg_argv *cmds, size_t n,
+                                     redisReply **replies, fg_net_counters *counters,
+                                     fg_error *err);
+
 /* One round trip of n commands on conn, connecting first when needed, and
- * counted in cfg's counters: on FG_CODE_OK every reply is set. */
+ * counted in cfg's counters (and one more after NOSCRIPT): on FG_CODE_OK
+ * every reply is set. */
 fg_code fg_conn_exchange(fg_conn *conn, const fg_url *addr, const fg_conn_config *cfg,
                          const fg_argv *cmds, size_t n, redisReply **replies, fg_error *err);
 

@@ -16,6 +16,11 @@
  * server costs callers nothing more than a failed call in the meantime. A
  * cluster follows redirects and failovers first, and only what stays
  * unanswered is a failure.
+ *
+ * On a server without the module the connection speaks scripts (conn.c):
+ * the same commands go as EVALSHA, and a round trip's commands answered
+ * NOSCRIPT go again as EVAL in one more, so a flushed script cache costs
+ * one round trip, never an answer.
  */
 #include "remote.h"
 
@@ -65,9 +70,10 @@ fg_code fg_remote_connect(fg_remote *r, fg_error *err) {
     return rc == FG_CODE_IO ? FG_CODE_OK : rc;
 }
 
-/* Sends n commands in one write to the server and reads their n replies.
- * On FG_CODE_OK every reply is set; on failure none is, and an I/O failure
- * has closed the connection. With the lock held. */
+/* Sends n commands in one write to the server and reads their n replies
+ * (and those answered NOSCRIPT once more, as EVAL: conn.c). On FG_CODE_OK
+ * every reply is set; on failure none is, and an I/O failure has closed
+ * the connection. With the lock held. */
 static fg_code server_round_trip(fg_remote *r, const fg_command *cmds, size_t n,
                                  redisReply **replies, fg_error *err) {
     fg_code rc = fg_conn_ensure(&r->conn, &r->addr, &r->cfg, err);
@@ -77,6 +83,8 @@ static fg_code server_round_trip(fg_remote *r, const fg_command *cmds, size_t n,
             rc = fg_conn_append(&r->conn, &cmds[i], err);
         if (rc == FG_CODE_OK) rc = fg_conn_flush(&r->conn, err);
         if (rc == FG_CODE_OK) rc = fg_conn_receive(&r->conn, replies, n, err);
+        if (rc == FG_CODE_OK)
+            rc = fg_conn_resend_noscript(&r->conn, cmds, n, replies, r->cfg.counters, err);
     }
     if (rc == FG_CODE_IO) fg_count(&r->cfg.counters->failures, 1);
     return rc;

@@ -19,9 +19,14 @@
  * The server uses its own clock unless opts.send_clock appends "AT <us>".
  * fg_reset forgets the key in the fallback table, the denial cache and the
  * leases too; closing gives every unused lease back.
+ *
+ * A server without the module runs the same commands as scripts (conn.c,
+ * scripts.h), whose replies are the module's but that an integer above
+ * 2^53 comes as its decimal text: every integer is read either way.
  */
 #include "remote_limit.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,24 +224,44 @@ static fg_code unexpected(fg_error *err, const char *what) {
     return fg_set_error(err, FG_CODE_PROTOCOL, "unexpected reply to %s (module not loaded?)", what);
 }
 
+/* An integer of a reply: an integer reply, or its decimal text, which is
+ * how a server script answers one above 2^53 (Lua's numbers are doubles):
+ * as strict as the module's parsing (no sign but '-', no leading zero or
+ * space, within int64). */
+static bool reply_integer(const redisReply *r, long long *v) {
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *v = r->integer;
+        return true;
+    }
+    if (r->type != REDIS_REPLY_STRING || r->len < 1 || r->len > 20) return false;
+    const char *s = r->str, *digits = s + (s[0] == '-');
+    size_t ndigits = r->len - (size_t)(digits - s);
+    if (ndigits < 1 || strspn(digits, "0123456789") != ndigits ||
+        (digits[0] == '0' && (ndigits > 1 || digits != s)))
+        return false;
+    errno = 0;
+    char *end;
+    *v = strtoll(s, &end, 10);
+    return errno == 0 && end == s + r->len;
+}
+
 /* The five integers of every FG.* check. */
 static fg_code parse_decision(const redisReply *r, fg_result *out, fg_error *err) {
+    long long v[5];
     if (r->type == REDIS_REPLY_ERROR) return fg_reply_error(r, err);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) return unexpected(err, "a check");
     for (size_t i = 0; i < 5; i++)
-        if (r->element[i]->type != REDIS_REPLY_INTEGER) return unexpected(err, "a check");
-    long long allowed = r->element[0]->integer;
-    if (allowed != 0 && allowed != 1) return unexpected(err, "a check");
+        if (!reply_integer(r->element[i], &v[i])) return unexpected(err, "a check");
+    if (v[0] != 0 && v[0] != 1) return unexpected(err, "a check");
     /* The module's durations fit 64-bit nanoseconds: anything larger is not
      * its reply, and would overflow the client's microsecond arithmetic. */
-    long long retry = r->element[3]->integer, reset = r->element[4]->integer;
-    if (retry < -1 || retry > MAX_REPLY_MS || reset < 0 || reset > MAX_REPLY_MS)
+    if (v[3] < -1 || v[3] > MAX_REPLY_MS || v[4] < 0 || v[4] > MAX_REPLY_MS)
         return unexpected(err, "a check");
-    out->allowed = allowed == 1;
-    out->limit = r->element[1]->integer;
-    out->remaining = r->element[2]->integer;
-    out->retry_after_ms = r->element[3]->integer;
-    out->reset_after_ms = r->element[4]->integer;
+    out->allowed = v[0] == 1;
+    out->limit = v[1];
+    out->remaining = v[2];
+    out->retry_after_ms = v[3];
+    out->reset_after_ms = v[4];
     out->source = FG_SOURCE_SERVER;
     return FG_CODE_OK;
 }
@@ -598,8 +623,9 @@ static fg_code reset(void *s, const char *key, bool *existed, fg_error *err) {
     cache_forget(lim, key);
     if (lim->leases != NULL) fg_lease_forget(lim->leases, key);
     if (rc != FG_CODE_OK) return rc;
-    if (r->type == REDIS_REPLY_INTEGER)
-        *existed = r->integer == 1;
+    long long v;
+    if (reply_integer(r, &v))
+        *existed = v == 1;
     else
         rc = unexpected(err, "FG.RESET");
     freeReplyObject(r);

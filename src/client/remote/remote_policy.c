@@ -75,18 +75,18 @@ typedef struct fg_policies {
 
 /* ------------------------------------------------------------- the state */
 
-/* The auth of a cluster's nodes: its URL's user and password, as
- * cluster.c reads them ("redis://userinfo@first-seed"). */
+/* The first seed, whose user, password and options every node takes. */
+static bool first_seed(const fg_url *seed, void *arg) {
+    fg_url *out = arg;
+    if (out->kind == FG_URL_MEM) *out = *seed;
+    return true;
+}
+
+/* The auth of a cluster's nodes: its URL's user, password and options, as
+ * cluster.c reads them. */
 static fg_code cluster_auth(const char *url, fg_url *out, fg_error *err) {
-    const char *s = strstr(url, "://") + 3;
-    const char *at = strrchr(s, '@');
-    const char *seed = at != NULL ? at + 1 : s;
-    size_t ulen = (size_t)(seed - s), slen = strcspn(seed, ",");
-    char one[1024];
-    if (ulen + slen + sizeof("redis://") > sizeof(one))
-        return fg_set_error(err, FG_CODE_INVALID, "URL too long");
-    snprintf(one, sizeof(one), "redis://%.*s%.*s", (int)ulen, s, (int)slen, seed);
-    return fg_url_parse(one, out, err);
+    out->kind = FG_URL_MEM;
+    return fg_cluster_seeds(url, first_seed, out, err);
 }
 
 static void *policies_open(const fg_backend_args *a) {
@@ -386,6 +386,9 @@ static fg_code to_masters(fg_policies *p, const fg_argv *cmds, size_t n, bool in
     }
     for (size_t j = 0; j < sent; j++) {
         if (node_rc[j] == FG_CODE_OK) node_rc[j] = fg_conn_receive(&conns[j], replies, n, err);
+        if (node_rc[j] == FG_CODE_OK) /* a node that speaks scripts and lost them */
+            node_rc[j] = fg_conn_resend_noscript_argv(&conns[j], cmds, n, replies,
+                                                      p->cfg.counters, err);
         if (node_rc[j] == FG_CODE_OK) node_rc[j] = judge(replies, n, integers, values, err);
         if (node_rc[j] == FG_CODE_IO) fg_count(&p->cfg.counters->failures, 1);
         if (rc == FG_CODE_OK) rc = node_rc[j];
@@ -505,6 +508,7 @@ static fg_code wait_on(fg_policies *p, const fg_url *addr, const fg_command *cmd
     }
     if (rc == FG_CODE_OK) rc = fg_conn_flush(&conn, err);
     if (rc == FG_CODE_OK) rc = fg_conn_receive(&conn, reply, 1, err);
+    if (rc == FG_CODE_OK) rc = fg_conn_resend_noscript(&conn, cmd, 1, reply, p->cfg.counters, err);
     if (rc == FG_CODE_IO) fg_count(&p->cfg.counters->failures, 1);
     /* The next user sets its own timeout; a spare must not keep this one. */
     if (rc == FG_CODE_OK &&
