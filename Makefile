@@ -552,6 +552,14 @@ bench-policy: deps module
 bench-hot: deps module
 	$(PYTHON) bench/hot_paths.py --output bench/results/hot.md
 
+# The script backend: floodgate's rate-limit scripts (EVALSHA, and FCALL)
+# on a stock redis-server against the module's commands and the Lua peers
+# of bench/lua/peers/, server CPU per decision and P=16 ratios to INCR
+# (bench/scripts_bench.py; about 4 minutes).
+.PHONY: bench-scripts
+bench-scripts: deps module
+	$(PYTHON) bench/scripts_bench.py
+
 bench-nginx: deps module $(NGINX_SO)
 	$(PYTHON) bench/nginx_bench.py
 

@@ -1,8 +1,9 @@
 """The redis-server a benchmark script starts for itself: on 127.0.0.1 and a
 free port, `--save "" --appendonly no`, its files in a temporary directory,
-one module loaded, every thread pinned to one CPU (so that the client can
-have the other), and stopped by its PID. Used by uv_server.py and
-lock_scale.py."""
+one module loaded (or none: module None, a stock server), every thread
+pinned to one CPU (so that the client can have the other), and stopped by
+its PID. Used by uv_server.py, lock_scale.py, python_bench.py,
+nginx_bench.py and scripts_bench.py."""
 
 import os
 import shutil
@@ -24,8 +25,8 @@ class BenchServer:
         s.close()
         self.proc = subprocess.Popen(
             [redis_server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log"),
-             "--loadmodule", module] + [str(a) for a in extra_args])
+             "--appendonly", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")]
+            + (["--loadmodule", module] if module else []) + [str(a) for a in extra_args])
         self.client = redis.Redis(host="127.0.0.1", port=self.port)
         for _ in range(100):
             if self.proc.poll() is not None:
@@ -40,6 +41,12 @@ class BenchServer:
             raise RuntimeError("redis-server does not answer on port %d" % self.port)
         subprocess.run(["taskset", "-a", "-cp", str(cpu), str(self.proc.pid)], check=True,
                        stdout=subprocess.DEVNULL)
+
+    def cpu_seconds(self):
+        """The process's user + system CPU time, all threads (/proc/PID/stat)."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def log_tail(self):
         try:
