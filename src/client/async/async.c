@@ -35,6 +35,20 @@
  * loop's next turn, so that no callback ever runs inside the call that
  * made it.
  *
+ * Dialects. As the synchronous connection does (conn.c), each node's
+ * connection learns whether the server has the module, with FG_DIALECT_ASK
+ * behind AUTH and SELECT (and FG_DIALECT_PROBE when COMMAND is refused),
+ * unless the URL says (?backend=). The calls made meanwhile wait in the
+ * node's held list, since their bytes depend on the answer, and go in
+ * order once it comes (or are answered as lost with the connection, whose
+ * deadlines cover the question). A call keeps its command in both forms,
+ * the module's and the script's (EVALSHA; none when it has no script), and
+ * a node that speaks scripts gets the script's. A NOSCRIPT reply sends the
+ * call again at once as EVAL (the bytes sent, their head changed:
+ * scripts.c's fg_script_eval_of) to the same node, behind the calls
+ * already sent; the NOSCRIPT replies of calls pipelined together so go
+ * again together, in one write.
+ *
  * Handles. The caller's copy of a call (the `call` out-parameter) is set
  * to NULL as the call is answered or cancelled, before its memory can go:
  * a handle the caller holds is a live call or NULL, never a freed call nor
@@ -57,6 +71,7 @@
 #include "remote/remote_policy.h"
 #include "policy_def.h"
 #include "remote/remote_limit.h"
+#include "remote/scripts.h"
 #include "stats.h"
 #include "url.h"
 
@@ -86,9 +101,13 @@ struct fg_async_call {
         fg_async_policy_cb *policy;
     } done; /* count may be NULL: nothing to hear */
     void *arg;
-    /* the command, kept to be sent again where a cluster redirects it */
-    char *cmd;
-    size_t cmdlen;
+    /* the command, kept to be sent again where a cluster redirects it, and
+     * its script form (NULL when it has none: scripts.h), EVALSHA, or EVAL
+     * after a NOSCRIPT */
+    char *cmd, *script;
+    size_t cmdlen, scriptlen;
+    bool sent_script; /* as sent last: the script form */
+    bool eval;        /* the script form is EVAL */
     unsigned slot;
     uint32_t ask; /* NO_NODE, or the node an ASK sends it to */
     int hops;     /* redirects followed */
@@ -110,7 +129,9 @@ struct aconn {
     int64_t connect_deadline_mono; /* while connecting */
     bool connected, connected_once;
     int64_t no_connect_before_mono;
+    fg_dialect dialect; /* AUTO while the connection learns it */
     call_list sent;
+    call_list held; /* calls made while the dialect was learnt */
     void *deadline_timer;
 };
 
@@ -169,6 +190,7 @@ static void finish(fg_async_call *c, const redisReply *reply, const fg_error *wh
     forget(c);
     c->finish(c, reply, why);
     free(c->cmd);
+    free(c->script);
     free(c);
 }
 
@@ -279,7 +301,9 @@ static void del_read(void *p) { set_events(p, ((aconn *)p)->events & ~FG_EV_READ
 static void add_write(void *p) { set_events(p, ((aconn *)p)->events | FG_EV_WRITE); }
 static void del_write(void *p) { set_events(p, ((aconn *)p)->events & ~FG_EV_WRITE); }
 
-/* hiredis is done with the context (closed, failed or freed). */
+/* hiredis is done with the context (closed, failed or freed), after it
+ * answered the calls sent on it: the calls held for its dialect are lost
+ * with it. */
 static void cleanup(void *p) {
     aconn *n = p;
     if (n->watch != NULL) n->a->loop.unwatch(n->watch);
@@ -287,7 +311,13 @@ static void cleanup(void *p) {
     n->events = 0;
     n->ac = NULL;
     n->connected = false;
+    n->dialect = FG_DIALECT_AUTO;
     if (n->a->owner != NULL) n->a->map_stale = true; /* a master may have failed over */
+    while (n->held.head != NULL) {
+        fg_async_call *c = n->held.head;
+        list_remove(&n->held, c);
+        answer_soon(c, "the connection to the server was lost or timed out");
+    }
 }
 
 static void ready(void *arg, int events) {
@@ -320,6 +350,58 @@ static void on_handshake(redisAsyncContext *ac, void *r, void *privdata) {
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR) redisAsyncFree(ac);
 }
 
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
+static void send_on(aconn *n, fg_async_call *c);
+
+/* Asks n's server for its dialect (cmd: FG_DIALECT_ASK or _PROBE) as a
+ * call of the node's sent list, so that its deadline watches it: the
+ * connect's and a command's time. */
+static void ask_dialect(aconn *n, const char *cmd,
+                        void (*done)(fg_async_call *, const redisReply *, const fg_error *)) {
+    fg_async *a = n->a;
+    fg_async_call *c = calloc(1, sizeof(*c));
+    if (c == NULL || redisAsyncCommand(n->ac, on_reply, c, cmd) != REDIS_OK) {
+        free(c);
+        redisAsyncFree(n->ac); /* its calls held are lost with it */
+        return;
+    }
+    c->a = a;
+    c->finish = done;
+    c->node = n;
+    c->hops = MAX_HOPS; /* no command to redirect */
+    c->deadline_mono = fg_monotonic_us() +
+                       (int64_t)(a->opts.connect_timeout_ms + a->opts.command_timeout_ms) * 1000;
+    list_push(&n->sent, c);
+    if (n->sent.head == c) watch_deadline(n);
+}
+
+/* The dialect is known: the calls held go, in order. */
+static void learnt(aconn *n, fg_dialect d) {
+    n->dialect = d;
+    while (n->held.head != NULL && n->ac != NULL) {
+        fg_async_call *c = n->held.head;
+        list_remove(&n->held, c);
+        send_on(n, c);
+    }
+}
+
+/* No reply: the connection is going, and its cleanup answers the calls
+ * held. */
+static void finish_probe(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    (void)why;
+    if (reply != NULL && !c->a->closing) learnt(c->node, fg_dialect_of_probe(reply));
+}
+
+static void finish_ask(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    (void)why;
+    if (reply == NULL || c->a->closing) return;
+    fg_dialect d = fg_dialect_of_ask(reply);
+    if (d != FG_DIALECT_AUTO)
+        learnt(c->node, d);
+    else
+        ask_dialect(c->node, FG_DIALECT_PROBE, finish_probe);
+}
+
 static void handshake(aconn *n) {
     const fg_url *u = &n->addr;
     if (u->has_password) {
@@ -341,6 +423,8 @@ static void handshake(aconn *n) {
         size_t lens[2] = {6, (size_t)len};
         redisAsyncCommandArgv(n->ac, on_handshake, NULL, 2, argv, lens);
     }
+    n->dialect = u->dialect;
+    if (n->dialect == FG_DIALECT_AUTO) ask_dialect(n, FG_DIALECT_ASK, finish_ask);
 }
 
 /* Starts connecting unless connected or connecting; false when the node
@@ -378,7 +462,7 @@ static bool connection(aconn *n) {
     if (n->connected_once) fg_count(&a->counters.net.reconnects, 1);
     handshake(n);
     watch_deadline(n);
-    return true;
+    return n->ac != NULL; /* the handshake may have failed */
 }
 
 /* ------------------------------------------------------------------ nodes */
@@ -459,6 +543,22 @@ static bool redirected(fg_async_call *c, const redisReply *r) {
     return true;
 }
 
+/* A NOSCRIPT reply to c's EVALSHA: c goes again as EVAL, once. false when
+ * r is c's answer. */
+static bool noscript(fg_async_call *c, const redisReply *r) {
+    size_t len;
+    char *eval;
+    if (!c->sent_script || c->eval || !fg_reply_noscript(r) ||
+        (eval = fg_script_eval_of(c->script, c->scriptlen, &len)) == NULL)
+        return false;
+    free(c->script);
+    c->script = eval;
+    c->scriptlen = len;
+    c->eval = true;
+    dispatch(c);
+    return true;
+}
+
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     (void)ac;
     static const fg_error lost = {FG_CODE_IO, "the connection to the server was lost or timed out"};
@@ -467,6 +567,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     list_remove(&c->node->sent, c);
     if (!a->closing) watch_deadline(c->node);
     const redisReply *reply = r;
+    if (reply != NULL && !a->closing && noscript(c, reply)) return;
     if (reply != NULL && a->owner != NULL && !a->closing) {
         if (redirected(c, reply)) return;
         /* a slot in the middle of a failover or a migration: lost, as an
@@ -482,8 +583,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     finish(c, reply, &lost);
 }
 
-/* Sends c's command (c->cmd) to where it goes, or answers c as lost at
- * the next turn. */
+/* Sends c to where it goes once its connection knows its dialect (held
+ * until then), or answers c as lost at the next turn. */
 static void dispatch(fg_async_call *c) {
     fg_async *a = c->a;
     if (a->owner != NULL && a->map_stale && !a->map_reading) read_map(a);
@@ -493,11 +594,24 @@ static void dispatch(fg_async_call *c) {
         answer_soon(c, "the server cannot be reached");
         return;
     }
+    if (n->dialect == FG_DIALECT_AUTO) {
+        c->node = n;
+        list_push(&n->held, c);
+        return;
+    }
+    send_on(n, c);
+}
+
+/* Sends c's command on n's connection, in n's dialect. */
+static void send_on(aconn *n, fg_async_call *c) {
+    fg_async *a = c->a;
+    c->sent_script = n->dialect == FG_DIALECT_SCRIPT && c->script != NULL;
     if (c->ask != NO_NODE && redisAsyncCommand(n->ac, NULL, NULL, "ASKING") != REDIS_OK) {
         answer_soon(c, "the connection to the server is closing");
         return;
     }
-    if (redisAsyncFormattedCommand(n->ac, on_reply, c, c->cmd, c->cmdlen) != REDIS_OK) {
+    if (redisAsyncFormattedCommand(n->ac, on_reply, c, c->sent_script ? c->script : c->cmd,
+                                   c->sent_script ? c->scriptlen : c->cmdlen) != REDIS_OK) {
         answer_soon(c, "the connection to the server is closing");
         return;
     }
@@ -508,12 +622,29 @@ static void dispatch(fg_async_call *c) {
     if (n->sent.head == c) watch_deadline(n);
 }
 
+/* c->script: the command's script form, when it has one (EVALSHA). */
+static bool format_script(fg_async_call *c, int argc, const char **argv, const size_t *argvlen) {
+    const char *sargv[FG_ARGV_MAX + FG_SCRIPT_EXTRA_ARGS];
+    size_t slens[FG_ARGV_MAX + FG_SCRIPT_EXTRA_ARGS];
+    char nkeys[FG_SCRIPT_NKEYS_MAX];
+    int n = argc <= FG_ARGV_MAX ? fg_script_args(argc, argv, argvlen, false, sargv, slens, nkeys)
+                                : 0;
+    if (n == 0) return true;
+    int len = redisFormatCommandArgv(&c->script, n, sargv, slens);
+    if (len < 0) {
+        c->script = NULL;
+        return false;
+    }
+    c->scriptlen = (size_t)len;
+    return true;
+}
+
 /* Sends the command of c, routed by key on a cluster. */
 static void send_call(fg_async_call *c, int argc, const char **argv, const size_t *argvlen,
                       const char *key, size_t keylen) {
     int len = redisFormatCommandArgv(&c->cmd, argc, argv, argvlen);
-    if (len < 0) {
-        c->cmd = NULL;
+    if (len < 0) c->cmd = NULL;
+    if (len < 0 || !format_script(c, argc, argv, argvlen)) {
         answer_soon(c, "out of memory");
         return;
     }
