@@ -5,15 +5,16 @@
  * simulate.c runs the algorithm comparison; policy.c applies, lists and
  * checks named policies; locks.c takes locks and semaphores; bloom.c and
  * distinct.c drive Bloom filters and unique counters; doctor.c examines a
- * server. common.c holds what they all do the same way: errors, numbers,
+ * server; functions.c puts the server scripts on a server as a Functions
+ * library. common.c holds what they all do the same way: errors, numbers,
  * options, the dispatch of subcommands, the client, names and a decision's
  * lines.
  * Exit codes are the same for every subcommand, so that scripts can rely
  * on them.
  *
  * The tool is a user of the library like any other: it includes the
- * public header only and links the shared library. doctor and lock info
- * also ask a server directly, through hiredis (server.c).
+ * public header only and links the shared library. doctor, lock info and
+ * functions also ask a server directly, through hiredis (server.c).
  */
 #ifndef FG_CLI_H
 #define FG_CLI_H
@@ -63,6 +64,7 @@ typedef struct cli_opts {
     int has_window;    /* --last or --from and --to were given */
     fg_window window;  /* --last N[smhd], or --from US --to US */
     int shared, reentrant, dry_run, json; /* --shared, --reentrant, --dry-run, --json */
+    int replace;       /* --replace (functions load) */
 } cli_opts;
 
 /* What a command takes beyond --url, --json and --help. */
@@ -78,6 +80,7 @@ typedef struct cli_opts {
 #define CLI_TAKES_WINDOW  0x200u /* --last, --from, --to */
 #define CLI_TAKES_DRY_RUN 0x400u
 #define CLI_NEEDS_SERVER  0x800u /* refuses mem: (unless --dry-run) */
+#define CLI_TAKES_REPLACE 0x1000u
 
 /* A command: its name for messages ("lock take"), the text --help prints,
  * and what it takes. */
@@ -157,6 +160,11 @@ int cli_simulate(int argc, char **argv);
  * with redisFree. NULL after printing the error (an invalid URL, mem:, a
  * failed connect, AUTH or SELECT refused). */
 redisContext *cli_server_open(const char *url);
+/* The same for one node of a server: HOST:PORT with url's user and password
+ * (a cluster URL's first seed's), for the commands that go to every master. */
+redisContext *cli_server_open_node(const char *url, const char *host, int port);
+/* Whether url names a cluster (redis+cluster://). */
+int cli_server_is_cluster(const char *url);
 /* A command's reply (freeReplyObject), or NULL after printing the failed
  * connection's error. */
 redisReply *cli_server_command(redisContext *c, int argc, const char **argv);
@@ -165,6 +173,9 @@ void cli_print_reply_json(const redisReply *r);
 
 /* floodgate doctor URL (doctor.c). */
 int cli_doctor(int argc, char **argv);
+
+/* floodgate functions load|show (functions.c). */
+int cli_functions(int argc, char **argv);
 
 /* The families: argv[0] is the first argument after the family's name. */
 int cli_policy(int argc, char **argv);

@@ -179,6 +179,7 @@ static int take_option(int argc, char **argv, int *i, const cli_command *cmd, cl
     if ((t & CLI_TAKES_WINDOW) && is_option(a, "--to"))
         return integer_option(argc, argv, i, "--to", &from_to[1]);
     if ((t & CLI_TAKES_DRY_RUN) && strcmp(a, "--dry-run") == 0) return flag(&o->dry_run);
+    if ((t & CLI_TAKES_REPLACE) && strcmp(a, "--replace") == 0) return flag(&o->replace);
     return !cli_error("unknown option '%s' for %s (see floodgate %s --help)", a, cmd->name,
                       cmd->name);
 }

@@ -18,7 +18,7 @@ _floodgate() {
 
     if [[ $COMP_CWORD -eq 1 ]]; then
         COMPREPLY=($(compgen -W "check peek inspect reset lock semaphore bloom distinct
-            policy doctor simulate version help --help --version" -- "$cur"))
+            policy doctor functions simulate version help --help --version" -- "$cur"))
         return
     fi
 
@@ -28,6 +28,7 @@ _floodgate() {
     bloom)     [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "reserve add exists card" -- "$cur")) && return ;;
     distinct)  [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "add count" -- "$cur")) && return ;;
     policy)    [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "apply list show check delete" -- "$cur")) && return ;;
+    functions) [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "load show" -- "$cur")) && return ;;
     esac
 
     case "$cmd $sub" in
@@ -42,6 +43,7 @@ _floodgate() {
     "distinct count")       opts="--last --from --to" ;;
     "policy apply")         opts="--dry-run" ;;
     "policy check")         opts="--cost --id --wait" ;;
+    "functions load")       opts="--replace" ;;
     "simulate "*)           COMPREPLY=($(compgen -W "--out --plot --help" -- "$cur")); return ;;
     esac
 

@@ -11,6 +11,7 @@
  *   floodgate bloom ...                                   (bloom.c)
  *   floodgate distinct ...                                (distinct.c)
  *   floodgate doctor URL                                  (doctor.c)
+ *   floodgate functions load|show [URL]                   (functions.c)
  *
  * Every subcommand is a thin layer over one library call; numbers and
  * options are read as common.c reads them for every subcommand (strictly,
@@ -49,6 +50,8 @@ const char cli_usage[] =
     "                                 named policies (docs/policies.md)\n"
     "tools:\n"
     "  doctor URL                     what a server offers, and what makes it unsafe\n"
+    "  functions load|show [URL]      the server scripts as a Functions library, for\n"
+    "                                 FCALL (docs/scripts.md); load --replace replaces it\n"
     "  simulate [--out DIR] [--plot]  every algorithm on the same traffic, in plots\n"
     "  version, --version             print the version\n"
     "  help, --help                   print this help\n"
@@ -298,5 +301,6 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bloom")) return cli_bloom(argc - 2, argv + 2);
     if (!strcmp(cmd, "distinct")) return cli_distinct(argc - 2, argv + 2);
     if (!strcmp(cmd, "doctor")) return cli_doctor(argc - 2, argv + 2);
+    if (!strcmp(cmd, "functions")) return cli_functions(argc - 2, argv + 2);
     return cli_error("unknown command '%s' (see floodgate --help)", cmd);
 }
