@@ -289,6 +289,15 @@ fg_code fg_cluster_refresh(fg_cluster *cl, fg_error *err) {
     return rc;
 }
 
+fg_dialect fg_cluster_dialect(fg_cluster *cl, fg_error *err) {
+    for (size_t j = 0; j < cl->nnodes; j++) {
+        node *nd = &cl->nodes[j];
+        if (nd->conn.ctx != NULL || fg_conn_ensure(&nd->conn, &nd->addr, &cl->cfg, err) == FG_CODE_OK)
+            return nd->conn.dialect;
+    }
+    return FG_DIALECT_AUTO;
+}
+
 /* ----------------------------------------------------------- routing */
 
 static void finish(call *k, size_t i, fg_code code, redisReply *reply) {

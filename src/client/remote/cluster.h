@@ -58,4 +58,9 @@ bool fg_cluster_redirect(const char *s, unsigned *slot, char *host, size_t hostl
  * between the first '{' and the next '}', when not empty), modulo 16384. */
 unsigned fg_cluster_slot(const char *key, size_t len);
 
+/* The dialect of the cluster's nodes, as the first node that can be
+ * reached speaks it (a cluster's nodes are one server build); AUTO when
+ * none can (err says why). */
+fg_dialect fg_cluster_dialect(fg_cluster *cl, fg_error *err);
+
 #endif

@@ -118,6 +118,17 @@ fg_code fg_remote_round_trip(fg_remote *r, const fg_command *cmds, size_t n, red
     return rc;
 }
 
+fg_dialect fg_remote_dialect(fg_remote *r, fg_error *err) {
+    pthread_mutex_lock(&r->lock);
+    fg_dialect d = FG_DIALECT_AUTO;
+    if (r->cluster != NULL)
+        d = fg_cluster_dialect(r->cluster, err);
+    else if (fg_conn_ensure(&r->conn, &r->addr, &r->cfg, err) == FG_CODE_OK)
+        d = r->conn.dialect;
+    pthread_mutex_unlock(&r->lock);
+    return d;
+}
+
 fg_conn *fg_remote_take_conn(fg_remote *r) {
     pthread_mutex_lock(&r->lock);
     return &r->conn;

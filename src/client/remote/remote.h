@@ -42,6 +42,11 @@ void fg_remote_exchange(fg_remote *r, const fg_command *cmds, size_t n, redisRep
 fg_code fg_remote_round_trip(fg_remote *r, const fg_command *cmds, size_t n, redisReply **replies,
                              fg_error *err);
 
+/* The dialect of the server, or of the cluster's nodes, connecting when
+ * needed (conn.h): FG_DIALECT_AUTO when it cannot be reached (err says
+ * why). */
+fg_dialect fg_remote_dialect(fg_remote *r, fg_error *err);
+
 /* The shared connection of a client of one server, the caller's alone
  * until fg_remote_give_conn (for commands that are not fg_commands). */
 fg_conn *fg_remote_take_conn(fg_remote *r);

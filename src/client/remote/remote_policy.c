@@ -28,6 +28,19 @@
  * request is decided at the server's clock: opts.send_clock sends AT with
  * the checks that do not wait only (the module refuses both).
  *
+ * A server without the module (scripts.h) keeps policies in keys of their
+ * own (src/scripts/policy.lua): the same FG.POLICY commands go, routed by
+ * the policy's key fg:policy:{name}, to the one node that holds it, and
+ * the registry fg:policies hears SET and DEL beside them (SADD, SREM), for
+ * LIST. FG.CHECK on one server reads the policy in the same script; in a
+ * cluster the policy's slot is not the key's, so FG.POLICY LOOKUP asks the
+ * policy's node for its rules and the lists' verdict first, a listed
+ * identity is answered here (lists never read a state), and the check
+ * carries the rules (RULES) to the key's node: two round trips. No script
+ * can block, so WAIT is this side's: the check is tried again after its
+ * retry_after while the deadline allows (no FIFO order among waiters, and
+ * every denied try counts towards a penalty).
+ *
  * Errors map as for limits (fg_reply_error). The failure policy
  * (on_failure) does not apply: a server that cannot be reached is
  * FG_CODE_IO.
@@ -40,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "cluster.h"
 #include "command.h"
@@ -47,6 +61,7 @@
 #include "error.h"
 #include "monotonic.h"
 #include "remote.h"
+#include "scripts.h"
 
 #define SPARE_CONNS   8
 #define LIST_ITEMS    (FG_ARGV_MAX - 3) /* FG.POLICY ALLOW name item... */
@@ -366,13 +381,14 @@ static fg_code judge(redisReply **replies, size_t n, bool integers, int64_t *val
     return rc;
 }
 
-/* n commands to every master, pipelined on connections of their own:
- * written to all before any is read. */
-static fg_code to_masters(fg_policies *p, const fg_argv *cmds, size_t n, bool integers,
-                          int64_t *values, redisReply **replies, fg_error *err) {
+/* n commands to every master ("" for key), or to the master of key,
+ * pipelined on connections of their own: written to all before any is
+ * read. */
+static fg_code to_masters(fg_policies *p, const char *key, const fg_argv *cmds, size_t n,
+                          bool integers, int64_t *values, redisReply **replies, fg_error *err) {
     masters *ms = malloc(sizeof(*ms));
     fg_conn *conns = calloc(MAX_MASTERS, sizeof(*conns));
-    fg_code rc = ms != NULL && conns != NULL ? cluster_masters(p, "", ms, err)
+    fg_code rc = ms != NULL && conns != NULL ? cluster_masters(p, key, ms, err)
                                              : fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     size_t sent = rc == FG_CODE_OK ? ms->n : 0;
     fg_code node_rc[MAX_MASTERS];
@@ -400,15 +416,16 @@ static fg_code to_masters(fg_policies *p, const fg_argv *cmds, size_t n, bool in
 }
 
 /* n FG.POLICY commands that change policies: to the server, or to every
- * master. values[i] (zeroed here) is command i's integer reply. */
-static fg_code admin(fg_policies *p, const fg_argv *cmds, size_t n, bool integers, int64_t *values,
-                     fg_error *err) {
+ * master ("" for key) or the master of key. values[i] (zeroed here) is
+ * command i's integer reply. */
+static fg_code admin(fg_policies *p, const char *key, const fg_argv *cmds, size_t n, bool integers,
+                     int64_t *values, fg_error *err) {
     redisReply **replies = malloc(n * sizeof(*replies));
     if (replies == NULL) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     memset(values, 0, n * sizeof(*values));
     fg_code rc;
     if (p->cluster) {
-        rc = to_masters(p, cmds, n, integers, values, replies, err);
+        rc = to_masters(p, key, cmds, n, integers, values, replies, err);
     } else {
         fg_conn *conn = fg_remote_take_conn(p->remote);
         rc = fg_conn_exchange(conn, &p->addr, &p->cfg, cmds, n, replies, err);
@@ -421,22 +438,62 @@ static fg_code admin(fg_policies *p, const fg_argv *cmds, size_t n, bool integer
 
 /* ---------------------------------------------------------- changing */
 
+/* Whether the server (or cluster) keeps policies in keys: it speaks
+ * scripts. FG_CODE_IO when it cannot be reached. */
+static fg_code speaks_scripts(fg_policies *p, bool *scripts, fg_error *err) {
+    fg_error why = {0};
+    fg_dialect d = fg_remote_dialect(p->remote, &why);
+    if (d == FG_DIALECT_AUTO)
+        return fg_set_error(err, why.code != FG_CODE_OK ? why.code : FG_CODE_IO, "%s", why.message);
+    *scripts = d == FG_DIALECT_SCRIPT;
+    return FG_CODE_OK;
+}
+
+#define REGISTRY "fg:policies"
+
+/* A change of a policy in keys: the command, routed by the policy's key,
+ * then the registry's SADD or SREM (another slot, so another command).
+ * *value: the command's integer reply. */
+static fg_code change_in_keys(fg_policies *p, const char *name, const fg_argv *cmd,
+                              const char *registry_op, bool integer, int64_t *value, fg_error *err) {
+    char keys[FG_POLICY_KEYS][FG_POLICY_KEY_MAX];
+    fg_policy_keys(name, strlen(name), keys);
+    fg_argv reg;
+    fg_argv_init(&reg, registry_op);
+    fg_argv_str(&reg, REGISTRY);
+    fg_argv_str(&reg, name);
+    fg_code rc = admin(p, keys[0], cmd, 1, integer, value, err);
+    int64_t ignored;
+    if (rc == FG_CODE_OK) rc = admin(p, REGISTRY, &reg, 1, true, &ignored, err);
+    return rc;
+}
+
 static fg_code set_policy(void *s, const char *name, const fg_policy_def *def,
                           const fg_policy_rules *rules, fg_error *err) {
+    fg_policies *p = s;
     policy_argv cmd;
     int64_t ignored;
+    bool scripts;
     (void)rules;
     build_set(&cmd, name, def);
-    return admin(s, &cmd.a, 1, false, &ignored, err);
+    fg_code rc = speaks_scripts(p, &scripts, err);
+    if (rc != FG_CODE_OK) return rc;
+    if (scripts) return change_in_keys(p, name, &cmd.a, "SADD", false, &ignored, err);
+    return admin(p, "", &cmd.a, 1, false, &ignored, err);
 }
 
 static fg_code delete_policy(void *s, const char *name, bool *had, fg_error *err) {
+    fg_policies *p = s;
     fg_argv cmd;
     int64_t n;
+    bool scripts;
     fg_argv_init(&cmd, "FG.POLICY");
     fg_argv_str(&cmd, "DEL");
     fg_argv_str(&cmd, name);
-    fg_code rc = admin(s, &cmd, 1, true, &n, err);
+    fg_code rc = speaks_scripts(p, &scripts, err);
+    if (rc == FG_CODE_OK)
+        rc = scripts ? change_in_keys(p, name, &cmd, "SREM", true, &n, err)
+                     : admin(p, "", &cmd, 1, true, &n, err);
     if (rc == FG_CODE_OK) *had = n > 0;
     return rc;
 }
@@ -461,7 +518,12 @@ static fg_code list_add(void *s, const char *name, bool deny, const void *const 
             cmds[k].argvlen[at] = lens[i];
         }
     }
-    if (rc == FG_CODE_OK) rc = admin(s, cmds, ncmds, true, counts, err);
+    fg_policies *p = s;
+    bool scripts = false;
+    char keys[FG_POLICY_KEYS][FG_POLICY_KEY_MAX];
+    fg_policy_keys(name, strlen(name), keys);
+    if (rc == FG_CODE_OK) rc = speaks_scripts(p, &scripts, err);
+    if (rc == FG_CODE_OK) rc = admin(p, scripts ? keys[0] : "", cmds, ncmds, true, counts, err);
     *added = 0;
     for (size_t k = 0; k < ncmds && rc == FG_CODE_OK; k++)
         *added += counts[k];
@@ -551,16 +613,109 @@ static fg_code server_wait(fg_policies *p, const fg_command *cmd, int64_t timeou
     return rc;
 }
 
-static fg_code check(void *s, const fg_policy_request *q, fg_policy_result *out, fg_error *err) {
-    fg_policies *p = s;
+/* One FG.CHECK (or LOOKUP) through the client's shared way, its reply. */
+static fg_code exchange_one(fg_policies *p, const fg_command *cmd, redisReply **reply,
+                            fg_error *err) {
+    fg_code rc;
+    fg_remote_exchange(p->remote, cmd, 1, reply, &rc, err);
+    return rc;
+}
+
+/* A listed identity's answer, as the module's (core/policy_check.c): no
+ * state read, nothing charged. */
+static void list_answer(bool allowed, fg_policy_result *out) {
+    memset(out, 0, sizeof(*out));
+    out->result = (fg_result){allowed, 0, 0, -1, 0, FG_SOURCE_SERVER};
+    out->decided_by = allowed ? FG_BY_ALLOWLIST : FG_BY_DENYLIST;
+}
+
+/* A cluster's check of a policy in keys: FG.POLICY LOOKUP on the policy's
+ * node, then, unless a list decided, FG.CHECK ... RULES on the key's. */
+static fg_code check_in_keys(fg_policies *p, const fg_policy_request *q, fg_policy_result *out,
+                             fg_error *err) {
+    char keys[FG_POLICY_KEYS][FG_POLICY_KEY_MAX];
+    fg_policy_keys(q->name, strlen(q->name), keys);
+    fg_command lookup;
+    fg_command_init(&lookup, keys[0]);
+    fg_command_str(&lookup, "FG.POLICY");
+    fg_command_str(&lookup, "LOOKUP");
+    fg_command_str(&lookup, q->name);
+    fg_command_str(&lookup, q->identity != NULL ? q->identity : q->key);
+    redisReply *r;
+    fg_code rc = exchange_one(p, &lookup, &r, err);
+    if (rc != FG_CODE_OK) return rc;
+    if (r->type == REDIS_REPLY_ERROR) {
+        rc = fg_reply_error(r, err);
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+               r->element[0]->type != REDIS_REPLY_STRING ||
+               r->element[1]->type != REDIS_REPLY_STRING) {
+        rc = unexpected(err, "FG.POLICY LOOKUP");
+    } else if (r->element[1]->len > 0) {
+        list_answer(strcmp(r->element[1]->str, "allow") == 0, out);
+    } else {
+        fg_command cmd;
+        redisReply *reply;
+        fg_policy_check_command(&cmd, q, p->opts);
+        fg_command_str(&cmd, "RULES");
+        fg_command_arg(&cmd, r->element[0]->str, r->element[0]->len);
+        rc = exchange_one(p, &cmd, &reply, err);
+        if (rc == FG_CODE_OK) {
+            rc = fg_parse_policy_check(reply, out, err);
+            freeReplyObject(reply);
+        }
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* A check without waiting: one FG.CHECK (a script reads the policy where
+ * it is on one server), or a cluster's two steps for a policy in keys. */
+static fg_code check_now(fg_policies *p, const fg_policy_request *q, bool scripts,
+                         fg_policy_result *out, fg_error *err) {
+    if (scripts && p->cluster) return check_in_keys(p, q, out, err);
     fg_command cmd;
     redisReply *reply;
-    fg_code rc;
     fg_policy_check_command(&cmd, q, p->opts);
-    if (q->waits)
-        rc = server_wait(p, &cmd, q->timeout_ms, &reply, err);
-    else
-        fg_remote_exchange(p->remote, &cmd, 1, &reply, &rc, err);
+    fg_code rc = exchange_one(p, &cmd, &reply, err);
+    if (rc != FG_CODE_OK) return rc;
+    rc = fg_parse_policy_check(reply, out, err);
+    freeReplyObject(reply);
+    return rc;
+}
+
+static void sleep_ms(int64_t ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* WAIT where no script can block: tried again after each denial's
+ * retry_after while the deadline allows. */
+static fg_code wait_in_client(fg_policies *p, const fg_policy_request *q, fg_policy_result *out,
+                              fg_error *err) {
+    fg_policy_request now = *q;
+    now.waits = false;
+    int64_t deadline = (fg_monotonic_us() / 1000) + q->timeout_ms;
+    for (;;) {
+        fg_code rc = check_now(p, &now, true, out, err);
+        if (rc != FG_CODE_OK || out->result.allowed) return rc;
+        int64_t wait = out->result.retry_after_ms, left = deadline - (fg_monotonic_us() / 1000);
+        if (wait < 0 || wait > left) return FG_CODE_OK;
+        sleep_ms(wait > 0 ? wait : 1);
+    }
+}
+
+static fg_code check(void *s, const fg_policy_request *q, fg_policy_result *out, fg_error *err) {
+    fg_policies *p = s;
+    bool scripts = false;
+    fg_code rc = p->cluster || q->waits ? speaks_scripts(p, &scripts, err) : FG_CODE_OK;
+    if (rc != FG_CODE_OK) return rc;
+    if (!q->waits) return check_now(p, q, scripts, out, err);
+    if (scripts) return wait_in_client(p, q, out, err);
+    fg_command cmd;
+    redisReply *reply;
+    fg_policy_check_command(&cmd, q, p->opts);
+    rc = server_wait(p, &cmd, q->timeout_ms, &reply, err);
     if (rc != FG_CODE_OK) return rc;
     rc = fg_parse_policy_check(reply, out, err);
     freeReplyObject(reply);
@@ -569,11 +724,12 @@ static fg_code check(void *s, const fg_policy_request *q, fg_policy_result *out,
 
 /* ---------------------------------------------------------- reading back */
 
-/* One command of up to 3 words to the server (a cluster: slot 0's node). */
-static fg_code ask(fg_policies *p, const char *a, const char *b, const char *d, redisReply **reply,
-                   fg_error *err) {
+/* One command of up to 3 words to the server (a cluster: the node of key,
+ * "" for slot 0's). */
+static fg_code ask(fg_policies *p, const char *key, const char *a, const char *b, const char *d,
+                   redisReply **reply, fg_error *err) {
     fg_command cmd;
-    fg_command_init(&cmd, "");
+    fg_command_init(&cmd, key);
     fg_command_str(&cmd, a);
     fg_command_str(&cmd, b);
     if (d != NULL) fg_command_str(&cmd, d);
@@ -586,9 +742,17 @@ static fg_code ask(fg_policies *p, const char *a, const char *b, const char *d, 
     return rc;
 }
 
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static fg_code list_names(void *s, char ***names, size_t *count, fg_error *err) {
     redisReply *r;
-    fg_code rc = ask(s, "FG.POLICY", "LIST", NULL, &r, err);
+    bool scripts;
+    fg_code rc = speaks_scripts(s, &scripts, err);
+    if (rc == FG_CODE_OK)
+        rc = scripts ? ask(s, REGISTRY, "SMEMBERS", REGISTRY, NULL, &r, err)
+                     : ask(s, "", "FG.POLICY", "LIST", NULL, &r, err);
     if (rc != FG_CODE_OK) return rc;
     char **out = calloc(r->elements > 0 ? r->elements : 1, sizeof(*out));
     size_t n = 0;
@@ -608,6 +772,7 @@ static fg_code list_names(void *s, char ***names, size_t *count, fg_error *err) 
         fg_policy_names_free(out, n);
         return rc;
     }
+    if (scripts) qsort(out, n, sizeof(*out), by_name); /* a set has no order */
     *names = out;
     *count = n;
     return FG_CODE_OK;
@@ -723,7 +888,9 @@ static bool parse_field(const char *name, const redisReply *v, fg_policy_info *o
 
 static fg_code get_policy(void *s, const char *name, fg_policy_info *out, fg_error *err) {
     redisReply *r;
-    fg_code rc = ask(s, "FG.POLICY", "GET", name, &r, err);
+    char keys[FG_POLICY_KEYS][FG_POLICY_KEY_MAX];
+    fg_policy_keys(name, strlen(name), keys);
+    fg_code rc = ask(s, keys[0], "FG.POLICY", "GET", name, &r, err);
     if (rc != FG_CODE_OK) return rc;
     memset(out, 0, sizeof(*out));
     fg_policy_def_init(&out->def);

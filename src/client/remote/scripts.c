@@ -23,13 +23,17 @@
 
 /* FG.PEEK and FG.REFUND take any family word: the script refuses a wrong
  * one with the module's message. */
+#define LIMIT(command, key) {command, NULL, key, 1, "ratelimit", FG_KEYS_NAMED}
+#define POLICY(sub)         {"FG.POLICY", sub, 2, FG_POLICY_KEYS, "policy", FG_KEYS_POLICY}
+
 const fg_script_route fg_script_routes[] = {
-    {"FG.TOKEN", NULL, 1, 1, "ratelimit"},   {"FG.LEAKY", NULL, 1, 1, "ratelimit"},
-    {"FG.GCRA", NULL, 1, 1, "ratelimit"},    {"FG.FIXED", NULL, 1, 1, "ratelimit"},
-    {"FG.SLIDING", NULL, 1, 1, "ratelimit"}, {"FG.SLIDELOG", NULL, 1, 1, "ratelimit"},
-    {"CL.THROTTLE", NULL, 1, 1, "ratelimit"}, {"GCRA", NULL, 1, 1, "ratelimit"},
-    {"FG.RESET", NULL, 1, 1, "ratelimit"},   {"FG.INSPECT", NULL, 1, 1, "ratelimit"},
-    {"FG.PEEK", NULL, 2, 1, "ratelimit"},    {"FG.REFUND", NULL, 2, 1, "ratelimit"},
+    LIMIT("FG.TOKEN", 1),    LIMIT("FG.LEAKY", 1),   LIMIT("FG.GCRA", 1),
+    LIMIT("FG.FIXED", 1),    LIMIT("FG.SLIDING", 1), LIMIT("FG.SLIDELOG", 1),
+    LIMIT("CL.THROTTLE", 1), LIMIT("GCRA", 1),       LIMIT("FG.RESET", 1),
+    LIMIT("FG.INSPECT", 1),  LIMIT("FG.PEEK", 2),    LIMIT("FG.REFUND", 2),
+    POLICY("SET"),           POLICY("DEL"),          POLICY("GET"),
+    POLICY("ALLOW"),         POLICY("DENY"),         POLICY("UNLIST"),
+    POLICY("LOOKUP"),        {"FG.CHECK", NULL, 2, 1, "policy", FG_KEYS_CHECK},
 };
 const size_t fg_nscript_routes = sizeof(fg_script_routes) / sizeof(fg_script_routes[0]);
 
@@ -48,7 +52,8 @@ const fg_script *fg_script_for(int argc, const char *const *argv, const size_t *
     if (argc < 1) return NULL;
     for (size_t i = 0; i < fg_nscript_routes; i++) {
         const fg_script_route *rt = &fg_script_routes[i];
-        if (!same_word(rt->command, argv[0], lens[0]) || argc < rt->key + rt->nkeys) continue;
+        int named = rt->keys == FG_KEYS_NAMED ? rt->nkeys : 1;
+        if (!same_word(rt->command, argv[0], lens[0]) || argc < rt->key + named) continue;
         if (rt->sub != NULL && !same_word(rt->sub, argv[1], lens[1])) continue;
         *route = rt;
         return fg_script_of_family(rt->family);
@@ -56,24 +61,52 @@ const fg_script *fg_script_for(int argc, const char *const *argv, const size_t *
     return NULL;
 }
 
+void fg_policy_keys(const char *name, size_t len, char keys[FG_POLICY_KEYS][FG_POLICY_KEY_MAX]) {
+    static const char *const suffix[FG_POLICY_KEYS] = {"", ":allow", ":deny"};
+    int n = len > 64 ? 64 : (int)len; /* longer names are refused, by name */
+    for (int i = 0; i < FG_POLICY_KEYS; i++)
+        snprintf(keys[i], FG_POLICY_KEY_MAX, "fg:policy:{%.*s}%s", n, name, suffix[i]);
+}
+
+/* Whether a command carries the RULES option (a cluster's FG.CHECK). */
+static bool has_rules(int argc, const char *const *argv, const size_t *lens) {
+    for (int i = 3; i + 1 < argc; i++)
+        if (same_word("RULES", argv[i], lens[i])) return true;
+    return false;
+}
+
 int fg_script_args(int argc, const char *const *argv, const size_t *lens, bool eval,
                    const char **out, size_t *outlens, char *nkeys) {
     const fg_script_route *rt;
     const fg_script *s = fg_script_for(argc, argv, lens, &rt);
     if (s == NULL) return 0;
+    /* The keys moved out of the arguments, and those derived from a name. */
+    int moved = rt->keys == FG_KEYS_POLICY ? 0 : rt->nkeys;
+    int derived_from = rt->keys == FG_KEYS_POLICY                                      ? rt->key
+                       : rt->keys == FG_KEYS_CHECK && !has_rules(argc, argv, lens) ? rt->key - 1
+                                                                                    : -1;
+    int total = moved + (derived_from >= 0 ? FG_POLICY_KEYS : 0);
+    char(*derived)[FG_POLICY_KEY_MAX] = (char(*)[FG_POLICY_KEY_MAX])(nkeys + 8);
     int n = 0;
     out[n] = eval ? "EVAL" : "EVALSHA";
     outlens[n++] = eval ? 4 : 7;
     out[n] = eval ? s->text : s->sha;
     outlens[n++] = eval ? s->len : 40;
     out[n] = nkeys;
-    outlens[n++] = (size_t)snprintf(nkeys, FG_SCRIPT_NKEYS_MAX, "%d", rt->nkeys);
-    for (int i = rt->key; i < rt->key + rt->nkeys; i++, n++) {
+    outlens[n++] = (size_t)snprintf(nkeys, 8, "%d", total);
+    for (int i = rt->key; i < rt->key + moved; i++, n++) {
         out[n] = argv[i];
         outlens[n] = lens[i];
     }
+    if (derived_from >= 0) {
+        fg_policy_keys(argv[derived_from], lens[derived_from], derived);
+        for (int i = 0; i < FG_POLICY_KEYS; i++, n++) {
+            out[n] = derived[i];
+            outlens[n] = strlen(derived[i]);
+        }
+    }
     for (int i = 0; i < argc; i++) {
-        if (i >= rt->key && i < rt->key + rt->nkeys) continue;
+        if (i >= rt->key && i < rt->key + moved) continue;
         out[n] = argv[i];
         outlens[n++] = lens[i];
     }

@@ -39,24 +39,45 @@ extern const size_t fg_nscripts;
 extern const char *const fg_functions_text;
 extern const size_t fg_functions_len;
 
+/* Where a command's keys are. Most commands name theirs: argv[key ..
+ * key + nkeys). A policy's keys are derived from its name (fg:policy:{name}
+ * and its :allow and :deny lists, one hash tag), which stays an argument:
+ * FG.POLICY's subcommands name the policy at argv[key]; FG.CHECK names its
+ * state key at argv[key] and the policy just before it, and takes the
+ * policy's keys too unless it carries RULES (a cluster's check, whose
+ * policy is on another slot: remote_policy.c). */
+typedef enum fg_script_keys {
+    FG_KEYS_NAMED,  /* argv[key .. key + nkeys) */
+    FG_KEYS_POLICY, /* the policy argv[key]'s three keys */
+    FG_KEYS_CHECK,  /* argv[key], then argv[key - 1]'s three keys without RULES */
+} fg_script_keys;
+
 /* A command that a family's script runs: argv[0] names it, and argv[1]
- * too when sub is not NULL (FG.POLICY SET ...); its keys are argv[key ..
- * key + nkeys). A route whose family has no script yet is not taken. */
+ * too when sub is not NULL (FG.POLICY SET ...). A route whose family has
+ * no script yet is not taken. */
 typedef struct fg_script_route {
     const char *command;
     const char *sub;
     int key, nkeys;
     const char *family;
+    fg_script_keys keys;
 } fg_script_route;
+
+/* A policy's three keys. */
+#define FG_POLICY_KEYS 3
+#define FG_POLICY_KEY_MAX (sizeof("fg:policy:{}:allow") + 64)
+void fg_policy_keys(const char *name, size_t len, char keys[FG_POLICY_KEYS][FG_POLICY_KEY_MAX]);
 
 /* The routing table, in scripts.c, and its length. */
 extern const fg_script_route fg_script_routes[];
 extern const size_t fg_nscript_routes;
 
-/* The script form takes this many arguments more than the command
- * (EVALSHA, the SHA1, the number of keys). */
-#define FG_SCRIPT_EXTRA_ARGS 3
-#define FG_SCRIPT_NKEYS_MAX  8 /* bytes of the number of keys, as text */
+/* The script form takes at most this many arguments more than the command
+ * (EVALSHA, the SHA1, the number of keys, a policy's keys). */
+#define FG_SCRIPT_EXTRA_ARGS (3 + FG_POLICY_KEYS)
+/* Room for what the script form makes: the number of keys as text, and a
+ * policy's keys. */
+#define FG_SCRIPT_NKEYS_MAX (8 + FG_POLICY_KEYS * FG_POLICY_KEY_MAX)
 
 /* The script of a family, NULL when there is none. */
 const fg_script *fg_script_of_family(const char *family);
@@ -68,8 +89,8 @@ const fg_script *fg_script_for(int argc, const char *const *argv, const size_t *
 
 /* The script form of argv into out[] and outlens[] (room for argc +
  * FG_SCRIPT_EXTRA_ARGS): EVALSHA <sha> <nkeys> <keys> <the rest in order>,
- * or EVAL <text> ... when eval; nkeys holds the number's text
- * (FG_SCRIPT_NKEYS_MAX bytes). Returns its argc, or 0 when the command has
+ * or EVAL <text> ... when eval; nkeys holds the number's text and the
+ * derived keys (FG_SCRIPT_NKEYS_MAX bytes). Returns its argc, or 0 when the command has
  * no script. Strings are borrowed. */
 int fg_script_args(int argc, const char *const *argv, const size_t *lens, bool eval,
                    const char **out, size_t *outlens, char *nkeys);
