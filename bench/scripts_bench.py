@@ -89,11 +89,11 @@ OUT = os.environ.get("BENCH_OUT", os.path.join(
     ROOT, "bench", "results", "scripts-quick.md" if QUICK else "scripts.md"))
 RAW = os.path.splitext(OUT)[0] + ".raw"
 ROUNDS = pb.env_int("SCRIPTS_BENCH_ROUNDS", 1 if QUICK else 3)
-SECONDS = float(os.environ.get("SCRIPTS_BENCH_SECONDS", "0.4" if QUICK else "0.7"))
+SECONDS = float(os.environ.get("SCRIPTS_BENCH_SECONDS", "0.4" if QUICK else "0.6"))
 MAX_WAIT = pb.env_int("SCRIPTS_BENCH_MAX_WAIT", 0 if QUICK else 30)
 SCRIPTS_REV = os.environ.get("SCRIPTS_REV", "")
-SIZING_N = 8000
-N_MIN, N_MAX = 16000, 3200000
+SIZING_N = 4000
+N_MIN, N_MAX = 8000, 3200000
 BATCH = 50 * 16  # -n a multiple of clients x pipeline: redis-benchmark sends whole batches
 PIPELINE = 16
 SERVER_CPU = pb.SERVER_CPU
@@ -137,6 +137,9 @@ def fcall(command, key, *args):
     """The Functions form of a command (functions.lua): FCALL fg_token 1 key ..."""
     return ["FCALL", command.lower().replace(".", "_"), "1", key] + [str(a) for a in args]
 
+
+POLICY = ["LIMIT", "TOKEN", "100", "10", "LIMIT", "FIXED", "1000", "86400000"]
+POLICY_KEYS = ["fg:policy:{p2}", "fg:policy:{p2}:allow", "fg:policy:{p2}:deny"]
 
 ROWS = [
     Row("unit", "INCR", UNIT, STOCK, [["INCR", "incr:__rand_int__"]], "STRING counter"),
@@ -235,10 +238,15 @@ ROWS = [
         [ev("peer:spring_token_bucket", ["p2b:__rand_int__"], 10, 100, 1),
          ev("peer:rlf_fixed_window", ["p2d:__rand_int__"], 1, 86400)],
         "HASH + STRING", modes=(SPREAD,)),
+    # floodgate's one-script policy (src/scripts/policy.lua): the state key and the
+    # policy's three keys; the policy is set again after every FLUSHALL
+    Row("policy", "floodgate script FG.CHECK (TOKEN 100 10 + FIXED 1000/day)", FG, STOCK,
+        [ev("fg:policy", ["pf:__rand_int__"] + POLICY_KEYS, "FG.CHECK", "p2")],
+        "STRING p1|...", modes=(SPREAD,),
+        setup=[ev("fg:policy", POLICY_KEYS, "FG.POLICY", "SET", "p2", *POLICY)]),
     Row("policy", "module FG.CHECK (TOKEN 100 10 + FIXED 1000/day)", MOD, MODULE_SERVER,
         [["FG.CHECK", "p2", "pc:__rand_int__"]], "module type", modes=(SPREAD,)),
 ]
-POLICY = ["LIMIT", "TOKEN", "100", "10", "LIMIT", "FIXED", "1000", "86400000"]
 
 # Where the time of floodgate's FG.TOKEN script goes (spread keys): the
 # same EVALSHA arguments through scripts that do less. "@fg:ratelimit!top"
@@ -337,7 +345,7 @@ def load_scripts(r, rows):
     floodgate file that does not exist (yet)."""
     shas = {}
     for row in rows:
-        for call in row.calls:
+        for call in list(row.calls) + list(row.setup):
             for a in call:
                 if a.startswith("@") and a[1:] not in shas:
                     text = script_text(a[1:])
@@ -433,9 +441,9 @@ def probe(srv, row, shas):
             row.missing = "src/scripts/functions.lua does not exist"
             return
         argv = [a.replace("__rand_int__", "probe") for a in resolve(call, shas, SPREAD)]
-        for cmd in row.setup:
-            srv.client.execute_command(*resolve(cmd, shas, SPREAD))
         try:
+            for cmd in row.setup:
+                srv.client.execute_command(*resolve(cmd, shas, SPREAD))
             reply = srv.client.execute_command(*argv)
         except redis.ResponseError as e:
             m = re.search(r"unknown command '([^']*)' for this floodgate script", str(e))
@@ -444,6 +452,9 @@ def probe(srv, row, shas):
                 return
             if call[0] == "FCALL" and "function not found" in str(e).lower():
                 row.missing = "no function %s: its command is not in ratelimit.lua yet" % call[1]
+                return
+            if row.kind in (FG, FN):  # floodgate's, being written: said, not timed
+                row.missing = "fails: %s" % str(e).replace("|", "/")[:120]
                 return
             die("%s: %s -> %s" % (row.label, " ".join(argv), e))
         log("  check %-58s -> %r" % (row.label[:58], reply))
@@ -655,13 +666,13 @@ def report(rows, breakdown, runs):
     for row in rows:
         if row.family != "policy":
             continue
+        name = "**%s**" % row.name if row.kind in (FG, FN) else row.name
         if row.missing:
             out.append("| %s | %s | %d | not timed: %s | | | |"
-                       % (row.name, row.server, len(row.calls), row.missing))
+                       % (name, row.server, len(row.calls), row.missing))
             continue
         c = cells(row, SPREAD)
-        out.append("| %s | %s | %d | %s |" % (row.name, row.server, len(row.calls),
-                                               " | ".join(c)))
+        out.append("| %s | %s | %d | %s |" % (name, row.server, len(row.calls), " | ".join(c)))
     out.append("")
 
     if breakdown:
