@@ -16,7 +16,10 @@ Public API (kept stable, other test files import it):
 """
 
 import atexit
+import errno
+import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
@@ -38,6 +41,24 @@ _lock = threading.Lock()
 _live_servers = set()
 _reserved_ports = set()
 
+# Ports are handed out from PORT_FIRST..PORT_LAST, with the cluster bus port
+# (port+10000) in PORT_FIRST+10000..PORT_LAST+10000: both below Linux's
+# ephemeral range (ip_local_port_range, 32768-60999 by default), so that no
+# client's outgoing connection, nor any program that asks the kernel for a
+# port, is given one of them while the server that owns it is down (a server
+# restarted on its port), and the two ranges never overlap. Every process of
+# the suite (xdist's workers, a pytest that a test starts, another run
+# beside this one) reserves its ports in PORT_LOCK_FILE: a POSIX record lock
+# on the byte at offset <port>, which the kernel drops when the process
+# exits. So a port is handed out once on the whole machine while its holder
+# lives, whether anything listens on it yet or not (a "nowhere" address a
+# test connects to, a server not started yet or restarting), and the ports
+# of a process that died are free again.
+PORT_FIRST, PORT_LAST = 10000, 19999
+PORT_LOCK_FILE = os.environ.get("FLOODGATE_PORT_LOCK_FILE", "/tmp/floodgate-test-ports.lock")
+_port_lock_fd = None
+_port_rng = random.Random("%d-%d" % (os.getpid(), time.time_ns()))
+
 
 def _port_free(port):
     for fam, addr in ((socket.AF_INET, "127.0.0.1"),):
@@ -52,28 +73,48 @@ def _port_free(port):
     return True
 
 
+def _lock_port(port):
+    """Takes this process's lock on port without waiting: False if another
+    process holds it. Called with _lock held."""
+    global _port_lock_fd
+    if _port_lock_fd is None or _port_lock_fd[0] != os.getpid():
+        # (a forked child holds none of its parent's record locks: its own fd)
+        fd = os.open(PORT_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            os.fchmod(fd, 0o666)  # any user's run locks its ports in the same file
+        except OSError:
+            pass
+        # Never closed: closing any fd of the file would drop all the locks.
+        _port_lock_fd = (os.getpid(), fd)
+    try:
+        fcntl.lockf(_port_lock_fd[1], fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port)
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EAGAIN):
+            return False
+        raise
+    return True
+
+
 def free_port():
     """An unused TCP port on 127.0.0.1 such that port+10000 is free as well
-    (cluster bus). Ports handed out in this process are never handed out
-    twice."""
-    for _ in range(1000):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        finally:
-            s.close()
-        if port > 55535 or port < 1024:
-            continue
-        with _lock:
-            if port in _reserved_ports or port + 10000 in _reserved_ports:
+    (cluster bus). A port is handed out once while this process lives, and
+    to no other process of the suite on this machine while this one lives
+    (PORT_LOCK_FILE)."""
+    with _lock:
+        n = PORT_LAST - PORT_FIRST + 1
+        start = _port_rng.randrange(n)
+        for i in range(n):
+            port = PORT_FIRST + (start + i) % n
+            if port in _reserved_ports:
                 continue
             if not (_port_free(port) and _port_free(port + 10000)):
-                continue
+                continue  # a listener that is not of the suite
+            if not _lock_port(port):
+                continue  # another process of the suite has it
             _reserved_ports.add(port)
             _reserved_ports.add(port + 10000)
             return port
-    raise RuntimeError("no free port pair found")
+    raise RuntimeError("no free port pair left in %d..%d" % (PORT_FIRST, PORT_LAST))
 
 
 def wait_for(predicate, timeout=10, interval=0.02):
