@@ -195,10 +195,14 @@ def read_aof_commands(path):
 
 
 class Cluster:
-    def __init__(self, n=3, extra_args=()):
+    """n masters; module=False: stock servers, without floodgate.so (the
+    library's server scripts then run there)."""
+
+    def __init__(self, n=3, extra_args=(), module=True):
         self.nodes = [Server(["--cluster-enabled", "yes",
                               "--cluster-config-file", "nodes.conf",
-                              "--cluster-node-timeout", "2000"] + list(extra_args))
+                              "--cluster-node-timeout", "2000"] + list(extra_args),
+                             module=module)
                       for _ in range(n)]
 
     def start(self):

@@ -146,9 +146,12 @@ class Client(N.Owned):
     """A client of floodgate for `url`:
 
       mem:                                   in process, no server (the default)
-      redis://[user:password@]host[:port][/db]
-      unix:///path/to/redis.sock[?db=N]
-      redis+cluster://[user:password@]host:port[,host:port...]
+      redis://[user:password@]host[:port][/db][?backend=B]
+      unix:///path/to/redis.sock[?db=N][&backend=B]
+      redis+cluster://[user:password@]host:port[,host:port...][?backend=B]
+
+    backend= is auto (the module where it is loaded, the server scripts
+    elsewhere), module or script.
 
     Options (include/floodgate.h, fg_options): connect_timeout_ms,
     command_timeout_ms, on_failure ("error", "open", "closed", "fallback"),
