@@ -1,5 +1,5 @@
-"""Every example in README.md and docs/ runs as written, in the order
-written, README first and then docs/ by name, all on one fresh `make run`
+"""Every example in README.md and docs/ (docs/managed/ too) runs as
+written, in the order written, README first and then docs/ by name, all on one fresh `make run`
 server, whatever today's date: a document
 that drifts from the code fails here (doc_runner.py says what runs and
 how; a block that is only to be read says why in a mark).
@@ -20,7 +20,8 @@ import pytest
 from harness import REPO
 
 DOCUMENTS = ["README.md"] + sorted(os.path.relpath(p, REPO)
-                                   for p in glob.glob(os.path.join(REPO, "docs", "*.md")))
+                                   for p in glob.glob(os.path.join(REPO, "docs", "*.md")) +
+                                   glob.glob(os.path.join(REPO, "docs", "managed", "*.md")))
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doc_runner.py")
 
 
