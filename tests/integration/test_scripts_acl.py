@@ -340,3 +340,47 @@ def policy_refused(app, policy):
         assert re.search(r"NOPERM|can't run this command|can't access|no permissions", str(e.value)), \
             (args, str(e.value))
     return True
+
+
+POLICY_FILE = """
+policies = (
+  {
+    name = "acl.api";
+    limits = ( { algorithm = "token"; capacity = 10; rate = 10.0; } );
+    denylist = { kind = "exact"; items = [ "10.0.0.66" ]; };
+  }
+);
+"""
+
+
+def tool(*args):
+    return subprocess.run([FLOODGATE] + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=30)
+
+
+def test_policies_through_the_tool(srv, shas, admin, tmp_path):
+    """floodgate policy apply/list/show/delete as fg-admin, policy check as
+    fg-app: libfloodgate's own calls within the recipe."""
+    if not policy_script_runs(srv, shas):
+        pytest.skip("src/scripts/policy.lua does not run FG.POLICY SET yet")
+    users = recipe()
+    boss = "redis://fg-admin:%s@127.0.0.1:%d" % (password(users["fg-admin"]), srv.port)
+    app = "redis://fg-app:%s@127.0.0.1:%d" % (password(users["fg-app"]), srv.port)
+    conf = tmp_path / "policies.conf"
+    conf.write_text(POLICY_FILE)
+    p = tool("policy", "apply", conf, "--url", boss)
+    assert p.returncode == 0, p.stderr
+    p = tool("policy", "list", "--url", boss)
+    assert p.returncode == 0 and "acl.api" in p.stdout, (p.stdout, p.stderr)
+    assert tool("policy", "show", "acl.api", "--url", boss).returncode == 0
+    p = tool("policy", "check", "acl.api", "rl:acl-user", "--cost", "3", "--url", app)
+    assert p.returncode == 0, p.stderr
+    p = tool("policy", "check", "acl.api", "rl:acl-user", "--id", "10.0.0.66", "--url", app)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    # the application cannot change it
+    p = tool("policy", "apply", conf, "--url", app)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    p = tool("policy", "delete", "acl.api", "--url", app)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert tool("policy", "delete", "acl.api", "--url", boss).returncode == 0
+    assert admin.exists("fg:policy:{acl.api}") == 0
