@@ -251,6 +251,23 @@ local function number_param(v, name, max_value, max_text)
     return v
 end
 
+-- C's round() of x >= 0: halves away from zero (floor(x + 0.5) would
+-- round 0.49999999999999994 up); x - floor(x) is exact.
+local function round(x)
+    local r = floor(x)
+    if x - r >= 0.5 then r = r + 1 end
+    return r
+end
+
+-- Milliseconds, fractions allowed, as whole microseconds, at least one
+-- (params.c's fg_param_duration_us).
+local function duration_us(s, name)
+    local ms = number_param(decimal_arg(s, name), name, 1e12, '1e+12')
+    local us = round(ms * 1000)
+    if us < 1 then fail('ERR ' .. name .. ' must be at least 0.001 (one microsecond)') end
+    return of_double(us)
+end
+
 -- The options of every check: COST n and AT unix_us (args.c's parse_options).
 local MAX_AT_US = div(INT64_MAX, 1000)
 
@@ -326,6 +343,10 @@ local function run(command, keys, argv, first)
     local ok, r = pcall(command, keys, argv, first)
     if ok then return r end
     if type(r) == 'table' and r.err then return r end
+    -- Redis 7.0's pcall hands an error table over as its message: one of
+    -- ours, or the server's for a redis.call (OOM ...), starts with its
+    -- code in capitals; Lua's own errors name the script ("user_script:").
+    if type(r) == 'string' and string.find(r, '^%u[%u_]* ') then return {err = r} end
     return {err = 'ERR floodgate script failed: ' .. tostring(r)}
 end
 

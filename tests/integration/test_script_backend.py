@@ -606,12 +606,11 @@ def test_fg_functions_library_is_the_file():
     assert text.startswith(b"#!lua name=floodgate\n")
 
 
-# --------------------------------------------------------------- known gaps
+# ------------------------------------------------------------- refusals
 
-@pytest.mark.xfail(reason="prelude.lua's run(): on Redis 7.0 pcall hands a refusal raised as "
-                          "error({err = ...}) over as its text, which run() then wraps as "
-                          "'ERR floodgate script failed: WRONGTYPE ...' (FG_CODE_INVALID)",
-                   strict=False)
+# Regression: on Redis 7.0 pcall hands an error table over as its text, and
+# the prelude's run() wrapped it as "ERR floodgate script failed: WRONGTYPE
+# ..." (FG_CODE_INVALID).
 def test_wrongtype_as_the_module(stock):
     c = stock.client()
     c.set("w", "not a bucket")
