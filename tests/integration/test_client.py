@@ -4,6 +4,11 @@ batches, AUTH and SELECT from the URL, inspect and error mapping.
 
 The C programs are tests/client/differential.c and tests/client/driver.c
 (a line protocol, see its top comment); they are built when missing.
+
+What the library decides (the denial cache, batches, inspect, errors, AUTH
+and SELECT, unix sockets, the differential run) runs on the module, on a
+stock server and, where a URL can name one, a stock 3-master cluster
+(backends.py): there the library runs its server scripts.
 """
 
 import os
@@ -14,6 +19,7 @@ import time
 import pytest
 import redis
 
+from backends import BACKENDS, target
 from harness import REPO, Server, free_port, wait_for
 
 BUILD = os.path.join(REPO, "build", "client")
@@ -57,19 +63,33 @@ def server():
     s.stop()
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    """A flushed backends.Target: this test's own module server, the stock
+    server, the stock cluster."""
+    if request.param == "module":
+        return target("module", module=request.getfixturevalue("server"))
+    return target(request.param)
+
+
 def url(s):
     return "redis://127.0.0.1:%d" % s.port
 
 
 # ------------------------------------------------------------ differential
 
-def test_differential_mem_and_redis():
+@pytest.mark.parametrize("kind", ["module", "stock"])
+def test_differential_mem_and_redis(kind):
+    """A stock server takes AT from anyone: the scripts at the same instants."""
+    if kind == "stock":
+        s = Server(module=False).start()
+    else:
+        try:
+            s = Server(["--floodgate.explicit-time", "yes"]).start()
+        except RuntimeError as e:
+            pytest.skip("the module has no floodgate.explicit-time yet: %s" % e)
     try:
-        s = Server(["--floodgate.explicit-time", "yes"]).start()
-    except RuntimeError as e:
-        pytest.skip("the module has no floodgate.explicit-time yet: %s" % e)
-    try:
-        for seed in (1, 2, 3, 4):
+        for seed in (1, 2) if kind == "stock" else (1, 2, 3, 4):  # (the scripts are slower)
             out = subprocess.run([program("differential"), str(s.port), str(seed), "5000"],
                                  capture_output=True, text=True, timeout=120)
             assert out.returncode == 0, out.stdout + out.stderr
@@ -146,11 +166,11 @@ def test_command_timeout_on_a_stopped_server(server):
 
 # ------------------------------------------------------------ denial cache
 
-def test_denial_cache(server):
+def test_denial_cache(backend):
     # The client caches a denial for its retry_after, by its own clock (the
     # server's): a check that ends within retry_after of the start of the
     # denied one is answered from the cache.
-    d = Driver(url(server), "cache")
+    d = Driver(backend.url, "cache")
     assert d("check k token 1 2") == "ok 1 1 0 -1 500 server"
     denied_at = time.monotonic()
     denied = d("check k token 1 2").split()
@@ -177,8 +197,8 @@ def test_denial_cache(server):
     d.close()
 
 
-def test_reset_forgets_cached_denials(server):
-    d = Driver(url(server), "cache")
+def test_reset_forgets_cached_denials(backend):
+    d = Driver(backend.url, "cache")
     d("check k fixed 1 60000")
     assert d("check k fixed 1 60000").endswith("server")
     assert d("check k fixed 1 60000").endswith("denial_cache")
@@ -187,8 +207,8 @@ def test_reset_forgets_cached_denials(server):
     d.close()
 
 
-def test_no_cache_unless_asked(server):
-    d = Driver(url(server))
+def test_no_cache_unless_asked(backend):
+    d = Driver(backend.url)
     for _ in range(3):
         d("check k fixed 1 60000")
     st = d.stats()
@@ -198,19 +218,23 @@ def test_no_cache_unless_asked(server):
 
 # ------------------------------------------------------------------ batches
 
-def test_batch_of_100_is_one_round_trip(server):
-    d = Driver(url(server))
+def test_batch_of_100_is_one_round_trip(backend):
+    d = Driver(backend.url)
     assert d("batch 100 b fixed 50 60000") == "ok 50 server"
     st = d.stats()
     assert st["round_trips"] == 1 and st["decisions"] == 100
-    assert server.client().execute_command("FG.PEEK", "FIXED", "b", 50, 60000)[2] == 0
+    assert d("peek b fixed 50 60000 0").startswith("ok 1 50 0 ")
+    if backend.module:  # the module's own view of the state
+        assert backend.client().execute_command("FG.PEEK", "FIXED", "b", 50, 60000)[2] == 0
     d.close()
 
 
 # ---------------------------------------------------------- URL: AUTH, db
 
-def test_password_and_db_from_the_url():
-    s = Server().start()
+@pytest.mark.parametrize("kind", ["module", "stock"])
+def test_password_and_db_from_the_url(kind):
+    """AUTH and SELECT come before the question of the module (stock)."""
+    s = Server(module=kind == "module").start()
     s.client().config_set("requirepass", "s3cret")  # after start: the harness PINGs
     try:
         d = Driver("redis://:s3cret@127.0.0.1:%d/3" % s.port)
@@ -241,8 +265,8 @@ def test_invalid_url():
 
 # ----------------------------------------------------- replies and errors
 
-def test_inspect(server):
-    d = Driver(url(server))
+def test_inspect(backend):
+    d = Driver(backend.url)
     assert d("inspect nothing") == "ok"
     d("check b token 5 1")
     text = d("inspect b")
@@ -250,14 +274,14 @@ def test_inspect(server):
     d("check l slidelog 5 1000 2")
     assert d("inspect l").startswith("ok type=slidelog entries=")
     assert d("inspect l").split()[2].count(",") == 1  # one run: ts,count
-    server.client().set("str", "x")
+    backend.client().set("str", "x")
     assert d("inspect str").startswith("err wrongtype")
     d.close()
 
 
-def test_error_mapping(server):
-    d = Driver(url(server))
-    server.client().set("str", "x")
+def test_error_mapping(backend):
+    d = Driver(backend.url)
+    backend.client().set("str", "x")
     assert d("check str fixed 5 1000").startswith("err wrongtype WRONGTYPE")
     d("check f fixed 5 1000")
     assert d("check f token 5 1").startswith("err wrongtype")
@@ -279,8 +303,9 @@ def test_module_missing_is_a_protocol_error():
         s.stop()
 
 
-def test_unix_socket():
-    s = Server()
+@pytest.mark.parametrize("kind", ["module", "stock"])
+def test_unix_socket(kind):
+    s = Server(module=kind == "module")
     sock = os.path.join(s.dir, "redis.sock")
     s.extra_args += ["--unixsocket", sock]
     s.start()

@@ -1,0 +1,189 @@
+"""The servers behind the library's rate-limit and policy tests (issue 26):
+the module, a stock redis-server and a stock 3-master cluster, without
+floodgate.so, where libfloodgate runs its server scripts (docs/scripts.md).
+
+A test file parametrizes its server fixture over BACKENDS (or a part of
+it) and asks target(kind, module=...) for a flushed Target: the URL the
+library opens and the servers behind it, for the few assertions that look
+at the keyspace with redis-py. The module's server stays the file's own
+(the session server, or one per test); the stock ones are shared by every
+test of a process (an xdist worker has its own), started on first use and
+stopped at its exit, and flushed before each test: FLUSHALL, which on a
+stock server deletes the policies too (they are keys there), and the
+library's scripts loaded again, so that no test's round trips depend on
+whether an earlier one left them in the script cache (the NOSCRIPT path
+has its own tests in test_script_backend.py).
+
+A test that changes the shared cluster's slot map or stops a node starts a
+cluster of its own (new_stock_cluster).
+
+What the stock backends do not have (docs/scripts.md, "What differs from
+the module") stays with the module: FG.* commands sent with redis-py,
+counters (FG.POLICY GET's allowed, denied...), Bloom lists, the FIFO order
+of WAIT, effect commands, keyspace events and INFO floodgate.
+"""
+
+import atexit
+import glob
+import os
+import threading
+
+import redis
+import redis.cluster
+
+from harness import REPO, Server
+from topology import Cluster
+
+# The library's tests run on these.
+BACKENDS = ("module", "stock", "stock-cluster")
+STOCK = ("stock", "stock-cluster")
+
+SCRIPTS = os.path.join(REPO, "build", "gen", "scripts")
+
+_lock = threading.Lock()
+_shared = {}
+
+
+def _scripts():
+    out = []
+    for path in sorted(glob.glob(os.path.join(SCRIPTS, "*.lua"))):
+        with open(path) as f:
+            out.append(f.read())
+    return out
+
+
+def _fresh(node):
+    """A flushed stock node holding the library's scripts."""
+    if not node.alive():  # a test stopped it
+        node.start()
+    c = node.client()
+    try:
+        c.flushall()
+        for text in _scripts():
+            c.script_load(text)
+    finally:
+        c.close()
+
+
+def _cleanup():
+    for thing in list(_shared.values()):
+        try:
+            if isinstance(thing, Cluster):
+                thing.stop()
+            else:
+                thing.cleanup()
+        except Exception:  # noqa: BLE001 - at exit, best effort
+            pass
+    _shared.clear()
+
+
+atexit.register(_cleanup)
+
+
+def stock_server():
+    """This process's stock redis-server, started on first use."""
+    with _lock:
+        s = _shared.get("stock")
+        if s is None:
+            s = _shared["stock"] = Server(module=False)
+        if not s.alive():
+            s.start()
+        return s
+
+
+def stock_cluster():
+    """This process's stock 3-master cluster, started on first use. Its slot
+    map never changes (tests that move slots make their own)."""
+    with _lock:
+        cl = _shared.get("stock-cluster")
+        if cl is None:
+            cl = Cluster(3, module=False)
+            try:
+                cl.start()
+            except Exception:
+                cl.stop()
+                raise
+            _shared["stock-cluster"] = cl
+        return cl
+
+
+def new_stock_cluster():
+    """A stock 3-master cluster of the caller's own (stop() it)."""
+    return Cluster(3, module=False).start()
+
+
+def cluster_url(cluster, nodes=None):
+    return "redis+cluster://" + ",".join("127.0.0.1:%d" % n.port
+                                         for n in (nodes or cluster.nodes))
+
+
+class Target:
+    """The servers a test's library clients open: kind is one of BACKENDS
+    (or "module-cluster"), url the library's URL (no query), nodes the
+    harness Servers (one unless a cluster)."""
+
+    def __init__(self, kind, nodes, cluster=None):
+        self.kind = kind
+        self.nodes = list(nodes)
+        self.cluster = cluster  # the topology.Cluster, if one
+        if cluster is not None:
+            self.url = cluster_url(cluster)
+        else:
+            self.url = "redis://127.0.0.1:%d" % self.nodes[0].port
+
+    @property
+    def module(self):
+        """The module is loaded: FG.* answer to redis-py, counters count."""
+        return not self.kind.startswith("stock")
+
+    @property
+    def is_cluster(self):
+        return self.cluster is not None
+
+    @property
+    def server(self):
+        assert not self.is_cluster, "a cluster has no one server"
+        return self.nodes[0]
+
+    @property
+    def port(self):
+        return self.server.port
+
+    def client(self, **kw):
+        """redis-py on the target: a cluster's client routes by slot."""
+        if self.is_cluster:
+            n = self.nodes[0]
+            return redis.cluster.RedisCluster(host="127.0.0.1", port=n.port, **kw)
+        return self.server.client(**kw)
+
+    def owner(self, key):
+        """The node holding key (one server: itself)."""
+        if not self.is_cluster:
+            return self.server
+        return self.cluster.owner_of(key)[1]
+
+    def __repr__(self):
+        return "<Target %s %s>" % (self.kind, self.url)
+
+
+def target(kind, module=None, module_cluster=None):
+    """A flushed Target of kind. module: the file's module Server (flushed
+    by the caller, as the file always did); module_cluster: its
+    topology.Cluster with the module, for "module-cluster"."""
+    if kind == "module":
+        assert module is not None, "the module's server is the file's"
+        if not module.alive():
+            module.start()
+        return Target(kind, [module])
+    if kind == "module-cluster":
+        return Target(kind, module_cluster.nodes, module_cluster)
+    if kind == "stock":
+        s = stock_server()
+        _fresh(s)
+        return Target(kind, [s])
+    if kind == "stock-cluster":
+        cl = stock_cluster()
+        for n in cl.nodes:
+            _fresh(n)
+        return Target(kind, cl.nodes, cl)
+    raise ValueError(kind)
