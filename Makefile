@@ -367,7 +367,7 @@ NGINX_PREFIX_SO = $(PREFIX)/lib/nginx/modules/ngx_http_floodgate_module.so
 INSTALLED = $(addprefix $(PREFIX)/include/,$(notdir $(PUBLIC_HEADERS))) \
 	$(addprefix $(PREFIX)/lib/,libfloodgate.a libfloodgate.so.$(VERSION) \
 	    libfloodgate.so.$(SO_MAJOR) libfloodgate.so pkgconfig/floodgate.pc redis/modules/floodgate.so) \
-	$(PREFIX)/bin/floodgate $(NGINX_PREFIX_SO) \
+	$(PREFIX)/bin/floodgate $(NGINX_PREFIX_SO) $(PREFIX)/share/floodgate/floodgate-functions.lua \
 	$(addprefix $(PYTHON_DIR)/floodgate/,$(notdir $(PYTHON_SRC))) \
 	$(foreach m,$(MAN_PAGES),$(call man_path,$(m))) $(if $(COMPLETION),$(COMPLETION_PATH))
 
@@ -383,6 +383,7 @@ install: module library cli $(NGINX_SO)
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/floodgate.pc
 	install -m 755 $(BUILD)/floodgate.so $(DESTDIR)$(PREFIX)/lib/redis/modules/floodgate.so
 	install -m 755 $(BUILD)/floodgate $(DESTDIR)$(PREFIX)/bin/floodgate
+	install -D -m 644 $(FUNCTIONS) $(DESTDIR)$(PREFIX)/share/floodgate/floodgate-functions.lua
 	install -D -m 644 $(NGINX_SO) $(DESTDIR)$(NGINX_PREFIX_SO)
 	install -d $(DESTDIR)$(PYTHON_DIR)/floodgate
 	install -m 644 $(PYTHON_SRC) $(DESTDIR)$(PYTHON_DIR)/floodgate/
@@ -397,6 +398,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	rm -f $(foreach m,$(basename $(notdir $(PYTHON_SRC))),$(DESTDIR)$(PYTHON_DIR)/floodgate/__pycache__/$(m).*.pyc)
 	rmdir $(DESTDIR)$(PYTHON_DIR)/floodgate/__pycache__ $(DESTDIR)$(PYTHON_DIR)/floodgate 2>/dev/null || true
+	rmdir $(DESTDIR)$(PREFIX)/share/floodgate 2>/dev/null || true
 
 # Installs into build/stage and builds examples/ against that copy through
 # pkg-config, shared and static, as a user would (docs/client.md); checks the
