@@ -3,6 +3,10 @@ units taken in advance, unused units given back (FG.REFUND), the plain
 check after a denied lease, fixed-window leases that end with their window,
 and, under load from many threads and clients, the round trips saved and
 how far admissions go beyond the bucket (tests/client/lease_load.c).
+
+Leases are the library's: every test runs on the module, a stock server and
+a stock 3-master cluster (backends.py), where the lease is taken by the
+server script and given back by its FG.REFUND; the load test on a few.
 """
 
 import subprocess
@@ -10,17 +14,27 @@ import time
 
 import pytest
 
+from backends import BACKENDS, target
 from harness import Server
-from test_client import Driver, program, url
+from test_client import Driver, program
 
 SLOW = "token 100 0.001"  # a bucket that refills nothing during a test
 
 
 @pytest.fixture
-def server():
+def module_server():
     s = Server().start()
     yield s
     s.stop()
+
+
+@pytest.fixture(params=BACKENDS)
+def server(request):
+    """A flushed backends.Target: a module server of the test's own, the
+    stock server, the stock cluster."""
+    if request.param == "module":
+        return target("module", module=request.getfixturevalue("module_server"))
+    return target(request.param)
 
 
 def stats(d):
@@ -28,13 +42,20 @@ def stats(d):
     return {"decisions": f[0], "round_trips": f[1], "lease_hits": f[5]}
 
 
-def server_remaining(s, key, algo="TOKEN", *args):
-    return s.client().execute_command("FG.PEEK", algo, key, *(args or (100, 0.001)),
-                                      "COST", 0)[2]
+def server_remaining(s, key):
+    """What the server holds of SLOW's bucket at key: the module's FG.PEEK,
+    or the library's peek (a client without leases) on a stock server."""
+    if s.module:
+        return s.client().execute_command("FG.PEEK", "TOKEN", key, 100, 0.001, "COST", 0)[2]
+    d = Driver(s.url)
+    try:
+        return int(d("peek %s %s 0" % (key, SLOW)).split()[3])
+    finally:
+        d.close()
 
 
 def test_leases_serve_locally_and_give_back(server):
-    d = Driver(url(server), "lease=10", "lease_ms=10000")
+    d = Driver(server.url, "lease=10", "lease_ms=10000")
     answers = [d("check k %s" % SLOW).split() for _ in range(50)]
     assert all(a[1] == "1" for a in answers)
     assert [a[-1] for a in answers[:11]] == ["server"] + ["lease"] * 9 + ["server"]
@@ -51,7 +72,7 @@ def test_leases_serve_locally_and_give_back(server):
 
 
 def test_expired_lease_is_given_back(server):
-    d = Driver(url(server), "lease=10", "lease_ms=50")
+    d = Driver(server.url, "lease=10", "lease_ms=50")
     assert d("check k %s" % SLOW).split()[-1] == "server"
     assert server_remaining(server, "k") == 90
     time.sleep(0.1)
@@ -64,8 +85,10 @@ def test_expired_lease_is_given_back(server):
 
 
 def test_denied_lease_falls_back_to_the_plain_check(server):
-    server.client().execute_command("FG.TOKEN", "k", 100, 0.001, "COST", 97)
-    d = Driver(url(server), "lease=10", "lease_ms=10000")
+    taken = Driver(server.url)
+    assert taken("check k %s 97" % SLOW).startswith("ok 1 100 3 ")
+    taken.close()
+    d = Driver(server.url, "lease=10", "lease_ms=10000")
     r = d("check k %s" % SLOW).split()
     assert r[:5] == ["ok", "1", "100", "2", "-1"] and r[-1] == "server"
     assert stats(d)["round_trips"] == 2  # the denied lease, then the check
@@ -78,7 +101,7 @@ def test_denied_lease_falls_back_to_the_plain_check(server):
 
 
 def test_lease_never_larger_than_the_limit(server):
-    d = Driver(url(server), "lease=10", "lease_ms=10000")
+    d = Driver(server.url, "lease=10", "lease_ms=10000")
     sources = [d("check f fixed 5 60000").split() for _ in range(6)]
     assert [s[1] for s in sources] == ["1"] * 5 + ["0"]
     assert [s[-1] for s in sources] == ["server"] + ["lease"] * 4 + ["server"]
@@ -86,7 +109,7 @@ def test_lease_never_larger_than_the_limit(server):
 
 
 def test_what_leases_do_not_touch(server):
-    d = Driver(url(server), "lease=10", "lease_ms=10000")
+    d = Driver(server.url, "lease=10", "lease_ms=10000")
     for line in ("check s sliding 100 60000", "check l slidelog 100 60000",
                  "peek p %s" % SLOW, "check c %s 0" % SLOW, "check big %s 20" % SLOW):
         assert d(line).endswith("server") and d(line).endswith("server"), line
@@ -98,7 +121,7 @@ def test_what_leases_do_not_touch(server):
 
 
 def test_reset_drops_the_lease(server):
-    d = Driver(url(server), "lease=10", "lease_ms=10000")
+    d = Driver(server.url, "lease=10", "lease_ms=10000")
     d("check k %s" % SLOW)
     assert d("reset k") == "ok 1"
     assert d("check k %s" % SLOW).endswith("server")
@@ -110,13 +133,14 @@ def in_window(t, window_us):
     return int(t * 1e6) // window_us
 
 
+@pytest.mark.parametrize("server", ["module", "stock"], indirect=True)
 def test_fixed_window_leases_end_with_their_window(server):
     """The client decides a check at a time between `before` and `after`
     (its clock is the server's): a lease taken in a known window must not
     serve a check that began in a later one. Runs until 100 checks in 15
     windows were served from leases, however slow the machine."""
     window_ms = 100
-    d = Driver(url(server), "lease=1000", "lease_ms=10000")
+    d = Driver(server.url, "lease=1000", "lease_ms=10000")
     taken = None  # the window the current lease was taken in, when known
     served = 0
     lease_windows = set()  # the windows in which leases served checks
@@ -141,7 +165,7 @@ def test_fixed_window_leases_end_with_their_window(server):
 
 def run_load(s, key, threads, clients, capacity, rate, lease_units, lease_ms, pause_us,
              burst_period_ms, seconds=2):
-    out = subprocess.run([program("lease_load"), url(s), key, str(threads), str(clients),
+    out = subprocess.run([program("lease_load"), s.url, key, str(threads), str(clients),
                           str(seconds), str(capacity), str(rate), str(lease_units),
                           str(lease_ms), str(pause_us), str(burst_period_ms)],
                          capture_output=True, text=True, timeout=60)
@@ -166,7 +190,10 @@ LOADS = {
 }
 
 
-@pytest.mark.parametrize("load", sorted(LOADS))
+# every load on the module, one on a stock server and a stock cluster
+@pytest.mark.parametrize("server, load", [("module", load) for load in sorted(LOADS)] +
+                         [("stock", "below the rate"), ("stock-cluster", "bursts, 4 clients")],
+                         indirect=["server"])
 def test_over_admission_is_bounded(server, load):
     threads, clients, pause_us, burst = LOADS[load]
     capacity, rate, lease_ms = 100, 10000, 5
