@@ -248,10 +248,6 @@ def test_fcall_answers_as_the_module(stock, plain, moduled):
     m.close()
 
 
-@pytest.mark.xfail(reason="prelude.lua's run(): on Redis 7.0 pcall hands a refusal raised as "
-                          "error({err = ...}) over as its text, which run() wraps as 'ERR "
-                          "floodgate script failed: ...' (the known gap of test_script_backend.py)",
-                   strict=False)
 def test_fcall_refuses_as_the_module(stock, plain, moduled):
     """Argument errors and WRONGTYPE: the module's messages, as they are."""
     assert run("functions", "load", url(stock)).returncode == 0
