@@ -133,7 +133,7 @@ def in_window(t, window_us):
     return int(t * 1e6) // window_us
 
 
-@pytest.mark.parametrize("server", ["module", "stock"], indirect=True)
+@pytest.mark.parametrize("server", ["module", "stock"], indirect=True, scope="function")
 def test_fixed_window_leases_end_with_their_window(server):
     """The client decides a check at a time between `before` and `after`
     (its clock is the server's): a lease taken in a known window must not
@@ -193,7 +193,7 @@ LOADS = {
 # every load on the module, one on a stock server and a stock cluster
 @pytest.mark.parametrize("server, load", [("module", load) for load in sorted(LOADS)] +
                          [("stock", "below the rate"), ("stock-cluster", "bursts, 4 clients")],
-                         indirect=["server"])
+                         indirect=["server"], scope="function")
 def test_over_admission_is_bounded(server, load):
     threads, clients, pause_us, burst = LOADS[load]
     capacity, rate, lease_ms = 100, 10000, 5
