@@ -124,11 +124,13 @@ local function gcra_refund(tat_ns, p, now_us, units)
 end
 
 -- The stored TAT of a bucket key: 0 when absent, WRONGTYPE when the key
--- holds anything but a positive decimal.
+-- holds anything but a positive decimal (of at most 19 digits, leading
+-- zeros too, as t_ratelimit.c's read_redis_cell_state reads redis-cell's).
 local function read_tat(key)
     local v = get_string(key)
     if v == nil then return 0 end
-    local tat = #v <= 19 and string.find(v, '^%d+$') and parse_int(v)
+    local digits = #v <= 19 and string.match(v, '^0*(%d+)$')
+    local tat = digits and parse_int(digits)
     if not tat or sign(tat) <= 0 then fail(WRONGTYPE) end
     return tat
 end
@@ -195,12 +197,13 @@ local function reply(d, cell)
             out(ns_to_ms_ceil(d.retry_ns)), out(ns_to_ms_ceil(d.reset_ns))}
 end
 
--- A check (t_ratelimit.c's run_check) of argv[i..]: parameters, then COST
--- and AT, or redis-cell's quantity.
+-- The server's arity error names a module command as it was registered.
 local function wrong_arity(command)
-    fail("ERR wrong number of arguments for '" .. string.lower(command) .. "' command")
+    fail("ERR wrong number of arguments for '" .. command .. "' command")
 end
 
+-- A check (t_ratelimit.c's run_check) of argv[i..]: parameters, then COST
+-- and AT, or redis-cell's quantity.
 local function run_check(key, lim, argv, i, peek)
     if #argv - i + 1 < lim.nparams then wrong_arity(peek and 'FG.PEEK' or lim.command) end
     local p, rest = lim.params(argv, i)
@@ -224,23 +227,27 @@ for _, lim in pairs(limiters) do
     commands[lim.command] = function(keys, argv, i) return run_check(keys[1], lim, argv, i, false) end
 end
 
+-- FG.PEEK and FG.REFUND <family> key args...: the server's arity first
+-- (command_docs.c's -5: the family and two arguments at least), then the
+-- family.
 commands['FG.PEEK'] = function(keys, argv, i)
-    local key = keys[1]
-    local lim = limiters[string.upper(argv[i] or '')]
+    if #argv - i < 2 then wrong_arity('FG.PEEK') end
+    local lim = limiters[string.upper(argv[i])]
     if lim == nil or lim.cell then fail(PEEKABLE) end
-    return run_check(key, lim, argv, i + 1, true)
+    return run_check(keys[1], lim, argv, i + 1, true)
 end
 
 commands['FG.REFUND'] = function(keys, argv, i)
-    local key = keys[1]
-    local lim = limiters[string.upper(argv[i] or '')]
+    if #argv - i < 2 then wrong_arity('FG.REFUND') end
+    local lim = limiters[string.upper(argv[i])]
     if lim == nil or lim.cell or lim.family.refund == nil then
         fail('ERR FG.REFUND takes TOKEN, LEAKY, GCRA or FIXED')
     end
+    if #argv - i < lim.nparams then wrong_arity('FG.REFUND') end
     local p, rest = lim.params(argv, i + 1)
     local units, at = options(argv, rest)
     local now_us, skew = decision_time(at)
-    return out(lim.family.refund(key, p, now_us, skew, units))
+    return out(lim.family.refund(keys[1], p, now_us, skew, units))
 end
 
 -- Which family a key holds: nil when absent, WRONGTYPE for any other value.
@@ -258,21 +265,26 @@ local function family_of(key)
     fail(WRONGTYPE)
 end
 
-commands['FG.RESET'] = function(keys)
-    local key = keys[1]
-    if family_of(key) == nil then return 0 end
-    redis.call('DEL', key)
+-- FG.RESET key and FG.INSPECT key take nothing after the key.
+local function key_only(argv, i, command)
+    if #argv >= i then wrong_arity(command) end
+end
+
+commands['FG.RESET'] = function(keys, argv, i)
+    key_only(argv, i, 'FG.RESET')
+    if family_of(keys[1]) == nil then return 0 end
+    redis.call('DEL', keys[1])
     return 1
 end
 
 -- Field/value pairs as a flat array under both protocols: a script's map
 -- reply would lose the module's order of fields.
-commands['FG.INSPECT'] = function(keys)
-    local key = keys[1]
-    local family = family_of(key)
+commands['FG.INSPECT'] = function(keys, argv, i)
+    key_only(argv, i, 'FG.INSPECT')
+    local family = family_of(keys[1])
     if family == nil then return false end
-    local fields = family.inspect(key)
+    local fields = family.inspect(keys[1])
     fields[#fields + 1] = 'pttl'
-    fields[#fields + 1] = redis.call('PTTL', key)
+    fields[#fields + 1] = redis.call('PTTL', keys[1])
     return fields
 end
