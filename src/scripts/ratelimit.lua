@@ -19,12 +19,48 @@
 --   bucket    STRING  the TAT in decimal nanoseconds, as redis-cell keeps it
 --   fixed     STRING  "f1:<window_start_us>:<count>"
 --   sliding   STRING  "s1:<window_start_us>:<count>:<prev_count>"
---   slidelog  ZSET    one member per admitted unit, scored by its time (us)
+--   slidelog  ZSET    one member per admitted unit, "<ts>:<k>": its time in
+--                     us, zero-padded to 16 digits, and its index among the
+--                     units of that time, 5 digits; every score 0
 --
--- (the digit after the letter is the format's version). Every write gives
--- the key an absolute expiry (PXAT) at the moment its state is empty again,
--- in the same command, so no key is ever left without one; the script
--- replicates as effects, which carry those absolute times.
+-- (the digit after the letter is the format's version). The log's equal
+-- scores order it by name, which is time order, so ZLEXCOUNT counts what
+-- is newer than a time, ZREMRANGEBYLEX drops what is not, and ZRANGE finds
+-- the newest or the k-th unit, each in O(log n); scores would be doubles,
+-- inexact past 2^53 us (2255), and AT goes to 2^63 ns.
+--
+-- Every write gives the key an absolute expiry (PXAT, PEXPIREAT) at the
+-- moment its state is empty again, in the same command, so no key is ever
+-- left without one; the script replicates as effects, which carry those
+-- absolute times.
+--
+-- ------------------------------------------------------------ helpers
+
+-- General helpers the prelude does not have.
+
+-- a * b against c * d, all >= 0, exactly (128-bit products): -1, 0 or 1.
+local function cmp_products(a, b, c, d)
+    local x, y = wide_mul(a, b), wide_mul(c, d)
+    for k = 8, 1, -1 do
+        if x[k] ~= y[k] then return x[k] < y[k] and -1 or 1 end
+    end
+    return 0
+end
+
+-- floor(a * b / d) for a, b >= 0 and d > 0, when that is below 2^53: the
+-- double quotient is within an ulp or two, and the products settle it.
+local function floor_muldiv(a, b, d)
+    local q = floor(to_double(a) * to_double(b) / to_double(d))
+    while q > 0 and cmp_products(q, d, a, b) > 0 do q = q - 1 end
+    while cmp_products(q + 1, d, a, b) <= 0 do q = q + 1 end
+    return q
+end
+
+-- TYPE's answer, a status reply.
+local function key_type(key)
+    local kind = redis.call('TYPE', key)
+    return type(kind) == 'table' and kind.ok or kind
+end
 
 -- ------------------------------------------------------------- bucket
 
@@ -169,6 +205,329 @@ function bucket.inspect(key)
     return {'type', 'bucket', 'tat_ns', out(read_tat(key))}
 end
 
+-- ------------------------------------------------------------ windows
+
+-- A window family's parameters (t_ratelimit.c's parse_window, then
+-- core/params.c's fg_param_window): both read, then the limit's range, then
+-- window_ms in whole microseconds, the nearest.
+local SLOG_MAX_LIMIT = 100000 -- sliding_log.h's FG_SLOG_MAX_LIMIT
+
+local function window_params(argv, i, max_limit)
+    integer_arg(argv[i], 'limit', INT64_MIN, INT64_MAX)
+    decimal_arg(argv[i + 1], 'window_ms')
+    local limit = integer_arg(argv[i], 'limit', 1, max_limit)
+    return {limit = limit, window = duration_us(argv[i + 1], 'window_ms')}, i + 2
+end
+
+local function counter_params(argv, i) return window_params(argv, i, INT64_MAX) end
+local function slidelog_params(argv, i) return window_params(argv, i, SLOG_MAX_LIMIT) end
+
+-- Start of the window holding t >= 0: windows start at multiples of W.
+local function window_start(t, w) return sub(t, mod(t, w)) end
+
+-- The expiry of a state whose last window ends at `a + b` (saturated: such
+-- a window cannot end anyway).
+local function saturating_add(a, b) return add(a, b) or INT64_MAX end
+
+-- Microseconds from now to `until_us` (after now), in nanoseconds.
+local function ns_until(until_us, now_us)
+    return mul(sub(until_us, now_us), 1000) or fail(ERR_OVERFLOW)
+end
+
+-- ------------------------------------------------------------- fixed
+
+-- core/fixed_window.c. The state: {start = window_start_us, count}; count 0
+-- is the empty state.
+local EMPTY_FIXED = {start = 0, count = 0}
+
+-- The stored state, nil when absent, WRONGTYPE for any other value.
+local function read_fixed(key)
+    local v = get_string(key)
+    if v == nil then return nil end
+    local start, count = string.match(v, '^f1:(%d+):(%d+)$')
+    start, count = start and parse_int(start), count and parse_int(count)
+    if not start or not count or sign(count) <= 0 then fail(WRONGTYPE) end
+    return {start = start, count = count}
+end
+
+-- fixed_current_window: the window now is judged in, and what it holds. A
+-- stored window ahead of the aligned one (the clock stepped back) is kept.
+local function fixed_window(cur, p, now)
+    local aligned = window_start(now, p.window)
+    local stored = cur.start
+    if sign(stored) > 0 then stored = window_start(stored, p.window) end
+    local w = {start = stored, count = cur.count}
+    if sign(cur.count) == 0 or lt(stored, aligned) then w.start, w.count = aligned, 0 end
+    w.finish = add(w.start, p.window)
+    if w.finish == nil then fail(ERR_OVERFLOW) end
+    return w
+end
+
+-- fg_fixed_decide: the decision and the state an admission leaves.
+local function fixed_decide(cur, p, now, cost)
+    local w = fixed_window(cur, p, now)
+    local to_end = ns_until(w.finish, now)
+    local after = add(w.count, cost)
+    local allowed = after ~= nil and le(after, p.limit)
+    if not allowed then after = w.count end
+    local d = {allowed = allowed, limit = p.limit, remaining = max(sub(p.limit, after), 0),
+               retry_ns = (allowed or lt(p.limit, cost)) and -1 or to_end,
+               reset_ns = sign(after) > 0 and to_end or 0}
+    return d, {start = w.start, count = after}
+end
+
+-- Stores a state until its window ends (fg_fixed_expires_at_us).
+local function store_fixed(key, s, p, skew)
+    redis.call('SET', key, 'f1:' .. tostr(s.start) .. ':' .. tostr(s.count), 'PXAT',
+               tostr(expiry_ms(saturating_add(s.start, p.window), skew)))
+end
+
+local fixed = {}
+
+function fixed.decide(key, p, now_us, skew, cost, commit)
+    local d, next_state = fixed_decide(read_fixed(key) or EMPTY_FIXED, p, now_us, cost)
+    if commit and d.allowed then store_fixed(key, next_state, p, skew) end
+    return d
+end
+
+-- fg_fixed_refund: only the window now is judged in can give units back.
+function fixed.refund(key, p, now_us, skew, units)
+    local cur = read_fixed(key)
+    if cur == nil then return 0 end
+    local w = fixed_window(cur, p, now_us)
+    local refunded = min(units, w.count)
+    if sign(refunded) == 0 then return 0 end
+    local left = sub(w.count, refunded)
+    if sign(left) == 0 then
+        redis.call('DEL', key)
+    else
+        store_fixed(key, {start = w.start, count = left}, p, skew)
+    end
+    return refunded
+end
+
+function fixed.inspect(key)
+    local s = read_fixed(key)
+    return {'type', 'fixed', 'window_start_us', out(s.start), 'count', out(s.count)}
+end
+
+-- ----------------------------------------------------------- sliding
+
+-- core/sliding_window.c. The state: {start, count, prev}. Its 128-bit
+-- comparisons are made on prev's weight in whole units, rounded up:
+--
+--   prev * (W - e) <= free * W   <=>   ceil(prev * (W - e) / W) <= free
+--
+-- for an integer free, and ceil(prev * (W - e) / W) = prev - floor(prev *
+-- e / W), whose product splits over prev = q * W + r into q * e (within
+-- int64) and floor(r * e / W) (below W).
+
+local function read_sliding(key)
+    local v = get_string(key)
+    if v == nil then return nil end
+    local start, count, prev = string.match(v, '^s1:(%d+):(%d+):(%d+)$')
+    start, count, prev = start and parse_int(start), count and parse_int(count),
+                         prev and parse_int(prev)
+    if not start or not count or not prev or (sign(count) == 0 and sign(prev) == 0) then
+        fail(WRONGTYPE)
+    end
+    return {start = start, count = count, prev = prev}
+end
+
+-- sliding_roll: the state as it stands at now, rolled to the current
+-- window (a step back judges at the start of the stored one).
+local function sliding_view(cur, w, now)
+    local aligned = window_start(now, w)
+    local v = {start = aligned, elapsed = sub(now, aligned), count = 0, prev = 0}
+    if cur == nil then return v end
+    local stored = cur.start
+    if sign(stored) > 0 then stored = window_start(stored, w) end
+    if lt(stored, sub(aligned, w)) then return v end -- stale
+    if lt(aligned, stored) then
+        v.start, v.elapsed, v.count, v.prev = stored, 0, cur.count, cur.prev
+    elseif cmp(stored, aligned) == 0 then
+        v.count, v.prev = cur.count, cur.prev
+    else
+        v.prev = cur.count
+    end
+    return v
+end
+
+-- ceil(prev * (W - elapsed) / W): prev's weight in the sliding window.
+local function prev_units(v, w)
+    local q, r = divmod(v.prev, w)
+    return sub(v.prev, add(mul(q, v.elapsed), floor_muldiv(r, v.elapsed, w)))
+end
+
+-- sliding_first_fit: the smallest e in [0, W] with weight * (W - e) <=
+-- free * W; floor(free * W / weight) reaches W exactly when free >= weight.
+local function first_fit(weight, free, w)
+    if not lt(free, weight) then return 0 end
+    return w - floor_muldiv(free, w, weight)
+end
+
+-- sliding_wait_us: the wait until the denied request fits (cost <= limit).
+local function sliding_wait_us(v, p, now, cost)
+    local w = p.window
+    if le(v.count, sub(p.limit, cost)) then
+        local e = first_fit(v.prev, sub(sub(p.limit, v.count), cost), w)
+        if e < w then return sub(add(v.start, e) or fail(ERR_OVERFLOW), now) end
+    end
+    local e = sign(v.count) == 0 and 0 or first_fit(v.count, sub(p.limit, cost), w)
+    local at = add(v.start, w)
+    at = at and add(at, e)
+    return sub(at or fail(ERR_OVERFLOW), now)
+end
+
+-- sliding_reset_after: until the end of the next window while the current
+-- one counts anything, of the current one while prev does.
+local function sliding_reset_ns(v, w, now, count_after)
+    local windows = sign(count_after) > 0 and 2 or (sign(v.prev) > 0 and 1 or 0)
+    if windows == 0 then return 0 end
+    return ns_until(add(v.start, w * windows) or fail(ERR_OVERFLOW), now)
+end
+
+-- fg_sliding_decide: the decision and the state an admission leaves.
+local function sliding_decide(cur, p, now, cost)
+    local v = sliding_view(cur, p.window, now)
+    local weight = prev_units(v, p.window)
+    local fits = le(v.count, p.limit) and le(cost, sub(p.limit, v.count)) and
+                 le(weight, sub(sub(p.limit, v.count), cost))
+    local after = fits and add(v.count, cost) or v.count
+    local retry = -1
+    if not fits and le(cost, p.limit) then
+        retry = mul(sliding_wait_us(v, p, now, cost), 1000) or fail(ERR_OVERFLOW)
+    end
+    local d = {allowed = fits, limit = p.limit, retry_ns = retry,
+               reset_ns = sliding_reset_ns(v, p.window, now, after), remaining = 0}
+    if lt(after, p.limit) then d.remaining = max(sub(sub(p.limit, after), weight), 0) end
+    return d, {start = v.start, count = after, prev = v.prev}
+end
+
+local sliding = {}
+
+-- A state weighs until the end of the next window (fg_sliding_expires_at_us:
+-- an admission leaves count > 0).
+function sliding.decide(key, p, now_us, skew, cost, commit)
+    local d, s = sliding_decide(read_sliding(key), p, now_us, cost)
+    if commit and d.allowed then
+        local empty_at = saturating_add(saturating_add(s.start, p.window), p.window)
+        redis.call('SET', key, 's1:' .. tostr(s.start) .. ':' .. tostr(s.count) .. ':' ..
+                   tostr(s.prev), 'PXAT', tostr(expiry_ms(empty_at, skew)))
+    end
+    return d
+end
+
+function sliding.inspect(key)
+    local s = read_sliding(key)
+    return {'type', 'sliding', 'window_start_us', out(s.start), 'count', out(s.count),
+            'prev_count', out(s.prev)}
+end
+
+-- ---------------------------------------------------------- slidelog
+
+-- core/sliding_log.c, its ring of timestamps a sorted set (the layout at
+-- the top). A unit stamped ts counts while ts > now - window.
+local MEMBER = '^(' .. string.rep('%d', 16) .. '):(%d%d%d%d%d)$'
+local ZADD_BATCH = 1000 -- members per ZADD: unpack's limit is ~8000 values
+
+-- A time as the members' 16 digits.
+local function slog_time(ts)
+    local s = tostr(ts)
+    return string.rep('0', 16 - #s) .. s
+end
+
+-- A member's time and index; WRONGTYPE for a member that is not ours.
+local function slog_parse(member)
+    local ts, k = string.match(member, MEMBER)
+    if ts == nil then fail(WRONGTYPE) end
+    return parse_int(string.match(ts, '^0*(%d+)$')), tonumber(k)
+end
+
+-- The entry of a rank (0 = oldest, -1 = newest).
+local function slog_at(key, rank)
+    return slog_parse(redis.call('ZRANGE', key, rank, rank)[1])
+end
+
+-- How many units the log holds; WRONGTYPE unless it is a sorted set.
+local function slog_len(key)
+    local kind = key_type(key)
+    if kind == 'none' then return 0 end
+    if kind ~= 'zset' then fail(WRONGTYPE) end
+    return redis.call('ZCARD', key)
+end
+
+-- fg_slog_apply of the effect: drop every unit <= horizon, add n at stamp,
+-- numbered on from the newest unit of that time.
+local function slog_apply(key, horizon, stamp, k, n)
+    if sign(horizon) >= 0 then
+        redis.call('ZREMRANGEBYLEX', key, '-', '(' .. slog_time(add(horizon, 1)))
+    end
+    local t, args = slog_time(stamp), {}
+    for j = 0, n - 1 do
+        args[#args + 1] = 0
+        args[#args + 1] = t .. ':' .. string.format('%05d', k + j)
+        if #args == 2 * ZADD_BATCH or j == n - 1 then
+            redis.call('ZADD', key, unpack(args))
+            args = {}
+        end
+    end
+end
+
+local slidelog = {}
+
+-- fg_slog_decide, and the effect applied when the request is admitted
+-- with a cost; the key lives until its newest unit leaves the window.
+function slidelog.decide(key, p, now, skew, cost, commit)
+    local len = slog_len(key)
+    local horizon = sub(now, p.window)
+    local counted = len
+    if len > 0 and sign(horizon) >= 0 then
+        counted = redis.call('ZLEXCOUNT', key, '[' .. slog_time(add(horizon, 1)), '+')
+    end
+    local allowed = counted <= p.limit and le(cost, p.limit - counted)
+    local writes = allowed and sign(cost) > 0
+    local newest, newest_k, stamp = nil, nil, now
+    if len > 0 then
+        newest, newest_k = slog_at(key, -1)
+        stamp = max(now, newest)
+    end
+    local counted_after = writes and counted + cost or counted
+    local d = {allowed = allowed, limit = p.limit, remaining = math.max(p.limit - counted_after, 0),
+               retry_ns = -1, reset_ns = 0}
+    if not allowed and le(cost, p.limit) then
+        -- the excess-th oldest counted unit has to leave the window
+        local excess = counted + cost - p.limit
+        local ts = slog_at(key, len - counted + excess - 1)
+        d.retry_ns = ns_until(add(ts, p.window) or fail(ERR_OVERFLOW), now)
+    end
+    if counted_after > 0 then
+        d.reset_ns = ns_until(add(writes and stamp or newest, p.window) or fail(ERR_OVERFLOW), now)
+    end
+    if commit and writes then
+        local k = (len > 0 and cmp(stamp, newest) == 0) and newest_k + 1 or 0
+        slog_apply(key, horizon, stamp, k, cost)
+        redis.call('PEXPIREAT', key, tostr(expiry_ms(saturating_add(stamp, p.window), skew)))
+    end
+    return d
+end
+
+-- The entries as the module gives them: runs of [ts, count], oldest first.
+function slidelog.inspect(key)
+    local entries, last = {}, nil
+    for _, member in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+        local t = string.match(member, MEMBER)
+        if t ~= nil and t == last then
+            entries[#entries] = entries[#entries] + 1
+        else
+            entries[#entries + 1] = out((slog_parse(member)))
+            entries[#entries + 1] = 1
+            last = t
+        end
+    end
+    return {'type', 'slidelog', 'entries', entries}
+end
+
 -- ------------------------------------------------------------ commands
 
 -- Each limiter: its family, how its parameters read, and its reply.
@@ -178,6 +537,9 @@ local limiters = {
     GCRA = {command = 'FG.GCRA', family = bucket, params = gcra_params, nparams = 3},
     THROTTLE = {command = 'CL.THROTTLE', family = bucket, params = throttle_params, nparams = 3,
                 cell = true},
+    FIXED = {command = 'FG.FIXED', family = fixed, params = counter_params, nparams = 2},
+    SLIDING = {command = 'FG.SLIDING', family = sliding, params = counter_params, nparams = 2},
+    SLIDELOG = {command = 'FG.SLIDELOG', family = slidelog, params = slidelog_params, nparams = 2},
 }
 
 -- redis-cell's rounding: whole seconds, plus one if any millisecond is left.
@@ -252,17 +614,26 @@ end
 
 -- Which family a key holds: nil when absent, WRONGTYPE for any other value.
 local function family_of(key)
-    local kind = redis.call('TYPE', key)
-    kind = type(kind) == 'table' and kind.ok or kind
+    local kind = key_type(key)
     if kind == 'none' then return nil end
-    if kind == 'zset' and limiters.SLIDELOG then return limiters.SLIDELOG.family end
+    if kind == 'zset' then
+        slog_at(key, -1)
+        return slidelog
+    end
     if kind ~= 'string' then fail(WRONGTYPE) end
     local v = redis.call('GET', key)
     local tag = string.sub(v, 1, 3)
-    if tag == 'f1:' and limiters.FIXED then return limiters.FIXED.family end
-    if tag == 's1:' and limiters.SLIDING then return limiters.SLIDING.family end
-    if #v <= 19 and string.find(v, '^[1-9]%d*$') then return bucket end
-    fail(WRONGTYPE)
+    if tag == 'f1:' then
+        read_fixed(key)
+        return fixed
+    end
+    if tag == 's1:' then
+        read_sliding(key)
+        return sliding
+    end
+    if #v > 19 or not string.find(v, '^[1-9]%d*$') then fail(WRONGTYPE) end
+    read_tat(key)
+    return bucket
 end
 
 -- FG.RESET key and FG.INSPECT key take nothing after the key.
