@@ -1,11 +1,12 @@
 -- ratelimit.lua - the rate-limit commands as a server script: FG.TOKEN,
 -- FG.LEAKY, FG.GCRA, CL.THROTTLE, FG.FIXED, FG.SLIDING, FG.SLIDELOG,
--- FG.PEEK, FG.REFUND, FG.RESET and FG.INSPECT, with their replies.
+-- FG.PEEK, FG.REFUND, FG.RESET and FG.INSPECT, and GCRA, with their replies.
 --
--- Mirrors src/core/gcra.c, fixed_window.c, sliding_window.c, sliding_log.c
--- and src/module/t_ratelimit.c: the same rules in the same order, on the
--- prelude's exact integers. tests/integration/test_scripts_differential.py
--- holds the two equal at explicit instants.
+-- Mirrors src/core/gcra.c, fixed_window.c, sliding_window.c, sliding_log.c,
+-- gcra_compat.c and src/module/t_ratelimit.c, t_gcra.c: the same rules in
+-- the same order, on the prelude's exact integers.
+-- tests/integration/test_scripts_differential.py holds the two equal at
+-- explicit instants.
 --
 -- Called as EVALSHA <sha> 1 <key> <command> <the command's other arguments>,
 -- the command named as the module names it (FG.TOKEN, FG.PEEK, ...), so the
@@ -22,6 +23,8 @@
 --   slidelog  ZSET    one member per admitted unit, "<ts>:<k>": its time in
 --                     us, zero-padded to 16 digits, and its index among the
 --                     units of that time, 5 digits; every score 0
+--   GCRA      STRING  the TAT in decimal microseconds, as Redis's GCRA
+--                     keeps it
 --
 -- (the digit after the letter is the format's version). The log's equal
 -- scores order it by name, which is time order, so ZLEXCOUNT counts what
@@ -34,6 +37,15 @@
 -- left without one; the script replicates as effects, which carry those
 -- absolute times.
 --
+-- A bucket's TAT and GCRA's are both decimal strings, where the module
+-- keeps the buckets in a type of its own. The checks take any: the buckets
+-- read any decimal as a TAT, as CL.THROTTLE reads redis-cell's, and GCRA
+-- any string, as Redis's GCRA does (but floodgate's "f1:" and "s1:"
+-- states, WRONGTYPE as the module's types are). FG.RESET and FG.INSPECT,
+-- which the module answers WRONGTYPE for GCRA's strings, tell them by
+-- length: 18 or 19 digits is a bucket's (ns from 1973 on), fewer is GCRA's
+-- (us until the year 5138).
+
 -- ------------------------------------------------------------ helpers
 
 -- General helpers the prelude does not have.
@@ -612,7 +624,8 @@ commands['FG.REFUND'] = function(keys, argv, i)
     return out(lim.family.refund(keys[1], p, now_us, skew, units))
 end
 
--- Which family a key holds: nil when absent, WRONGTYPE for any other value.
+-- Which family a key holds: nil when absent, WRONGTYPE for any other value
+-- (GCRA's strings included: the length tells them, see the top).
 local function family_of(key)
     local kind = key_type(key)
     if kind == 'none' then return nil end
@@ -631,7 +644,7 @@ local function family_of(key)
         read_sliding(key)
         return sliding
     end
-    if #v > 19 or not string.find(v, '^[1-9]%d*$') then fail(WRONGTYPE) end
+    if not string.find(v, '^[1-9]' .. string.rep('%d', 17) .. '%d?$') then fail(WRONGTYPE) end
     read_tat(key)
     return bucket
 end
@@ -658,4 +671,115 @@ commands['FG.INSPECT'] = function(keys, argv, i)
     fields[#fields + 1] = 'pttl'
     fields[#fields + 1] = redis.call('PTTL', keys[1])
     return fields
+end
+
+-- -------------------------------------------------------------- GCRA
+
+-- GCRA key max_burst tokens_per_period period [TOKENS count] [AT unix_us]:
+-- the command Redis held out of 8.8, by core/gcra_compat.c's arithmetic
+-- (microseconds, the time in whole milliseconds, seconds in the reply) and
+-- module/t_gcra.c's arguments, read as the server's own readers read them,
+-- with their errors. AT is t_gcra.c's: a last pair, the time truncated to
+-- the millisecond, and a key expired by then absent (PEXPIRETIME: 7.0).
+
+local GCRA_NOT_INTEGER = 'ERR value is not an integer or out of range'
+local GCRA_COUNT_RANGE = 'ERR value is out of range, value must between 1 and 9223372036854775807'
+local GCRA_OVERFLOW = 'ERR GCRA limiting uses microsecond accuracy. Combination of period, ' ..
+                      'tokens_per_period and %s would cause an overflow'
+
+local function gcra_integer(s)
+    return parse_int(s) or fail(GCRA_NOT_INTEGER)
+end
+
+local function gcra_count(s)
+    local v = gcra_integer(s)
+    if sign(v) <= 0 then fail(GCRA_COUNT_RANGE) end
+    return v
+end
+
+-- A double as the server reads one (getDoubleFromObject): strtod over the
+-- whole string, no leading space, not NaN, neither overflow nor underflow
+-- to zero. Lua's tonumber is strtod, but it skips trailing spaces and stops
+-- at a NUL. nil when the server refuses it.
+local function server_double(s)
+    if s == '' or string.find(s, '^%s') or string.find(s, '%s$') or string.find(s, '%z') then
+        return nil
+    end
+    local v = tonumber(s)
+    if v == nil or v ~= v then return nil end
+    local text = string.lower(s)
+    if v == math.huge or v == -math.huge then
+        if not string.find(text, '^[+-]?inf') then return nil end
+    elseif v == 0 then
+        local hex = string.match(text, '^[+-]?0x([%x.]*)')
+        if string.find(hex or string.match(text, '^[+-]?([%d.]*)'), hex and '[1-9a-f]' or '[1-9]') then
+            return nil
+        end
+    end
+    return v
+end
+
+-- The stored TAT, nil for none: absent, or expired by an explicit time.
+local function gcra_read(key, now, explicit)
+    local kind = key_type(key)
+    if kind == 'none' then return nil end
+    if explicit then
+        local expire_ms = redis.call('PEXPIRETIME', key)
+        if expire_ms >= 0 and expire_ms < div(now, 1000) then return nil end
+    end
+    if kind ~= 'string' then fail(WRONGTYPE) end
+    local v = redis.call('GET', key)
+    if string.find(v, '^[fs]1:') then fail(WRONGTYPE) end
+    local tat = parse_int(v)
+    if tat == nil then fail('ERR Invalid GCRA key') end
+    if sign(tat) <= 0 then fail('ERR Negative time is invalid value for GCRA') end
+    return tat
+end
+
+-- Whole seconds, rounded up through a double, as Redis's GCRA does.
+local function ceil_seconds(us) return math.ceil(to_double(us) / 1e6) end
+
+commands['GCRA'] = function(keys, argv, i)
+    local key, last = keys[1], #argv
+    local argc, at = last - i + 3, nil -- the module's: GCRA, the key, the arguments
+    if argc >= 7 and string.upper(argv[last - 1]) == 'AT' then
+        at = integer_arg(argv[last], 'AT', 0, MAX_AT_US)
+        argc = argc - 2
+    end
+    if argc < 5 or argc > 7 then fail("ERR wrong number of arguments for 'gcra' command") end
+
+    local max_burst = gcra_integer(argv[i])
+    if sign(max_burst) < 0 then fail('ERR value is out of range, must be positive') end
+    local capacity = add(max_burst, 1) or INT64_MAX
+    local per_period = gcra_count(argv[i + 1])
+    local period = server_double(argv[i + 2])
+    if period == nil then fail('ERR value is not a valid float') end
+    if not (period > 0 and period < 1e12) then fail('ERR period must be > 0 and < 1e12') end
+    local tokens = 1
+    if argc > 5 then
+        if string.upper(argv[i + 3]) ~= 'TOKENS' then fail('ERR syntax error') end
+        if argc == 6 then fail('ERR Missing TOKENS value') end
+        tokens = gcra_count(argv[i + 4])
+    end
+
+    local clock = at or server_us()
+    local now = sub(clock, mod(clock, 1000))
+    local tat = gcra_read(key, now, at ~= nil) or now
+    -- T: period in us over the tokens, x + 0.5 truncated, at least 1
+    local emission = max(of_double(floor(period * 1e6 / to_double(per_period) + 0.5)), 1)
+    local increment = mul(emission, tokens) or fail(string.format(GCRA_OVERFLOW, 'TOKENS'))
+    local variance = mul(emission, capacity) or fail(string.format(GCRA_OVERFLOW, 'max_burst'))
+    local new_tat = add(max(now, tat), increment) or fail(string.format(GCRA_OVERFLOW, 'TOKENS'))
+    local diff = add(sub(now, new_tat), variance)
+    local limited = sign(diff) < 0
+    local retry, ttl = -1, sub(tat, now)
+    if limited then
+        if le(increment, variance) then retry = ceil_seconds(neg(diff)) end
+    else
+        ttl = sub(new_tat, now)
+        redis.call('SET', key, tostr(new_tat), 'PXAT', tostr(us_to_ms_ceil(new_tat)))
+    end
+    local left = sub(variance, ttl)
+    return {limited and 1 or 0, out(capacity), sign(left) > 0 and out(div(left, emission)) or 0,
+            retry, ceil_seconds(ttl)}
 end
