@@ -14,8 +14,9 @@ library's scripts loaded again, so that no test's round trips depend on
 whether an earlier one left them in the script cache (the NOSCRIPT path
 has its own tests in test_script_backend.py).
 
-A test that changes the shared cluster's slot map or stops a node starts a
-cluster of its own (new_stock_cluster).
+A test that moves a slot of the shared cluster moves it back; should it
+fail before, or stop a node, the next test finds the slot map or the node
+changed and gets a new cluster.
 
 What the stock backends do not have (docs/scripts.md, "What differs from
 the module") stays with the module: FG.* commands sent with redis-py,
@@ -91,11 +92,28 @@ def stock_server():
         return s
 
 
+def _intact(cl):
+    """Every node up, and the slot map the one the cluster started with."""
+    if not all(n.alive() for n in cl.nodes):
+        return False
+    c = cl.nodes[0].client(socket_timeout=10)
+    try:
+        return Cluster._slot_view(c) == cl.slot_owner
+    except redis.RedisError:
+        return False
+    finally:
+        c.close()
+
+
 def stock_cluster():
-    """This process's stock 3-master cluster, started on first use. Its slot
-    map never changes (tests that move slots make their own)."""
+    """This process's stock 3-master cluster, started on first use, and
+    again if a test left its slot map changed or a node down."""
     with _lock:
         cl = _shared.get("stock-cluster")
+        if cl is not None and not _intact(cl):
+            del _shared["stock-cluster"]
+            cl.stop()
+            cl = None
         if cl is None:
             cl = Cluster(3, module=False)
             try:
@@ -105,11 +123,6 @@ def stock_cluster():
                 raise
             _shared["stock-cluster"] = cl
         return cl
-
-
-def new_stock_cluster():
-    """A stock 3-master cluster of the caller's own (stop() it)."""
-    return Cluster(3, module=False).start()
 
 
 def cluster_url(cluster, nodes=None):

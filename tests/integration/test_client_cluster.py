@@ -3,6 +3,10 @@ command lands on the master of its key's slot, a batch costs one round trip
 per node, and a slot holding live limiter keys moves to another master
 while tests/client/cluster_load.c keeps checking them, without an error and
 without losing their state.
+
+Every test runs on a cluster with the module and on a stock one
+(backends.py), where each node runs the library's server scripts (the
+shared stock cluster gets its slot back after the resharding).
 """
 
 import subprocess
@@ -11,15 +15,24 @@ import time
 
 import pytest
 
+from backends import target
 from test_client import Driver, program
 from topology import Cluster, s
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def module_cluster():
     c = Cluster().start()
     yield c
     c.stop()
+
+
+@pytest.fixture(params=["module", "stock"])
+def cluster(request):
+    """The file's cluster with the module, or the shared stock one (flushed)."""
+    if request.param == "module":
+        return request.getfixturevalue("module_cluster")
+    return target("stock-cluster").cluster
 
 
 def cluster_url(cluster, nodes=None):
@@ -184,3 +197,4 @@ def test_resharding_under_traffic(cluster):
     d = Driver(cluster_url(cluster))
     assert d("check {mig}:0 token 5 0.001").startswith("ok 0 5 0 ")
     d.close()
+    migrate_slot(cluster, mig[0], src)  # as it was, for the tests after this one
