@@ -8,6 +8,9 @@ binding to the library, not the algorithms (the C tests do that): the same
 requests give the same answers on mem: and on a server at the same instant.
 Locks are in test_python_locks.py, Bloom filters, unique counts and
 policies in test_python_data.py, the middlewares in test_python_middleware.py.
+
+The server tests run on the module, a stock server and a stock 3-master
+cluster (backends.py), where the library answers by its server scripts.
 """
 
 import ctypes
@@ -18,6 +21,7 @@ import threading
 import pytest
 
 import floodgate
+from backends import BACKENDS, target
 from floodgate import _native
 from harness import REPO, Server, free_port
 from topology import Cluster
@@ -41,6 +45,16 @@ def url_of(server):
 
 def unused_url():
     return "redis://127.0.0.1:%d" % free_port()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    """A flushed backends.Target: the session's module server, the stock
+    server, the stock cluster."""
+    if request.param == "module":
+        request.getfixturevalue("r")  # flushed
+        return target("module", module=request.getfixturevalue("server"))
+    return target(request.param)
 
 
 # ------------------------------------------------------------ the C structs
@@ -128,25 +142,35 @@ def test_bad_input_raises_the_servers_message(server):
         floodgate.Client("http://example.com")
 
 
-def test_wrongtype(server):
-    r = server.client()
+def test_wrongtype(backend):
+    r = backend.client()
     r.set("plain", "x")
-    with floodgate.Client(url_of(server)) as c:
+    with floodgate.Client(backend.url) as c:
         with pytest.raises(floodgate.WrongTypeError):
             c.check("plain", floodgate.token_bucket(1, 1))
 
 
-def test_mem_and_server_agree_at_the_same_instants(timed):
+@pytest.fixture(params=BACKENDS)
+def timed_backend(request):
+    """backend, with the module's server that takes AT (a stock server
+    takes it from anyone)."""
+    if request.param == "module":
+        timed = request.getfixturevalue("timed")
+        timed.client().flushall()
+        return target("module", module=timed)
+    return target(request.param)
+
+
+def test_mem_and_server_agree_at_the_same_instants(timed_backend):
     """Every algorithm, through check, peek and check_batch, gives the same
     answers in process and on a server when both decide at the same
     explicit instants (send_clock)."""
-    timed.client().flushall()
     limits = [floodgate.fixed_window(3, 1000), floodgate.sliding_window(3, 1000),
               floodgate.sliding_log(3, 1000), floodgate.token_bucket(3, 2),
               floodgate.leaky_bucket(3, 2), floodgate.gcra(3, 2, 1000)]
     clock = FakeClock()
     mem = floodgate.Client("mem:", clock=clock)
-    srv = floodgate.Client(url_of(timed), clock=clock, send_clock=True)
+    srv = floodgate.Client(timed_backend.url, clock=clock, send_clock=True)
     try:
         for step in range(12):
             clock.now += 170_000
@@ -184,10 +208,10 @@ def test_inspect_grows_its_buffer_for_a_long_log():
         assert len(state["entries"]) == 2 * 3000
 
 
-def test_batch_errors_in_place(server):
-    with floodgate.Client(url_of(server)) as c:
+def test_batch_errors_in_place(backend):
+    with floodgate.Client(backend.url) as c:
         good = floodgate.token_bucket(5, 1)
-        server.client().set("batch:plain", "x")
+        backend.client().set("batch:plain", "x")
         requests = [floodgate.Request("batch:a", good), ("batch:plain", good)]
         out = c.check_batch(requests, raise_on_error=False)
         assert out[0].allowed and isinstance(out[1], floodgate.WrongTypeError)
@@ -195,7 +219,8 @@ def test_batch_errors_in_place(server):
             c.check_batch(requests)
         before = c.stats().round_trips
         assert len(c.check_batch([("batch:%d" % i, good) for i in range(100)])) == 100
-        assert c.stats().round_trips == before + 1
+        nodes = {backend.owner("batch:%d" % i).port for i in range(100)}
+        assert c.stats().round_trips == before + len(nodes)  # one per node
         assert c.check_batch([]) == []
 
 
@@ -211,17 +236,20 @@ def test_the_clock_option_moves_mem_time():
 
 # -------------------------------------------------------------- other URLs
 
-def test_unix_socket_and_database_from_the_url():
+@pytest.mark.parametrize("kind", ["module", "stock"])
+def test_unix_socket_and_database_from_the_url(kind):
     sock = "/tmp/fg-py-%d.sock" % free_port()
-    with Server(["--unixsocket", sock, "--unixsocketperm", "700"]) as srv:
+    with Server(["--unixsocket", sock, "--unixsocketperm", "700"],
+                module=kind == "module") as srv:
         with floodgate.Client("unix://%s?db=3" % sock) as c:
             assert c.check("u", floodgate.fixed_window(5, 60000)).source is \
                 floodgate.Source.SERVER
         assert srv.client(db=3).exists("u") == 1
 
 
-def test_cluster_routes_by_slot():
-    cluster = Cluster().start()
+@pytest.mark.parametrize("kind", ["module", "stock"])
+def test_cluster_routes_by_slot(kind):
+    cluster = Cluster().start() if kind == "module" else target("stock-cluster").cluster
     try:
         url = "redis+cluster://" + ",".join("127.0.0.1:%d" % n.port for n in cluster.nodes)
         limit = floodgate.fixed_window(2, 60000)
@@ -235,7 +263,8 @@ def test_cluster_routes_by_slot():
             with pytest.raises(floodgate.UnsupportedError):
                 c.lock("{t}a").acquire()
     finally:
-        cluster.stop()
+        if kind == "module":
+            cluster.stop()
 
 
 # ------------------------------------------------------ the client's options
@@ -264,8 +293,8 @@ def test_the_default_failure_policy_raises_io():
         assert c.stats().failures >= 1
 
 
-def test_denial_cache_saves_round_trips(server):
-    with floodgate.Client(url_of(server), cache_denials=True) as c:
+def test_denial_cache_saves_round_trips(backend):
+    with floodgate.Client(backend.url, cache_denials=True) as c:
         limit = floodgate.fixed_window(1, 3_600_000)
         assert c.check("dc", limit).source is floodgate.Source.SERVER
         assert c.check("dc", limit).source is floodgate.Source.SERVER  # the denial
@@ -278,29 +307,27 @@ def test_denial_cache_saves_round_trips(server):
         assert c.check("dc", limit).allowed
 
 
-def test_leases_serve_locally_and_give_back(server):
-    r = server.client()
+def test_leases_serve_locally_and_give_back(backend):
     limit = floodgate.token_bucket(1000, 0.001)
-    with floodgate.Client(url_of(server), lease_units=10, lease_ms=60000) as c:
+    with floodgate.Client(backend.url, lease_units=10, lease_ms=60000) as c:
         sources = [c.check("lease", limit).source for _ in range(10)]
         assert sources[0] is floodgate.Source.SERVER
         assert sources[1:] == [floodgate.Source.LEASE] * 9
         assert c.stats().lease_hits == 9
         c.check("lease", limit)  # the 11th takes a second lease
         assert c.stats().round_trips == 2
-        peek = floodgate.Client(url_of(server))
+        peek = floodgate.Client(backend.url)
         assert peek.peek("lease", limit, 0).remaining == 1000 - 20
         peek.close()
     # closing gave the 9 unused units back
-    with floodgate.Client(url_of(server)) as c:
+    with floodgate.Client(backend.url) as c:
         assert c.peek("lease", limit, 0).remaining == 1000 - 11
-    r.close()
 
 
-def test_threads_share_a_client_and_count_exactly(server):
+def test_threads_share_a_client_and_count_exactly(backend):
     """One client, many threads: every unit of a limit is handed out exactly
     once, on mem: and on a server (ctypes lets the threads run together)."""
-    for url in ("mem:", url_of(server)):
+    for url in ("mem:", backend.url):
         with floodgate.Client(url) as c:
             limit = floodgate.fixed_window(500, 3_600_000)
             allowed = []
