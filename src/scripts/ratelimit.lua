@@ -48,26 +48,6 @@
 
 -- ------------------------------------------------------------ helpers
 
--- General helpers the prelude does not have.
-
--- a * b against c * d, all >= 0, exactly (128-bit products): -1, 0 or 1.
-local function cmp_products(a, b, c, d)
-    local x, y = wide_mul(a, b), wide_mul(c, d)
-    for k = 8, 1, -1 do
-        if x[k] ~= y[k] then return x[k] < y[k] and -1 or 1 end
-    end
-    return 0
-end
-
--- floor(a * b / d) for a, b >= 0 and d > 0, when that is below 2^53: the
--- double quotient is within an ulp or two, and the products settle it.
-local function floor_muldiv(a, b, d)
-    local q = floor(to_double(a) * to_double(b) / to_double(d))
-    while q > 0 and cmp_products(q, d, a, b) > 0 do q = q - 1 end
-    while cmp_products(q + 1, d, a, b) <= 0 do q = q + 1 end
-    return q
-end
-
 -- TYPE's answer, a status reply.
 local function key_type(key)
     local kind = redis.call('TYPE', key)
@@ -76,40 +56,8 @@ end
 
 -- ------------------------------------------------------------- bucket
 
--- The bucket's parameters: capacity and emission interval T (ns), by
--- core/params.c's fg_param_bucket and fg_param_gcra.
-local INT64_HALF_DOUBLE = 4611686018427387904 -- (double)INT64_MAX / 2
-
-local function bucket_params(argv, i, rate_name)
-    local capacity = integer_arg(argv[i], 'capacity', INT64_MIN, INT64_MAX)
-    local rate = decimal_arg(argv[i + 1], rate_name)
-    capacity = integer_arg(argv[i], 'capacity', 1, INT64_MAX)
-    number_param(rate, rate_name, 1e9, '1e+09')
-    local ns = 1e9 / rate
-    if ns > INT64_HALF_DOUBLE then fail('ERR ' .. rate_name .. ' is too slow') end
-    local emission = ns < 1 and 1 or of_double(floor(ns + 0.5))
-    return {capacity = capacity, emission = emission}, i + 2
-end
-
 local function token_params(argv, i) return bucket_params(argv, i, 'refill_per_sec') end
 local function leaky_params(argv, i) return bucket_params(argv, i, 'leak_per_sec') end
-
-local function gcra_params(argv, i)
-    local capacity = integer_arg(argv[i], 'capacity', INT64_MIN, INT64_MAX)
-    local count = decimal_arg(argv[i + 1], 'count')
-    local period = decimal_arg(argv[i + 2], 'period_ms')
-    capacity = integer_arg(argv[i], 'capacity', 1, INT64_MAX)
-    number_param(count, 'count', 1e18, '1e+18')
-    number_param(period, 'period_ms', 1e12, '1e+12')
-    local ns = period * 1e6 / count
-    if ns > INT64_HALF_DOUBLE then
-        fail('ERR count is too small for period_ms: the emission interval overflows 64-bit nanoseconds')
-    end
-    if ns < 0.5 then
-        fail('ERR rate too high: count per period_ms must leave at least one nanosecond per unit')
-    end
-    return {capacity = capacity, emission = of_double(floor(ns + 0.5))}, i + 3
-end
 
 -- redis-cell's: integers, period in seconds, T truncated from a double.
 local function throttle_params(argv, i)
@@ -121,41 +69,6 @@ local function throttle_params(argv, i)
         fail('ERR rate too high: count per period must leave at least one nanosecond per unit')
     end
     return {capacity = add(max_burst, 1), emission = of_double(floor(emission))}, i + 3
-end
-
--- core/gcra.c's fg_gcra_decide, on a stored TAT (0: none). Returns the
--- decision and the TAT to store.
-local function gcra_decide(tat_ns, p, now_us, cost)
-    local now = mul(now_us, 1000)
-    local tolerance = mul(p.emission, p.capacity)
-    if now == nil or tolerance == nil then fail(ERR_OVERFLOW) end
-    local tat = max(tat_ns, now)
-    local d = {limit = p.capacity}
-    local function units_left(ttl)
-        if not lt(ttl, tolerance) then return 0 end
-        return div(sub(tolerance, ttl), p.emission)
-    end
-    if lt(p.capacity, cost) then
-        local ttl = sub(tat, now)
-        d.allowed, d.retry_ns, d.remaining, d.reset_ns = false, -1, units_left(ttl), ttl
-        return d, tat_ns
-    end
-    local new_tat = add(tat, mul(p.emission, cost))
-    if new_tat == nil then fail(ERR_OVERFLOW) end
-    local diff = add(sub(now, new_tat), tolerance)
-    local ttl, next_tat
-    d.allowed = sign(diff) >= 0
-    if d.allowed then
-        d.retry_ns = -1
-        ttl = sub(new_tat, now)
-        next_tat = sign(cost) > 0 and new_tat or tat_ns
-    else
-        d.retry_ns = neg(diff)
-        ttl = sub(tat, now)
-        next_tat = tat_ns
-    end
-    d.remaining, d.reset_ns = units_left(ttl), ttl
-    return d, next_tat
 end
 
 -- core/gcra.c's fg_gcra_refund: units given back, and the TAT to store (0:
@@ -182,10 +95,6 @@ local function read_tat(key)
     if not tat or sign(tat) <= 0 then fail(WRONGTYPE) end
     return tat
 end
-
--- A TAT's expiry: the TAT rounded up to the microsecond (gcra.c's
--- fg_gcra_expires_at_us).
-local function tat_expires_us(tat_ns) return ceil_div(tat_ns, 1000) end
 
 local bucket = {}
 
@@ -219,37 +128,14 @@ end
 
 -- ------------------------------------------------------------ windows
 
--- A window family's parameters (t_ratelimit.c's parse_window, then
--- core/params.c's fg_param_window): both read, then the limit's range, then
--- window_ms in whole microseconds, the nearest.
 local SLOG_MAX_LIMIT = 100000 -- sliding_log.h's FG_SLOG_MAX_LIMIT
-
-local function window_params(argv, i, max_limit)
-    integer_arg(argv[i], 'limit', INT64_MIN, INT64_MAX)
-    decimal_arg(argv[i + 1], 'window_ms')
-    local limit = integer_arg(argv[i], 'limit', 1, max_limit)
-    return {limit = limit, window = duration_us(argv[i + 1], 'window_ms')}, i + 2
-end
 
 local function counter_params(argv, i) return window_params(argv, i, INT64_MAX) end
 local function slidelog_params(argv, i) return window_params(argv, i, SLOG_MAX_LIMIT) end
 
--- Start of the window holding t >= 0: windows start at multiples of W.
-local function window_start(t, w) return sub(t, mod(t, w)) end
-
--- The expiry of a state whose last window ends at `a + b` (saturated: such
--- a window cannot end anyway).
-local function saturating_add(a, b) return add(a, b) or INT64_MAX end
-
--- Microseconds from now to `until_us` (after now), in nanoseconds.
-local function ns_until(until_us, now_us)
-    return mul(sub(until_us, now_us), 1000) or fail(ERR_OVERFLOW)
-end
-
 -- ------------------------------------------------------------- fixed
 
--- core/fixed_window.c. The state: {start = window_start_us, count}; count 0
--- is the empty state.
+-- A key without a window: the prelude's empty state for fixed_decide.
 local EMPTY_FIXED = {start = 0, count = 0}
 
 -- The stored state, nil when absent, WRONGTYPE for any other value.
@@ -260,32 +146,6 @@ local function read_fixed(key)
     start, count = start and parse_int(start), count and parse_int(count)
     if not start or not count or sign(count) <= 0 then fail(WRONGTYPE) end
     return {start = start, count = count}
-end
-
--- fixed_current_window: the window now is judged in, and what it holds. A
--- stored window ahead of the aligned one (the clock stepped back) is kept.
-local function fixed_window(cur, p, now)
-    local aligned = window_start(now, p.window)
-    local stored = cur.start
-    if sign(stored) > 0 then stored = window_start(stored, p.window) end
-    local w = {start = stored, count = cur.count}
-    if sign(cur.count) == 0 or lt(stored, aligned) then w.start, w.count = aligned, 0 end
-    w.finish = add(w.start, p.window)
-    if w.finish == nil then fail(ERR_OVERFLOW) end
-    return w
-end
-
--- fg_fixed_decide: the decision and the state an admission leaves.
-local function fixed_decide(cur, p, now, cost)
-    local w = fixed_window(cur, p, now)
-    local to_end = ns_until(w.finish, now)
-    local after = add(w.count, cost)
-    local allowed = after ~= nil and le(after, p.limit)
-    if not allowed then after = w.count end
-    local d = {allowed = allowed, limit = p.limit, remaining = max(sub(p.limit, after), 0),
-               retry_ns = (allowed or lt(p.limit, cost)) and -1 or to_end,
-               reset_ns = sign(after) > 0 and to_end or 0}
-    return d, {start = w.start, count = after}
 end
 
 -- Stores a state until its window ends (fg_fixed_expires_at_us).
@@ -325,15 +185,6 @@ end
 
 -- ----------------------------------------------------------- sliding
 
--- core/sliding_window.c. The state: {start, count, prev}. Its 128-bit
--- comparisons are made on prev's weight in whole units, rounded up:
---
---   prev * (W - e) <= free * W   <=>   ceil(prev * (W - e) / W) <= free
---
--- for an integer free, and ceil(prev * (W - e) / W) = prev - floor(prev *
--- e / W), whose product splits over prev = q * W + r into q * e (within
--- int64) and floor(r * e / W) (below W).
-
 local function read_sliding(key)
     local v = get_string(key)
     if v == nil then return nil end
@@ -344,76 +195,6 @@ local function read_sliding(key)
         fail(WRONGTYPE)
     end
     return {start = start, count = count, prev = prev}
-end
-
--- sliding_roll: the state as it stands at now, rolled to the current
--- window (a step back judges at the start of the stored one).
-local function sliding_view(cur, w, now)
-    local aligned = window_start(now, w)
-    local v = {start = aligned, elapsed = sub(now, aligned), count = 0, prev = 0}
-    if cur == nil then return v end
-    local stored = cur.start
-    if sign(stored) > 0 then stored = window_start(stored, w) end
-    if lt(stored, sub(aligned, w)) then return v end -- stale
-    if lt(aligned, stored) then
-        v.start, v.elapsed, v.count, v.prev = stored, 0, cur.count, cur.prev
-    elseif cmp(stored, aligned) == 0 then
-        v.count, v.prev = cur.count, cur.prev
-    else
-        v.prev = cur.count
-    end
-    return v
-end
-
--- ceil(prev * (W - elapsed) / W): prev's weight in the sliding window.
-local function prev_units(v, w)
-    local q, r = divmod(v.prev, w)
-    return sub(v.prev, add(mul(q, v.elapsed), floor_muldiv(r, v.elapsed, w)))
-end
-
--- sliding_first_fit: the smallest e in [0, W] with weight * (W - e) <=
--- free * W; floor(free * W / weight) reaches W exactly when free >= weight.
-local function first_fit(weight, free, w)
-    if not lt(free, weight) then return 0 end
-    return w - floor_muldiv(free, w, weight)
-end
-
--- sliding_wait_us: the wait until the denied request fits (cost <= limit).
-local function sliding_wait_us(v, p, now, cost)
-    local w = p.window
-    if le(v.count, sub(p.limit, cost)) then
-        local e = first_fit(v.prev, sub(sub(p.limit, v.count), cost), w)
-        if e < w then return sub(add(v.start, e) or fail(ERR_OVERFLOW), now) end
-    end
-    local e = sign(v.count) == 0 and 0 or first_fit(v.count, sub(p.limit, cost), w)
-    local at = add(v.start, w)
-    at = at and add(at, e)
-    return sub(at or fail(ERR_OVERFLOW), now)
-end
-
--- sliding_reset_after: until the end of the next window while the current
--- one counts anything, of the current one while prev does.
-local function sliding_reset_ns(v, w, now, count_after)
-    local windows = sign(count_after) > 0 and 2 or (sign(v.prev) > 0 and 1 or 0)
-    if windows == 0 then return 0 end
-    return ns_until(add(v.start, w * windows) or fail(ERR_OVERFLOW), now)
-end
-
--- fg_sliding_decide: the decision and the state an admission leaves.
-local function sliding_decide(cur, p, now, cost)
-    local v = sliding_view(cur, p.window, now)
-    local weight = prev_units(v, p.window)
-    local fits = le(v.count, p.limit) and le(cost, sub(p.limit, v.count)) and
-                 le(weight, sub(sub(p.limit, v.count), cost))
-    local after = fits and add(v.count, cost) or v.count
-    local retry = -1
-    if not fits and le(cost, p.limit) then
-        retry = mul(sliding_wait_us(v, p, now, cost), 1000) or fail(ERR_OVERFLOW)
-    end
-    local d = {allowed = fits, limit = p.limit, retry_ns = retry,
-               reset_ns = sliding_reset_ns(v, p.window, now, after), remaining = 0}
-    if lt(after, p.limit) then d.remaining = max(sub(sub(p.limit, after), weight), 0) end
-    return d, {start = v.start, count = after, prev = v.prev}
 end
 
 local sliding = {}
