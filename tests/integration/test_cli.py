@@ -1,7 +1,12 @@
 """The floodgate command-line tool (src/cli): check, peek, inspect and reset on
 mem: and against a real server, argument errors, and simulate's output.
 
-Exit codes: 0 allowed (or done), 1 denied (inspect: no state), 2 error."""
+Exit codes: 0 allowed (or done), 1 denied (inspect: no state), 2 error.
+
+The rate limits and policy apply against a server run on the module, a stock
+server and a stock 3-master cluster (backends.py), where the tool's library
+runs its server scripts; locks, semaphores, Bloom filters and unique counts
+need the module."""
 
 import csv
 import json
@@ -12,6 +17,7 @@ import subprocess
 import pytest
 
 import harness
+from backends import BACKENDS, target
 
 FLOODGATE = os.path.join(harness.REPO, "build", "floodgate")
 ALGORITHMS = ["fixed", "sliding", "slidelog", "token", "leaky", "gcra"]
@@ -239,13 +245,24 @@ def url(r, server):
     return "redis://127.0.0.1:%d" % server.port
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    """A flushed backends.Target: the session's module server, the stock
+    server, the stock cluster."""
+    if request.param == "module":
+        request.getfixturevalue("r")  # flushed
+        return target("module", module=request.getfixturevalue("server"))
+    return target(request.param)
+
+
 # The longest fixed window (10^12 ms): windows start at multiples of it
 # since the epoch, the next in 2033, so the test's calls share one window
 # whatever the wall clock says (a minute's window may roll over between them).
 LONG_WINDOW_MS = "1000000000000"
 
 
-def test_check_peek_inspect_reset_on_a_server(r, url):
+def test_check_peek_inspect_reset_on_a_server(backend):
+    url, r = backend.url, backend.client()
     decisions = [run_json("check", "--url", url, "u", "fixed", "2", LONG_WINDOW_MS)
                  for _ in range(3)]
     assert [rc for rc, _ in decisions] == [0, 0, 1]
@@ -273,24 +290,29 @@ def test_check_peek_inspect_reset_on_a_server(r, url):
     assert run_json("inspect", "--url", url, "u") == (1, {"key": "u", "state": None})
 
 
-def test_server_state_is_shared_between_runs(r, url):
+def test_server_state_is_shared_between_runs(backend):
+    url = backend.url
     rc, d = run_json("check", "--url", url, "--cost", "3", "b", "token", "5", "1")
     assert rc == 0 and d["remaining"] == 2
     # FG.LEAKY and FG.GCRA share the bucket state.
     rc, d = run_json("peek", "--url", url, "b", "leaky", "5", "1")
     assert rc == 0 and d["remaining"] in (1, 2)
-    assert r.execute_command("FG.INSPECT", "b") is not None
+    assert run_json("inspect", "--url", url, "b")[1]["state"]["type"] == "bucket"
+    if backend.module:
+        assert backend.client().execute_command("FG.INSPECT", "b") is not None
     rc, d = run_json("check", "--url", url, "--cost", "5", "b", "gcra", "5", "1", "1000")
     assert rc == 1 and d["retry_after_ms"] > 0
 
 
-def test_peek_writes_nothing_on_a_server(r, url):
+def test_peek_writes_nothing_on_a_server(backend):
+    url, r = backend.url, backend.client()
     rc, d = run_json("peek", "--url", url, "p", "slidelog", "3", "1000")
     assert rc == 0 and d["remaining"] == 2
     assert r.exists("p") == 0
 
 
-def test_server_errors_exit_2(r, url):
+def test_server_errors_exit_2(backend):
+    url, r = backend.url, backend.client()
     r.set("plain", "x")
     assert_error(run("check", "--url", url, "plain", "token", "1", "1"), "wrongtype")
     # a sliding log keeps its key 10 minutes after the request (a fixed
@@ -299,7 +321,8 @@ def test_server_errors_exit_2(r, url):
     assert_error(run("check", "--url", url, "w", "token", "1", "1"), "wrongtype")
 
 
-def test_json_escapes_keys(r, url):
+def test_json_escapes_keys(backend):
+    url = backend.url
     key = 'a"b\\c'
     run("check", "--url", url, key, "token", "2", "1")
     rc, d = run_json("inspect", "--url", url, key)
@@ -553,20 +576,25 @@ def test_policy_apply_refuses_mem(tmp_path):
     assert p.returncode == 0 and p.stdout.strip() == "%s: 1 policy, valid (nothing sent)" % conf
 
 
-def test_policy_apply_on_a_server(r, url, tmp_path):
+def test_policy_apply_on_a_server(backend, tmp_path):
+    url = backend.url
     conf = tmp_path / "policies.conf"
     conf.write_text(POLICY_FILE)
     p = run("policy", "apply", conf, "--url", url)
     assert p.returncode == 0 and p.stdout.strip() == "applied 1 policy"
     # policies outlive FLUSHALL: other tests' may be on the session server
-    assert b"api.search" in r.execute_command("FG.POLICY", "LIST")
+    assert "api.search" in run_json("policy", "list", "--url", url)[1]
+    if backend.module:
+        assert b"api.search" in backend.client().execute_command("FG.POLICY", "LIST")
     p = run("policy", "show", "api.search", "--url", url)
     assert "allowlist       exact, 1 entry\n" in p.stdout
     assert "denylist        exact, 0 entries\n" in p.stdout
     # --dry-run sends nothing, whatever the URL
-    r.execute_command("FG.POLICY", "DEL", "api.search")
+    assert run_json("policy", "delete", "api.search", "--url", url) == (0, {"deleted": True})
     assert run_json("policy", "apply", conf, "--url", url, "--dry-run") == (0, {"valid": 1})
-    assert b"api.search" not in r.execute_command("FG.POLICY", "LIST")
+    assert "api.search" not in run_json("policy", "list", "--url", url)[1]
+    if backend.module:
+        assert b"api.search" not in backend.client().execute_command("FG.POLICY", "LIST")
 
 
 def test_lock_take_waits_without_limit_at_minus_one(r, url):
