@@ -5,7 +5,8 @@ WSGI runs under wsgiref.simple_server; ASGI under the small asyncio HTTP/1.1
 server below (standard library only, one request per connection), each in a
 thread of its own, and requests go through http.client. Every behaviour runs
 for both middlewares, with a mem: client and most with a client of the session
-redis-server as well.
+redis-server as well, and of a stock server and a stock 3-master cluster
+(backends.py), where the library runs its server scripts.
 
 Determinism: the limits cannot refill during a test (token_bucket(n, 0.001)
 gives one unit back every 1000 s; a fixed window is clock-aligned and could
@@ -23,6 +24,7 @@ import wsgiref.simple_server
 import pytest
 
 import floodgate
+from backends import STOCK, target
 from floodgate.middleware import ASGIRateLimit, WSGIRateLimit
 from harness import free_port
 
@@ -243,14 +245,17 @@ def kind(request):
     return request.param
 
 
-@pytest.fixture(params=["mem", "redis"])
+@pytest.fixture(params=["mem", "redis"] + list(STOCK))
 def backend(request):
+    """mem:, the session's module server, a stock server, a stock cluster."""
     return request.param
 
 
 def _url(request, backend):
     if backend == "mem":
         return "mem:"
+    if backend in STOCK:
+        return target(backend).url
     server = request.getfixturevalue("server")
     if not server.alive():  # a test elsewhere in the run killed it
         server.start()
@@ -456,7 +461,7 @@ def test_fleet_view(kind, backend, new_client, serve):
                                          key=kind.header("X-User"))).port for app in apps]
     alice = user("alice")
     statuses = [get(ports[i % 2], headers=alice).status for i in range(10)]
-    if backend == "redis":
+    if backend != "mem":
         assert statuses == [200] * 4 + [429] * 6
         assert [len(app.requests) for app in apps] == [2, 2]
     else:
@@ -569,7 +574,7 @@ def test_asgi_check_thread(backend, new_client, serve):
     assert (threads[0] is server.thread) == (backend == "mem")
 
 
-@pytest.mark.parametrize("backend", ["redis"])
+@pytest.mark.parametrize("backend", ["redis", "stock"])
 def test_asgi_loop_serves_while_a_check_waits(new_client, serve):
     """While the check of /slow waits (its key function blocks until /fast
     has been served), the loop serves /fast: it would wait for ever if the
