@@ -3,6 +3,10 @@ real servers: the synchronous client's answers and messages, one pipelined
 connection for concurrent calls, callbacks only from the loop, cancelling,
 the denial cache, timeouts and the failure policies, reconnection, AUTH
 and SELECT, unix sockets.
+
+The answers, the pipelined connection, cancelling, the denial cache, AUTH
+and SELECT, policies and a cluster run on stock servers too (backends.py),
+where the client speaks the server scripts; semaphores need the module.
 """
 
 import os
@@ -13,6 +17,8 @@ import time
 import pytest
 import redis
 
+import floodgate
+from backends import BACKENDS, target
 from harness import Server, free_port, wait_for
 from test_client import POLICY_ANSWERS, Driver, program, url
 
@@ -88,18 +94,32 @@ def server():
     s.stop()
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    """A flushed backends.Target: a module server of the test's own, the
+    stock server, the stock cluster."""
+    if request.param == "module":
+        return target("module", module=request.getfixturevalue("server"))
+    return target(request.param)
+
+
+# one server's tests (they look at its clients, or stop it)
+ONE_SERVER = pytest.mark.parametrize("backend", ["module", "stock"], indirect=True,
+                                     scope="function")
+
+
 def allowed(answers):
     return sum(1 for a in answers.values() if a.startswith("ok 1 "))
 
 
 # ----------------------------------------------------------------- answers
 
-def test_the_same_answers_as_the_synchronous_client(server):
+def test_the_same_answers_as_the_synchronous_client(backend):
     """The same sequence of checks and peeks on two keys, one through each
     client: the same answers, field for field, but the reset time that the
     server counts from its own clock."""
-    sync = Driver(url(server))
-    a = AsyncClient(url(server))
+    sync = Driver(backend.url)
+    a = AsyncClient(backend.url)
     assert a.opened == "open ok"
     steps = ["check %s " + SLOW, "peek %s " + SLOW, "check %s " + SLOW + " 2",
              "check %s " + SLOW, "peek %s " + SLOW, "check %s fixed 2 60000 0",
@@ -130,10 +150,11 @@ def test_bad_input_is_refused_at_once_with_the_synchronous_message(server):
     a.close()
 
 
-def test_concurrent_calls_share_one_pipelined_connection(server):
-    r = server.client()
+@ONE_SERVER
+def test_concurrent_calls_share_one_pipelined_connection(backend):
+    r = backend.client()
     before = {c["id"] for c in r.client_list()}
-    a = AsyncClient(url(server))
+    a = AsyncClient(backend.url)
     a.start("burst 200 b hot " + SLOW)
     answers, order, _ = a.wait()
     assert len(answers) == 200
@@ -148,9 +169,9 @@ def test_concurrent_calls_share_one_pipelined_connection(server):
     a.close()
 
 
-def test_answers_come_from_the_loop_never_inside_a_call(server):
+def test_answers_come_from_the_loop_never_inside_a_call(backend):
     """Server answers, cached denials and failure answers alike."""
-    a = AsyncClient(url(server), "cache")
+    a = AsyncClient(backend.url, "cache")
     a.start("burst 4 c k " + SLOW)
     answers, _, _ = a.wait()
     a.start("check d k " + SLOW)  # answered by the denial cache
@@ -166,8 +187,9 @@ def test_answers_come_from_the_loop_never_inside_a_call(server):
     a.close()
 
 
-def test_a_cancelled_call_answers_nothing(server):
-    a = AsyncClient(url(server))
+@ONE_SERVER
+def test_a_cancelled_call_answers_nothing(backend):
+    a = AsyncClient(backend.url)
     a.start("check one k " + SLOW)
     a.start("check two k " + SLOW)
     a.send("cancel one")
@@ -196,13 +218,14 @@ def test_cancelling_a_call_answered_does_nothing_even_once_its_memory_is_reused(
     a.close()
 
 
+@ONE_SERVER
 @pytest.mark.parametrize("answered_by", ["server", "denial_cache"])
-def test_cancelling_from_callbacks(server, answered_by):
+def test_cancelling_from_callbacks(backend, answered_by):
     """A callback cancels itself, the call answered just before it (freed
     by then), and a call still waiting behind it, which never answers:
     with replies from the server, and with answers made at the loop's
     next turn (the denial cache)."""
-    a = AsyncClient(url(server), "cache")
+    a = AsyncClient(backend.url, "cache")
     limit = "fixed 1 60000"
     if answered_by == "denial_cache":
         a.start("burst 2 used k " + limit)
@@ -307,8 +330,10 @@ def test_fallback_decides_in_process_while_the_server_is_down():
 
 # ----------------------------------------------------------- addresses
 
-def test_password_and_db_from_the_url():
-    s = Server().start()
+@pytest.mark.parametrize("kind", ["module", "stock"])
+def test_password_and_db_from_the_url(kind):
+    """AUTH and SELECT before the question of the module (stock)."""
+    s = Server(module=kind == "module").start()
     s.client().config_set("requirepass", "s3cret")
     try:
         a = AsyncClient("redis://:s3cret@127.0.0.1:%d/3" % s.port)
@@ -334,8 +359,9 @@ def test_password_and_db_from_the_url():
         s.stop()
 
 
-def test_unix_socket():
-    s = Server()
+@pytest.mark.parametrize("kind", ["module", "stock"])
+def test_unix_socket(kind):
+    s = Server(module=kind == "module")
     sock = os.path.join(s.dir, "redis.sock")
     s.extra_args += ["--unixsocket", sock]
     s.start()
@@ -407,11 +433,29 @@ def test_lock_calls_have_no_failure_policy():
 
 # ---------------------------------------------------------------- policies
 
-def test_policy_checks(server):
-    server.client().execute_command("FG.POLICY", "SET", "api", "LIMIT", "TOKEN", 2, 0.001,
-                                    "LIMIT", "FIXED", 100, 86400000)
-    server.client().execute_command("FG.POLICY", "DENY", "api", "bad")
-    a = AsyncClient(url(server))
+# Known bug: on a stock cluster the asynchronous client sends FG.CHECK as one
+# script naming the key and the policy's three keys (fg_policy_check_command,
+# as on one server), which hash to other slots: CROSSSLOT. The synchronous
+# client asks the policy's node first (FG.POLICY LOOKUP, then the check with
+# RULES: remote_policy.c); fg_async_policy_check has no such second step yet.
+ASYNC_POLICY_ON_A_STOCK_CLUSTER = pytest.mark.xfail(
+    strict=True, reason="fg_async_policy_check on a stock cluster: CROSSSLOT (no LOOKUP step)")
+
+
+@pytest.mark.parametrize("backend", [
+    "module", "stock", pytest.param("stock-cluster", marks=ASYNC_POLICY_ON_A_STOCK_CLUSTER)],
+    indirect=True, scope="function")
+def test_policy_checks(backend):
+    if backend.module:
+        backend.client().execute_command("FG.POLICY", "SET", "api", "LIMIT", "TOKEN", 2, 0.001,
+                                         "LIMIT", "FIXED", 100, 86400000)
+        backend.client().execute_command("FG.POLICY", "DENY", "api", "bad")
+    else:  # the policy's keys, through the synchronous library
+        with floodgate.Client(backend.url) as c:
+            c.policy_set("api", floodgate.PolicyDef([floodgate.token_bucket(2, 0.001),
+                                                     floodgate.fixed_window(100, 86400000)]))
+            c.policy_deny("api", "bad")
+    a = AsyncClient(backend.url)
     for i in range(3):
         a.start("policy p%d api user" % i)
     a.start("policy d api bad")
@@ -430,24 +474,35 @@ def test_policy_checks(server):
 # ----------------------------------------------------------------- cluster
 
 @pytest.fixture(scope="module")
-def cluster():
+def module_cluster():
     from topology import Cluster
     c = Cluster().start()
     yield c
     c.stop()
 
 
+@pytest.fixture(params=["module", "stock"])
+def cluster(request):
+    """The file's cluster with the module, or the shared stock one (flushed)."""
+    if request.param == "module":
+        return request.getfixturevalue("module_cluster")
+    return target("stock-cluster").cluster
+
+
 def test_cluster_every_call_on_its_owner(cluster):
     from test_client_cluster import assert_on_owners, cluster_url
+    module = cluster.nodes[0].module  # semaphores need it
     # One seed only: the other masters are learned from the map and MOVED.
     a = AsyncClient(cluster_url(cluster, cluster.nodes[:1]))
     keys = ["%s:%d" % (AsyncClient.program, i) for i in range(30)]
     for i, k in enumerate(keys):
         a.start("check c%d %s %s" % (i, k, SLOW))
-        a.start("acquire s%d sem:%s 2 o 1 60000" % (i, k))
+        if module:
+            a.start("acquire s%d sem:%s 2 o 1 60000" % (i, k))
     answers, _, _ = a.wait()
+    assert len(answers) == len(keys) * (2 if module else 1)
     assert all(v.startswith("ok 1 ") for v in answers.values()), answers
-    assert_on_owners(cluster, keys + ["sem:" + k for k in keys])
+    assert_on_owners(cluster, keys + (["sem:" + k for k in keys] if module else []))
     a.close()
 
 
@@ -491,6 +546,7 @@ def test_cluster_resharding_under_traffic(cluster):
     finally:
         c.close()
     a.close()
+    migrate_slot(cluster, mig[0], src)  # back, for the shared stock cluster
 
 
 def test_cluster_nothing_listening_is_answered_by_the_policy():
