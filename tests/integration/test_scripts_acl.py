@@ -67,8 +67,9 @@ def srv():
         yield s
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def shas(srv):
+    """The scripts loaded (again: a test flushes the cache), by family."""
     c = srv.client()
     out = {"ratelimit": c.script_load(script_text("ratelimit"))}
     if os.path.exists(os.path.join(SCRIPTS, "policy.lua")):
