@@ -619,3 +619,68 @@ def test_wrongtype_as_the_module(stock):
     with pytest.raises(floodgate.WrongTypeError):
         client.check("w", floodgate.token_bucket(5, 1))
     client.close()
+
+
+# ------------------------------------------------------------------ policies
+
+API = floodgate.PolicyDef([floodgate.token_bucket(2, 0.001), floodgate.fixed_window(5, 60000)])
+
+
+def exercise_policies(client, prefix):
+    """The library's policy calls on a server that keeps policies in keys."""
+    client.policy_set("api", API)
+    assert "api" in client.policy_names()
+    got = client.policy_get("api")
+    assert got.definition.limits == API.limits and got.allowed == 0
+    checks = [client.policy_check("api", prefix + "u") for _ in range(3)]
+    assert [(c.result.allowed, c.result.remaining, c.decided_by) for c in checks] == \
+        [(True, 1, "limit"), (True, 0, "limit"), (False, 0, "limit")]
+    assert checks[2].result.retry_after_ms > 0
+    client.policy_deny("api", [prefix + "bad"])
+    client.policy_allow("api", [prefix + "good"])
+    assert client.policy_check("api", prefix + "bad").decided_by == "denylist"
+    good = [client.policy_check("api", prefix + "good") for _ in range(4)]
+    assert all(g.result.allowed and g.decided_by == "allowlist" for g in good)
+    # a denial that can never be allowed within the wait is answered at once
+    waited = client.policy_acquire("api", prefix + "u", 50)
+    assert not waited.result.allowed
+    assert client.policy_delete("api") is True
+    assert "api" not in client.policy_names()
+    with pytest.raises(floodgate.InvalidError, match="no such policy 'api'"):
+        client.policy_check("api", prefix + "u")
+
+
+def test_policies_on_a_stock_server(stock):
+    client = floodgate.Client(url(stock))
+    exercise_policies(client, "s:")
+    client.close()
+    c = stock.client()
+    assert all(c.pttl(k) > 0 for k in c.keys("s:*"))  # states expire; definitions are gone
+    assert c.keys("fg:policy:*") == []
+    c.close()
+
+
+def test_policies_on_a_stock_cluster(stock_cluster):
+    client = floodgate.Client(cluster_url(stock_cluster))
+    # keys on other slots than the policy's: LOOKUP, then the check with RULES
+    exercise_policies(client, "c:")
+    client.close()
+
+
+def test_async_policies_on_a_stock_cluster(stock_cluster, async_program):
+    cl = stock_cluster
+    setter = floodgate.Client(cluster_url(cl))
+    setter.policy_set("api", API)
+    setter.policy_deny("api", ["deny:me"])
+    a = async_program(cluster_url(cl, cl.nodes[:1]))
+    # the first check meets CROSSSLOT as one script, the others LOOKUP first
+    for i in range(6):
+        a.send("policy p%d api ak:%d" % (i, i % 2))
+    a.send("policy d api deny:me")
+    answers, _, _ = a.wait()
+    assert [answers["p%d" % i].split()[:3] for i in range(6)] == \
+        [["ok", "1", "1"]] * 2 + [["ok", "1", "0"]] * 2 + [["ok", "0", "0"]] * 2, answers
+    assert answers["d"].split()[1] == "0" and "denylist" in answers["d"], answers
+    a.close()
+    setter.policy_delete("api")
+    setter.close()

@@ -66,6 +66,7 @@
 #include "lock_args.h"
 #include "monotonic.h"
 #include "remote/cluster.h"
+#include "remote/command.h"
 #include "remote/conn.h"
 #include "remote/remote_lock.h"
 #include "remote/remote_policy.h"
@@ -111,6 +112,10 @@ struct fg_async_call {
     unsigned slot;
     uint32_t ask; /* NO_NODE, or the node an ASK sends it to */
     int hops;     /* redirects followed */
+    /* a cluster's policy check of a policy in keys (remote_policy.c): its
+     * step, and a list's verdict; c->key holds its name, key and identity */
+    enum { POLICY_AS_IS, POLICY_LOOKUP, POLICY_RULED } step;
+    bool listed, listed_allow;
     /* a check's: the call, and its answer when made without the server */
     fg_limit_call c;
     bool answered;
@@ -146,6 +151,7 @@ struct fg_async {
     fg_url auth;      /* a cluster node's user, password */
     uint32_t *owner;  /* a cluster: the node of each slot (NO_NODE: unknown) */
     bool map_stale;   /* read CLUSTER SLOTS again at the next call */
+    bool policies_in_keys; /* a cluster whose nodes keep policies in keys */
     bool map_reading; /* a CLUSTER SLOTS is in flight */
 
     call_list ready;
@@ -237,10 +243,21 @@ static void finish_grant(fg_async_call *c, const redisReply *reply, const fg_err
     if (!c->cancelled) c->done.grant(rc, rc == FG_CODE_OK ? &grant : NULL, &err, c->arg);
 }
 
+/* A listed identity's answer, as the module's: nothing read nor charged. */
+static void list_answer(bool allowed, fg_policy_result *out) {
+    memset(out, 0, sizeof(*out));
+    out->result = (fg_result){allowed, 0, 0, -1, 0, FG_SOURCE_SERVER};
+    out->decided_by = allowed ? FG_BY_ALLOWLIST : FG_BY_DENYLIST;
+}
+
 static void finish_policy(fg_async_call *c, const redisReply *reply, const fg_error *why) {
     fg_policy_result result;
     fg_error err = *why;
     fg_code rc = reply != NULL ? fg_parse_policy_check(reply, &result, &err) : FG_CODE_IO;
+    if (c->listed && reply != NULL) {
+        list_answer(c->listed_allow, &result);
+        rc = FG_CODE_OK;
+    }
     if (rc == FG_CODE_OK) fg_count(&c->a->counters.decisions, 1);
     if (!c->cancelled) c->done.policy(rc, rc == FG_CODE_OK ? &result : NULL, &err, c->arg);
 }
@@ -559,6 +576,80 @@ static bool noscript(fg_async_call *c, const redisReply *r) {
     return true;
 }
 
+static void send_call(fg_async_call *c, int argc, const char **argv, const size_t *argvlen,
+                      const char *key, size_t keylen);
+
+/* The parts of a policy check kept in c->key: name, key, identity. */
+static const char *policy_part(const fg_async_call *c, int i) {
+    const char *s = c->key;
+    while (i-- > 0)
+        s += strlen(s) + 1;
+    return s;
+}
+
+static void policy_command(const fg_async_call *c, fg_command *cmd) {
+    const char *identity = policy_part(c, 2);
+    fg_policy_request q = {policy_part(c, 0), policy_part(c, 1), identity[0] ? identity : NULL,
+                           c->c.cost, false, 0};
+    fg_policy_check_command(cmd, &q, &c->a->opts);
+}
+
+/* A cluster's check of a policy in keys, first step: FG.POLICY LOOKUP on
+ * the policy's slot (remote_policy.c's check_in_keys). */
+static void policy_lookup(fg_async_call *c) {
+    char keys[FG_POLICY_KEYS][FG_POLICY_KEY_MAX];
+    const char *name = policy_part(c, 0), *identity = policy_part(c, 2);
+    fg_policy_keys(name, strlen(name), keys);
+    fg_command cmd;
+    fg_command_init(&cmd, keys[0]);
+    fg_command_str(&cmd, "FG.POLICY");
+    fg_command_str(&cmd, "LOOKUP");
+    fg_command_str(&cmd, name);
+    fg_command_str(&cmd, identity[0] ? identity : policy_part(c, 1));
+    free(c->cmd);
+    free(c->script);
+    c->cmd = c->script = NULL;
+    c->step = POLICY_LOOKUP;
+    c->hops = 0;
+    c->eval = false;
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, cmd.key, cmd.keylen);
+}
+
+/* The policy steps of a cluster whose nodes keep policies in keys: a
+ * check sent as one script met a policy on another slot (CROSSSLOT), and
+ * goes again as LOOKUP; a LOOKUP's rules go on to the key's node with the
+ * check (RULES), unless a list decided. false when r is c's answer. */
+static bool policy_step(fg_async_call *c, const redisReply *r) {
+    fg_async *a = c->a;
+    if (c->finish != finish_policy) return false;
+    if (c->step == POLICY_AS_IS) {
+        if (!c->sent_script || !is_error(r, "CROSSSLOT")) return false;
+        a->policies_in_keys = true;
+        policy_lookup(c);
+        return true;
+    }
+    if (c->step != POLICY_LOOKUP || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
+        return false;
+    if (r->element[1]->len > 0) {
+        c->listed = true;
+        c->listed_allow = strcmp(r->element[1]->str, "allow") == 0;
+        return false;
+    }
+    fg_command cmd;
+    policy_command(c, &cmd);
+    fg_command_str(&cmd, "RULES");
+    fg_command_arg(&cmd, r->element[0]->str, r->element[0]->len);
+    free(c->cmd);
+    free(c->script);
+    c->cmd = c->script = NULL;
+    c->step = POLICY_RULED;
+    c->hops = 0;
+    c->eval = false;
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, cmd.key, cmd.keylen);
+    return true;
+}
+
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     (void)ac;
     static const fg_error lost = {FG_CODE_IO, "the connection to the server was lost or timed out"};
@@ -570,6 +661,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     if (reply != NULL && !a->closing && noscript(c, reply)) return;
     if (reply != NULL && a->owner != NULL && !a->closing) {
         if (redirected(c, reply)) return;
+        if (policy_step(c, reply)) return;
         /* a slot in the middle of a failover or a migration: lost, as an
          * unreachable master is (the map is read again) */
         if (is_error(reply, "TRYAGAIN") || is_error(reply, "CLUSTERDOWN")) {
@@ -850,13 +942,22 @@ fg_code fg_async_policy_check(fg_async *a, const char *name, const char *key,
     fg_code rc = fg_policy_name_check(name, err);
     if (rc == FG_CODE_OK) rc = fg_policy_request_check(cost, false, 0, err);
     if (rc != FG_CODE_OK) return rc;
-    fg_async_call *c = new_call(a, 0, arg, call, err);
+    size_t nlen = strlen(name) + 1, klen = strlen(key) + 1;
+    size_t ilen = identity != NULL ? strlen(identity) + 1 : 1;
+    fg_async_call *c = new_call(a, nlen + klen + ilen, arg, call, err);
     if (c == NULL) return a->closing ? FG_CODE_IO : FG_CODE_NOMEM;
     c->finish = finish_policy;
     c->done.policy = done;
-    fg_policy_request q = {name, key, identity, cost, false, 0};
+    memcpy(c->key, name, nlen);
+    memcpy(c->key + nlen, key, klen);
+    memcpy(c->key + nlen + klen, identity != NULL ? identity : "", ilen);
+    c->c.cost = cost;
+    if (a->owner != NULL && a->policies_in_keys) {
+        policy_lookup(c);
+        return FG_CODE_OK;
+    }
     fg_command cmd;
-    fg_policy_check_command(&cmd, &q, &a->opts);
+    policy_command(c, &cmd);
     send_call(c, cmd.argc, cmd.argv, cmd.argvlen, key, strlen(key));
     return FG_CODE_OK;
 }
