@@ -407,6 +407,8 @@ end
 
 -- Which family a key holds: nil when absent, WRONGTYPE for any other value
 -- (GCRA's strings included: the length tells them, see the top).
+local POLICY_STATE
+
 local function family_of(key)
     local kind = key_type(key)
     if kind == 'none' then return nil end
@@ -425,10 +427,15 @@ local function family_of(key)
         read_sliding(key)
         return sliding
     end
+    if tag == 'p1|' then return POLICY_STATE end
     if not string.find(v, '^[1-9]' .. string.rep('%d', 17) .. '%d?$') then fail(WRONGTYPE) end
     read_tat(key)
     return bucket
 end
+
+-- FG.RESET deletes a policy's state too (policy.lua's "p1|..."), as the
+-- module's does; FG.INSPECT answers it WRONGTYPE, as the module's.
+POLICY_STATE = {inspect = function() fail(WRONGTYPE) end}
 
 -- FG.RESET key and FG.INSPECT key take nothing after the key.
 local function key_only(argv, i, command)

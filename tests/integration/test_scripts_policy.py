@@ -240,3 +240,29 @@ def test_check_errors_alike(pair):
     for opts in (["COST", "-1"], ["COST"], ["WAIT", "0"], ["WAIT", "10", "AT", "5"], ["NOPE", "1"]):
         a, b = p.check("one", "u", *opts)
         assert a == b, opts
+
+
+def ratelimit_text():
+    with open(f"{ROOT}/src/scripts/prelude.lua") as f:
+        prelude = f.read()
+    with open(f"{ROOT}/src/scripts/ratelimit.lua") as f:
+        family = f.read()
+    return prelude + "\n" + family + "\nreturn run_named(commands, KEYS, ARGV)\n"
+
+
+# Regression: the script's FG.RESET answered WRONGTYPE for a policy's
+# state, which the module's deletes.
+def test_reset_and_inspect_of_a_policy_state(pair):
+    m, k, sha = pair
+    m.flushall()
+    k.flushall()
+    p = Pair(m, k, sha)
+    rl = k.script_load(ratelimit_text())
+    p.set("rs", ["LIMIT", "FIXED", "5", "60000"])
+    p.check("rs", "held", "AT", str(T0))
+    assert k.exists("held") and m.exists("held")
+    a = p.module("FG.INSPECT", "held")
+    b = answer(lambda: k.evalsha(rl, 1, "held", "FG.INSPECT"))
+    assert a == b and "WRONGTYPE" in a[1]
+    assert p.module("FG.RESET", "held") == answer(lambda: k.evalsha(rl, 1, "held", "FG.RESET")) == 1
+    assert not k.exists("held") and not m.exists("held")
