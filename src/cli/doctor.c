@@ -87,8 +87,9 @@ static int check_module(redisContext *s, finding_list *f) {
     long long v = module_version(r);
     freeReplyObject(r);
     if (v < 0) {
-        finding(f, "hazard", "no module: floodgate.so is not loaded, and the library needs it "
-                "(a script backend for servers without modules is not there yet)%s%s", "", "");
+        finding(f, "note", "no module: libfloodgate runs the rate limits and policies as "
+                "server scripts (docs/scripts.md); locks, semaphores, Bloom filters and unique "
+                "counts need floodgate.so%s%s", "", "");
         return 1;
     }
     snprintf(version, sizeof(version), "%lld.%lld.%lld", v / 10000, v / 100 % 100, v % 100);

@@ -647,9 +647,11 @@ def test_doctor_names_a_hazard_and_exits_1(args, hazard):
 
 
 def test_doctor_without_the_module():
+    """A stock server is no hazard: the library runs its scripts there."""
     with harness.Server(module=False) as s:
         p = doctor(s.port)
-    assert p.returncode == 1 and "hazard  no module" in p.stdout and "script backend" in p.stdout
+    assert "note    no module" in p.stdout and "server scripts" in p.stdout, p.stdout
+    assert p.returncode == 0, p.stdout
 
 
 def test_doctor_on_an_unreachable_server():
