@@ -684,3 +684,30 @@ def test_async_policies_on_a_stock_cluster(stock_cluster, async_program):
     a.close()
     setter.policy_delete("api")
     setter.close()
+
+
+# ------------------------------------------------------- script cache eviction
+
+def test_a_script_evicted_from_the_cache():
+    """Redis 7.4 and later evict the scripts EVAL cached (the oldest, past
+    500); the library's EVAL after NOSCRIPT is such a script, so it may go
+    any time: the next call finds it gone and sends it again."""
+    s = Server(module=False).start()
+    try:
+        d = Driver(url(s))
+        assert d("check ev %s" % SLOW).startswith("ok 1 5 4 ")
+        c = s.client()
+        ours = [sha for sha in re.findall(r"[0-9a-f]{40}", open(os.path.join(GEN, "scripts.c")).read())]
+        c.script_flush()
+        assert d("check ev %s" % SLOW).startswith("ok 1 5 3 ")  # NOSCRIPT: cached by EVAL
+        assert any(c.script_exists(sha)[0] for sha in ours)
+        for i in range(600):
+            c.eval("return %d" % i, 0)
+        if any(c.script_exists(sha)[0] for sha in ours):
+            pytest.skip("this server keeps every script EVAL cached (Redis 7.4 began evicting them)")
+        assert d("check ev %s" % SLOW).startswith("ok 1 5 2 ")
+        assert any(c.script_exists(sha)[0] for sha in ours)
+        d.close()
+        c.close()
+    finally:
+        s.cleanup()
