@@ -4,7 +4,7 @@
  * threads, for tests/integration/test_client_policies.py.
  *
  *   policy_client URL [CLOCK_US [send]]
- *   policy_client diff URL SEED OPERATIONS
+ *   policy_client diff URL SEED OPERATIONS [exact]
  *   policy_client fifo URL NAME
  *
  * With a URL, reads commands on stdin and answers one line each on stdout
@@ -42,7 +42,9 @@
  * list additions and checks, requiring identical codes, messages and
  * answers. Exit 0 with "OK N operations: ..." (how many checks were
  * allowed, denied by limits, by the penalty box and by lists, shadow
- * denials, replacements) when all agree, 1 at the first difference.
+ * denials, replacements) when all agree, 1 at the first difference. With
+ * "exact" the lists are never Bloom filters (a server without the module,
+ * whose scripts keep exact lists only).
  *
  * fifo: the waiting queue of one key with threads (timings in the
  * comment of run_fifo); prints one line per request.
@@ -400,6 +402,7 @@ static int serve(int argc, char **argv) {
 static int64_t offset_us; /* how far the injected clock runs ahead of the wall's */
 static unsigned seed;     /* in every name, with the process id: runs do not meet */
 static long allowed, by_limit, by_penalty, by_list, shadowed, replaced;
+static bool exact_lists; /* diff ... exact: no Bloom lists */
 
 static int64_t wall_us(void) {
     struct timespec ts;
@@ -445,8 +448,9 @@ static fg_policy_def random_def(int p) {
         within_bound[p] = within;
     }
     def.shadow = rand() % 6 == 0;
-    if (rand() % 3 == 0) def.allowlist = (fg_list_spec){FG_LIST_BLOOM, 0.01, 50};
-    if (rand() % 3 == 0) def.denylist = (fg_list_spec){FG_LIST_BLOOM, 0.001, 20};
+    /* (the draws are made either way: "exact" keeps the same sequence) */
+    if (rand() % 3 == 0 && !exact_lists) def.allowlist = (fg_list_spec){FG_LIST_BLOOM, 0.01, 50};
+    if (rand() % 3 == 0 && !exact_lists) def.denylist = (fg_list_spec){FG_LIST_BLOOM, 0.001, 20};
     return def;
 }
 
@@ -699,8 +703,11 @@ static int run_fifo(const char *url, const char *name) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 5 && strcmp(argv[1], "diff") == 0)
+    if ((argc == 5 || (argc == 6 && strcmp(argv[5], "exact") == 0)) &&
+        strcmp(argv[1], "diff") == 0) {
+        exact_lists = argc == 6;
         return differential(argv[2], (unsigned)atoi(argv[3]), atol(argv[4]));
+    }
     if (argc == 4 && strcmp(argv[1], "fifo") == 0) return run_fifo(argv[2], argv[3]);
     if (argc >= 2 && argc <= 4) return serve(argc, argv);
     fprintf(stderr, "usage: policy_client URL [CLOCK_US [send]] | policy_client diff URL SEED "
