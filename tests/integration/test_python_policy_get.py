@@ -3,16 +3,24 @@ the same policy: a server's FG.POLICY GET tells a Bloom list's error and
 capacity (it told its kind and entries only, which the library read as 0.0
 and 0, which no policy_set takes), and keeps the list's filter when a
 policy is replaced with the list's kind unchanged, so get -> set is the
-same policy, its entries included, on a server as on mem:."""
+same policy, its entries included, on a server as on mem:.
+
+Exact lists read back too, on a stock server and a stock cluster as well
+(backends.py), whose scripts keep exact lists only: the Bloom ones stay
+the module's."""
 
 import pytest
 
 import floodgate as fg
+from backends import STOCK, target
 
 
 @pytest.fixture(params=["mem", "server"])
 def client(request, server, r):
-    url = "mem:" if request.param == "mem" else "redis://127.0.0.1:%d" % server.port
+    if request.param in STOCK:
+        url = target(request.param).url  # flushed: its policies with it
+    else:
+        url = "mem:" if request.param == "mem" else "redis://127.0.0.1:%d" % server.port
     with fg.Client(url) as c:
         yield c
     for name in r.execute_command("FG.POLICY", "LIST"):
@@ -26,11 +34,16 @@ def definition(allowlist, denylist):
                         allowlist=allowlist, denylist=denylist)
 
 
-@pytest.mark.parametrize("lists", [
-    (fg.ListSpec("exact"), fg.ListSpec("bloom", 0.01, 500)),
-    (fg.ListSpec("bloom", 0.001, 100000), fg.ListSpec("bloom", 0.05, 20)),
-    (fg.ListSpec("bloom", 0.001, 100000), fg.ListSpec("exact")),
-])
+EXACT = (fg.ListSpec("exact"), fg.ListSpec("exact"))
+
+
+@pytest.mark.parametrize("client, lists", [
+    (where, lists) for where in ("mem", "server") for lists in [
+        (fg.ListSpec("exact"), fg.ListSpec("bloom", 0.01, 500)),
+        (fg.ListSpec("bloom", 0.001, 100000), fg.ListSpec("bloom", 0.05, 20)),
+        (fg.ListSpec("bloom", 0.001, 100000), fg.ListSpec("exact"))]] +
+    [(where, EXACT) for where in ("mem", "server") + STOCK],
+    indirect=["client"], scope="function")
 def test_get_then_set_is_the_same_policy(client, lists):
     api = definition(*lists)
     client.policy_set("pyget.api", api)
