@@ -10,6 +10,11 @@ that a crash or a hang is a failed test, not a dead pytest; it loads the
 package this pytest imported. Scenarios count rounds and calls, never
 time: threads meet on semaphores and joins, and the time limit is only
 there to turn a hang into a failure (with every thread's stack).
+
+close() under calls and the loader replaced under policy checks run on a
+stock server too (backends.py), where each connection learns its dialect
+as it opens and the policies are the server scripts' (calls the scripts
+do not have, Bloom filters or locks, answer an error: an answer too).
 """
 
 import faulthandler
@@ -22,6 +27,7 @@ import threading
 import pytest
 
 import floodgate
+from backends import target
 
 HANG_S = 300  # far beyond a scenario's run, loaded machine or not: only a hang reaches it
 
@@ -34,7 +40,13 @@ def url_of(server):
 def url(request):
     if request.param == "mem":
         return "mem:"
+    if request.param == "stock":
+        return target("stock").url
     return url_of(request.getfixturevalue("server"))
+
+
+WITH_STOCK = pytest.mark.parametrize("url", ["mem", "redis", "stock"], indirect=True,
+                                     scope="function")
 
 
 def started_with(name):
@@ -61,6 +73,7 @@ def run(scenario, url, rounds):
                                        p.stderr[-6000:])
 
 
+@WITH_STOCK
 def test_close_while_threads_call(url):
     run("close_while_calling", url, 60 if url == "mem:" else 20)
 
@@ -69,6 +82,7 @@ def test_close_while_threads_wait_for_locks(url):
     run("close_while_waiting", url, 40 if url == "mem:" else 15)
 
 
+@WITH_STOCK
 def test_loader_replaced_while_checks_call_it(url):
     run("replace_loader", url, 30 if url == "mem:" else 6)
 
