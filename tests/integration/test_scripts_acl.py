@@ -103,7 +103,7 @@ def denied(c, *command):
     message only), or one a script called ("The user executing the script
     can't run this command", "... can't access at least one of the keys")."""
     msg = refused(c, *command)
-    assert re.search(r"NOPERM|can't run this command|can't access|no permissions", msg), (command, msg)
+    assert re.search(r"NOPERM|can't run this command|can't access|no permissions", msg, re.I), (command, msg)
     return True
 
 
@@ -338,7 +338,7 @@ def policy_refused(app, policy):
                  ["ALLOW", "api", "me"], ["UNLIST", "api", "DENY", "10.0.0.66"]):
         with pytest.raises(redis.ResponseError) as e:
             policy(app, *args)
-        assert re.search(r"NOPERM|can't run this command|can't access|no permissions", str(e.value)), \
+        assert re.search(r"NOPERM|can't run this command|can't access|no permissions", str(e.value), re.I), \
             (args, str(e.value))
     return True
 
