@@ -13,7 +13,8 @@
 --   fg:policy:{name}         HASH  the definition: v (its version), rules
 --                                  (the converted numbers, read by every
 --                                  check), limits and penalty (the words, for
---                                  GET), allow and deny (the lists' kinds)
+--                                  GET), allow and deny (the lists' kinds),
+--                                  nallow and ndeny (their sizes)
 --   fg:policy:{name}:allow   SET   the exact allow list
 --   fg:policy:{name}:deny    SET   the exact deny list
 --   fg:policies              SET   the names, for FG.POLICY LIST (kept by
@@ -49,8 +50,6 @@ local MAX_EMISSION_NS = big(1073741824, 0) -- 2^62
 local ERR_POLICY_NAME = "ERR policy name must be 1 to 64 letters, digits, '_', '-', '.' or '/'"
 
 local function is_bucket(alg) return alg == 'T' or alg == 'L' or alg == 'G' end
-
-local function policy_key(name, suffix) return 'fg:policy:{' .. name .. '}' .. (suffix or '') end
 
 local function valid_name(name)
     return #name >= 1 and #name <= 64 and string.find(name, '^[%w_%-%./]+$') ~= nil
@@ -594,11 +593,13 @@ local function check_options(argv, first)
     return o
 end
 
--- The definition of a policy: its rules (nil when there is none).
-local function read_rules(name)
-    local text = redis.call('HGET', policy_key(name), 'rules')
-    if not text then return nil end
-    return decode_rules(text)
+-- The definition of a policy at its key: its rules (nil when there is
+-- none), and whether its lists hold anything (their sizes, kept beside the
+-- rules, spare a check two SISMEMBERs in the common case of empty lists).
+local function read_definition(key)
+    local d = redis.call('HMGET', key, 'rules', 'nallow', 'ndeny')
+    if not d[1] then return nil end
+    return decode_rules(d[1]), (tonumber(d[2]) or 0) > 0, (tonumber(d[3]) or 0) > 0
 end
 
 local function missing(name) fail("ERR no such policy '" .. name .. "'") end
@@ -642,11 +643,13 @@ commands['FG.CHECK'] = function(keys, argv, i)
         rules = decode_rules(o.rules)
         if rules == nil then fail('ERR RULES: not rules of FG.POLICY LOOKUP') end
     else
-        rules = read_rules(name)
+        if #keys ~= 4 then fail("ERR FG.CHECK takes the state key and the policy's three keys, or RULES") end
+        local allows, denies
+        rules, allows, denies = read_definition(keys[2])
         if rules == nil then missing(name) end
         local identity = o.id or key
-        if keys[4] and redis.call('SISMEMBER', keys[4], identity) == 1 then return list_answer(false) end
-        if keys[3] and redis.call('SISMEMBER', keys[3], identity) == 1 then return list_answer(true) end
+        if denies and redis.call('SISMEMBER', keys[4], identity) == 1 then return list_answer(false) end
+        if allows and redis.call('SISMEMBER', keys[3], identity) == 1 then return list_answer(true) end
     end
     local now_us, skew = decision_time(o.at)
     local v = get_string(key)
@@ -719,6 +722,7 @@ local function add_items(keys, argv, i, which)
     local key = which == 'ALLOW' and keys[2] or keys[3]
     local added = 0
     for k = i + 1, #argv do added = added + redis.call('SADD', key, argv[k]) end
+    redis.call('HSET', keys[1], which == 'ALLOW' and 'nallow' or 'ndeny', redis.call('SCARD', key))
     return added
 end
 
@@ -735,6 +739,7 @@ policy_commands.UNLIST = function(keys, argv, i)
     local key = which == 'ALLOW' and keys[2] or keys[3]
     local removed = 0
     for k = i + 2, #argv do removed = removed + redis.call('SREM', key, argv[k]) end
+    redis.call('HSET', keys[1], which == 'ALLOW' and 'nallow' or 'ndeny', redis.call('SCARD', key))
     return removed
 end
 
