@@ -433,18 +433,6 @@ def test_lock_calls_have_no_failure_policy():
 
 # ---------------------------------------------------------------- policies
 
-# Known bug: on a stock cluster the asynchronous client sends FG.CHECK as one
-# script naming the key and the policy's three keys (fg_policy_check_command,
-# as on one server), which hash to other slots: CROSSSLOT. The synchronous
-# client asks the policy's node first (FG.POLICY LOOKUP, then the check with
-# RULES: remote_policy.c); fg_async_policy_check has no such second step yet.
-ASYNC_POLICY_ON_A_STOCK_CLUSTER = pytest.mark.xfail(
-    strict=True, reason="fg_async_policy_check on a stock cluster: CROSSSLOT (no LOOKUP step)")
-
-
-@pytest.mark.parametrize("backend", [
-    "module", "stock", pytest.param("stock-cluster", marks=ASYNC_POLICY_ON_A_STOCK_CLUSTER)],
-    indirect=True, scope="function")
 def test_policy_checks(backend):
     if backend.module:
         backend.client().execute_command("FG.POLICY", "SET", "api", "LIMIT", "TOKEN", 2, 0.001,

@@ -693,13 +693,6 @@ def test_limit_conn_slot_of_a_killed_worker_comes_back_with_its_lease(redis_serv
 
 # ---------------------------------------------------------------- policies
 
-# Known bug (test_async.py's ASYNC_POLICY_ON_A_STOCK_CLUSTER): the nginx
-# module's policy checks go through fg_async_policy_check, which on a stock
-# cluster answers CROSSSLOT, and nginx lets the request pass (fail=open).
-@pytest.mark.parametrize("backend", [
-    "module", "stock", pytest.param("stock-cluster", marks=pytest.mark.xfail(
-        strict=True, reason="fg_async_policy_check on a stock cluster: CROSSSLOT"))],
-    indirect=True, scope="function")
 def test_a_named_policy_limits_the_location(backend, nginxes):
     if backend.module:
         r = backend.client()
