@@ -72,14 +72,23 @@ class Call(threading.Thread):
 
 
 def start_waiters(server, admin, calls):
-    """Starts each blocking call in order, each queued before the next."""
+    """Starts each blocking call in order, each queued before the next.
+    Stops at the first call answered instead (or that let one before it
+    be answered): on a slow machine a short lease or timeout can end
+    before its call is queued, and the callers then try a longer one. (It
+    waited for the call to block, which such a call never does: 30 s, then
+    TimeoutError, as seen on a loaded machine running the suite on several
+    workers.)"""
     threads = []
     for args in calls:
         before = blocked_clients(admin)
         t = Call(server, *args)
         t.start()
-        wait_for(lambda: blocked_clients(admin) > before, timeout=30)
         threads.append(t)
+        wait_for(lambda: blocked_clients(admin) > before
+                 or not all(w.is_alive() for w in threads), timeout=30)
+        if not all(w.is_alive() for w in threads):
+            break
     return threads
 
 
