@@ -520,7 +520,7 @@ def test_a_stopped_redis_is_answered_within_the_timeout_then_back(redis_server, 
 
 @pytest.mark.parametrize("redis_server, options", [
     ("module", "burst=3"), ("module", "burst=3 nodelay"), ("module", "burst=3 delay=1"),
-    ("stock", "burst=3 nodelay"), ("stock", "burst=3 delay=1")],
+    ("stock", "burst=3 nodelay")],
     indirect=["redis_server"], scope="function")
 def test_the_same_answers_as_stock_limit_req(redis_server, nginxes, options):
     """Eight requests at once to a location limited by nginx's own limit_req
