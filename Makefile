@@ -265,8 +265,16 @@ unit-tsan: $(TSAN_BINS)
 	@for t in $(TSAN_BINS); do echo "== $$t (thread sanitizer)"; \
 		TSAN_OPTIONS=halt_on_error=1 $$t || exit 1; done
 
+# The integration suite on INTEGRATION_JOBS pytest-xdist workers, a test
+# file to a worker (its module fixtures and its order kept); each worker
+# starts its own servers, on ports no other process of the suite holds
+# (tests/integration/harness.py). Mostly waiting on servers: 4 workers on
+# 2 CPUs took a third of one process's time. INTEGRATION_JOBS=0: one process.
+INTEGRATION_JOBS ?= 4
+PYTEST_INTEGRATION = $(PYTHON) -m pytest -q -n $(INTEGRATION_JOBS) --dist loadfile tests/integration
+
 integration: module $(CLIENT_TEST_BINS) $(BUILD)/client/async_client_asan cli $(NGINX_SO) $(LIB_SONAME) $(ASAN_LIB)
-	$(PYTHON) -m pytest -q tests/integration
+	$(PYTEST_INTEGRATION)
 
 # The integration suite once per server binary; FLOODGATE_REDIS_SERVER names
 # the binary to the harness. Goes on after a failing server, and names them.
@@ -275,7 +283,7 @@ SERVERS ?= /usr/bin/redis-server
 test-servers: module $(CLIENT_TEST_BINS) cli
 	@failed=""; for server in $(SERVERS); do \
 		echo "== $$server: $$($$server --version)"; \
-		FLOODGATE_REDIS_SERVER=$$server $(PYTHON) -m pytest -q tests/integration \
+		FLOODGATE_REDIS_SERVER=$$server $(PYTEST_INTEGRATION) \
 			|| failed="$$failed $$server"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-servers failed on:$$failed"; exit 1; fi
