@@ -110,5 +110,21 @@ def cluster_explicit_time(cluster):
     yield from _config_for_one_test(cluster.nodes, "floodgate.explicit-time")
 
 
+# make integration runs the suite on pytest-xdist workers, a test file to a
+# worker (--dist loadfile), each worker with its own session servers and
+# ports (harness.free_port). The files that take longest go out first, so
+# that none of them is started last and leaves the other workers idle while
+# it runs; the rest keep their order, and so does each file. Only a worker
+# reorders: a run in one process stays in the order written.
+LONGEST_FIRST = ("test_python_asan.py", "test_python_threads.py", "test_pauses.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def pytest_sessionfinish(session, exitstatus):
     harness.stop_all()
