@@ -841,13 +841,16 @@ static void expect_lost(lost_log *log, fg_lost_reason why, const char *key, cons
     assert_string_equal(log->owner, owner);
 }
 
-/* A lease of 400 ms outlives three of them while renewed, on one key, a
- * semaphore and a multi-key lock, until released through the client. */
+/* A lease of 1000 ms outlives two and a half of them while renewed (every
+ * third of it), on one key, a semaphore and a multi-key lock, until
+ * released through the client. A 400 ms lease was lost on a loaded machine
+ * (two renewals 133 ms apart missed); this one survives a renewal thread
+ * kept from running for 600 ms. */
 static void test_renewal_keeps_leases(void **state) {
     (void)state;
     fg_client *c = open_real();
     lost_log log = {0};
-    fg_lock_options o = renewed(400, &log);
+    fg_lock_options o = renewed(1000, &log);
     fg_lock_grant g;
     const char *xy[] = {"x", "y"};
     assert_true(lock(c, "k", "a", o).acquired);
@@ -855,7 +858,7 @@ static void test_renewal_keeps_leases(void **state) {
     assert_true(g.acquired);
     expect_i64(fg_lock_multi(c, xy, 2, "a", &o, &g, NULL), FG_CODE_OK);
     assert_true(g.acquired);
-    sleep_ms(1200);
+    sleep_ms(2500);
     assert_false(lock(c, "k", "b", opts(1000)).acquired);
     assert_false(acquire(c, "s", 1, "b", 1, 1000).acquired);
     assert_false(lock(c, "y", "b", opts(1000)).acquired);
