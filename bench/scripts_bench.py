@@ -58,6 +58,9 @@ bench/results/scripts-quick.md) and every run in the .raw file next to it
 SCRIPTS_BENCH_ROUNDS (3), SCRIPTS_BENCH_SECONDS (0.7 per run),
 SCRIPTS_BENCH_ROWS (comma list of substrings of "family implementation"),
 SCRIPTS_BENCH_MAX_WAIT (s waited in all for a quiet machine, 30),
+SCRIPTS_BENCH_RETRY_BUDGET (s of runs again in all, 45: a run in which
+other processes took over 25% of a CPU is run again, the least disturbed
+kept),
 SCRIPTS_REV (read src/scripts/ from that git revision instead of the
 working tree), MODULE, REDIS_SERVER (/usr/bin/redis-server),
 REDIS_BENCHMARK.
@@ -92,6 +95,11 @@ ROUNDS = pb.env_int("SCRIPTS_BENCH_ROUNDS", 1 if QUICK else 3)
 SECONDS = float(os.environ.get("SCRIPTS_BENCH_SECONDS", "0.4" if QUICK else "0.6"))
 MAX_WAIT = pb.env_int("SCRIPTS_BENCH_MAX_WAIT", 0 if QUICK else 30)
 SCRIPTS_REV = os.environ.get("SCRIPTS_REV", "")
+if SCRIPTS_REV:  # one commit for the whole run, however HEAD moves meanwhile
+    SCRIPTS_REV = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", SCRIPTS_REV + "^{commit}"],
+                                 stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+MAX_OTHERS = 0.25  # of a CPU taken by other processes (not niced) during a run
+RETRY_BUDGET = pb.env_int("SCRIPTS_BENCH_RETRY_BUDGET", 0 if QUICK else 45)  # s of runs again
 SIZING_N = 4000
 N_MIN, N_MAX = 8000, 3200000
 BATCH = 50 * 16  # -n a multiple of clients x pipeline: redis-benchmark sends whole batches
@@ -244,6 +252,10 @@ ROWS = [
         [ev("fg:policy", ["pf:__rand_int__"] + POLICY_KEYS, "FG.CHECK", "p2")],
         "STRING p1|...", modes=(SPREAD,),
         setup=[ev("fg:policy", POLICY_KEYS, "FG.POLICY", "SET", "p2", *POLICY)]),
+    Row("policy", "floodgate function FCALL fg_check", FN, STOCK,
+        [["FCALL", "fg_check", "4", "pff:__rand_int__"] + POLICY_KEYS + ["p2"]],
+        "STRING p1|...", modes=(SPREAD,),
+        setup=[ev("fg:policy", POLICY_KEYS, "FG.POLICY", "SET", "p2", *POLICY)]),
     Row("policy", "module FG.CHECK (TOKEN 100 10 + FIXED 1000/day)", MOD, MODULE_SERVER,
         [["FG.CHECK", "p2", "pc:__rand_int__"]], "module type", modes=(SPREAD,)),
 ]
@@ -351,7 +363,11 @@ def load_scripts(r, rows):
                     text = script_text(a[1:])
                     shas[a[1:]] = r.script_load(text) if text is not None else None
     if any(call[0] == "FCALL" for row in rows for call in row.calls):
-        text = functions_library(["ratelimit"])
+        # the families the rows use, in the C locale's order as the build takes them
+        families = sorted({a[4:].split("!")[0] for row in rows for call in row.calls for a in call
+                           if a.startswith("@fg:")} | {"ratelimit"})
+        families = [f for f in families if scripts_file(f) is not None]
+        text = functions_library(families)
         shas["functions"] = None
         if text is not None:
             r.execute_command("FUNCTION", "LOAD", "REPLACE", text)
@@ -393,6 +409,10 @@ class Quiet:
             if (cpu_busy_seconds()[0] - busy0) / (time.time() - t0) <= 0.10:
                 return
             cls.waited += time.time() - t0
+
+
+class Retries:
+    spent, count = 0.0, 0
 
 
 def stat_name(call):
@@ -490,6 +510,7 @@ def main():
             or any(w in row.label.lower() for w in wanted)]
     breakdown = BREAKDOWN if not wanted or any(w in "fg.token script" for w in wanted) else []
     shas = load_scripts(servers[STOCK].client, rows + breakdown)
+    head = header(load_start, servers, shas)
     for row in rows + breakdown:
         probe(servers[row.server], row, shas)
         if row.missing:
@@ -519,18 +540,28 @@ def main():
             key = (row.label, mode, i)
             res = timed(servers[row.server], servers, resolve(row.calls[i], shas, mode),
                         sizes[key], [resolve(c, shas, mode) for c in row.setup])
+            # a run other processes disturbed is run again, within a budget for the
+            # whole benchmark; the least disturbed one is kept
+            while res["others_cpu"] > MAX_OTHERS and Retries.spent < RETRY_BUDGET:
+                t0 = time.time()
+                again = timed(servers[row.server], servers, resolve(row.calls[i], shas, mode),
+                              sizes[key], [resolve(c, shas, mode) for c in row.setup])
+                Retries.spent += time.time() - t0
+                Retries.count += 1
+                if again["others_cpu"] < res["others_cpu"]:
+                    res = again
             res.update({"round": rnd, "row": row.label, "mode": mode, "call": i})
             runs.setdefault(key, []).append(res)
             log("  round %d %-58s %-6s %9.0f ops/s  %7.2f us/call (main %.2f, usec_per_call "
                 "%.2f)  others %3.0f%% (+%.0f%% niced)"
                 % (rnd, row.label[:58], mode, res["rps"], res["cpu_us"], res["main_cpu_us"],
                    res["usec_per_call"], 100 * res["others_cpu"], 100 * res["others_nice_cpu"]))
-    versions = {name: srv.client.info("server")["redis_version"] for name, srv in servers.items()}
-    modules = servers[MODULE_SERVER].client.execute_command("MODULE", "LIST")
     stop_servers()
-
-    text = "\n".join(header(load_start, versions, modules, shas) +
-                     report(rows, breakdown, runs)) + "\n"
+    head[-2] += "; at end: %s; %d run%s run again (other processes took over %d%% of a CPU), " \
+        "%.0f s waited for a quiet machine" % (
+            " ".join(open("/proc/loadavg").read().split()[:3]), Retries.count,
+            "" if Retries.count == 1 else "s", 100 * MAX_OTHERS, Quiet.waited)
+    text = "\n".join(head + report(rows, breakdown, runs)) + "\n"
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT + ".tmp", "w") as f:
         f.write(text)
@@ -540,6 +571,7 @@ def main():
             "|".join(map(str, k)): v for k, v in sizes.items()},
             "missing": {row.label: row.missing for row in rows + breakdown if row.missing},
             "runs": [x for v in runs.values() for x in v],
+            "retries": Retries.count, "retry_seconds": round(Retries.spent, 1),
             "seconds": round(time.time() - t_start, 1)}, f, indent=1)
     print(text, end="")
     log("Written: %s (every run: %s), %.0f s" % (OUT, RAW, time.time() - t_start))
@@ -721,11 +753,14 @@ def report(rows, breakdown, runs):
     return out
 
 
-def header(load_start, versions, modules, shas):
+def header(load_start, servers, shas):
+    """The header, made before the run from what was loaded."""
+    versions = {name: srv.client.info("server")["redis_version"] for name, srv in servers.items()}
+    modules = servers[MODULE_SERVER].client.execute_command("MODULE", "LIST")
     git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     rev = git.stdout.strip() or "no commit"
-    source = "git %s" % SCRIPTS_REV if SCRIPTS_REV else "the working tree"
+    source = "git %s" % SCRIPTS_REV[:7] if SCRIPTS_REV else "the working tree"
     if not SCRIPTS_REV:
         dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "src/scripts"],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -739,9 +774,11 @@ def header(load_start, versions, modules, shas):
     m = re.search(r"^Model name:\s*(.*)$", lscpu, re.M)
     bench_version = subprocess.run([pb.REDIS_BENCHMARK, "--version"], stdout=subprocess.PIPE,
                                    text=True).stdout.strip()
-    mod = [m for m in modules if b"floodgate" in (m[1] if isinstance(m, list) else b"")]
+    mod = [x for x in modules if b"floodgate" in (x[1] if isinstance(x, list) else b"")]
     ver = mod[0][3] if mod else "?"
-    built = script_text("fg:ratelimit")
+    built = ", ".join("%s %s" % (src[3:] if src.startswith("fg:") else "Functions library", sha)
+                      for src, sha in sorted(shas.items())
+                      if sha and (src == "functions" or (src.startswith("fg:") and "!" not in src)))
     return [
         "# floodgate's scripts against the module and the Lua peers",
         "",
@@ -754,13 +791,12 @@ def header(load_start, versions, modules, shas):
         "- servers: %s %s with no module, and with floodgate.so (ver %s), both on CPU %d "
         "(`--save \"\" --appendonly no`, 127.0.0.1); %s on CPU 1, `-c 50 -r 100000 -P 16`"
         % (REDIS_SERVER, versions[STOCK], ver, SERVER_CPU, bench_version),
-        "- floodgate's script: prelude.lua + ratelimit.lua + `%s` from %s (ratelimit.lua "
-        "last changed %s), SHA1 %s" % (RUN_LINE.strip(), source, last.stdout.strip() or "?",
-                                       hashlib.sha1(built.encode()).hexdigest() if built else "-"),
+        "- floodgate's scripts: prelude.lua + <family>.lua + `%s` from %s (ratelimit.lua "
+        "last changed %s); SHA1s: %s" % (RUN_LINE.strip(), source, last.stdout.strip() or "?",
+                                         built or "-"),
         "- peers: bench/lua/peers/*.lua, written for this benchmark from each project's "
         "published algorithm (see their headers); git %s" % rev,
-        "- load average at start: %s; at end: %s" % (
-            load_start, " ".join(open("/proc/loadavg").read().split()[:3])),
+        "- load average at start: %s" % load_start,
         "",
     ]
 
