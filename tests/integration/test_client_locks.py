@@ -332,9 +332,16 @@ def replicated():
     master.cleanup()
 
 
+# A durable grant that must succeed waits up to DURABLE_OK_MS for its
+# replica: the ack comes as soon as the replica has it, and the default
+# (1000 ms) is shorter than a loaded machine can take (two suites of 4
+# xdist workers on 2 CPUs saw "only 0 of the 1 replicas ... within 1000 ms").
+DURABLE_OK_MS = 30000
+
+
 def test_durable_grants(replicated):
     c, m, rep, replica = replicated
-    assert grant(c("lock d1 o 5000 durable=1"))[0] == 1
+    assert grant(c("lock d1 o 5000 durable=1 durable_timeout=%d" % DURABLE_OK_MS))[0] == 1
     assert holders(rep, "d1") == ["o"]  # acknowledged: the replica has it now
     a = c("lock d2 o 5000 durable=2 durable_timeout=200")
     assert a.startswith("err not_durable ") and "only 1 of the 2 replicas" in a
@@ -368,7 +375,8 @@ def test_durable_grant_refused_while_the_replica_is_paused(replicated):
         os.kill(replica.proc.pid, signal.SIGCONT)
     wait_replica_synced(m, rep)
     m.execute_command("FG.LOCK", "dw", "holder", 60000)
-    assert c("bg 2 lock dw o 5000 wait=30000 durable=1") == "ok started"
+    assert c("bg 2 lock dw o 5000 wait=30000 durable=1 durable_timeout=%d"
+             % DURABLE_OK_MS) == "ok started"
     wait_for(lambda: lockinfo(m, "dw")["waiters"] != [])
     m.execute_command("FG.UNLOCK", "dw", "holder")
     assert grant(c("join 2"))[0] == 1
