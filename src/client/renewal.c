@@ -272,8 +272,10 @@ static void reap(fg_renewal *r) {
 }
 
 /* Calls on_lost for every entry lost since, without the mutex (the entry
- * stays: only this thread frees it). With the mutex. */
-static void report(fg_renewal *r) {
+ * stays: only this thread frees it). With the mutex; whether it let go of
+ * it, for a callback. */
+static bool report(fg_renewal *r) {
+    bool unlocked = false;
     entry *e = r->entries;
     while (e != NULL) {
         if (!e->lost || e->reported || e->live == 0) {
@@ -287,9 +289,11 @@ static void report(fg_renewal *r) {
             pthread_mutex_unlock(&r->lock);
             fn(e->keys[e->lost_key], e->owner, e->why, arg);
             pthread_mutex_lock(&r->lock);
+            unlocked = true;
         }
         e = r->entries; /* the list may have grown meanwhile */
     }
+    return unlocked;
 }
 
 static void add_job(fg_renewal *r, size_t *n, entry *e, size_t key) {
@@ -410,9 +414,11 @@ static void *run(void *arg) {
         reap(r);
         int64_t now = fg_monotonic_us(), next;
         size_t n = plan(r, now, &next);
-        report(r);
+        /* While a callback ran without the mutex, a stop or a registration
+         * may have signalled with no one waiting: look again, not asleep. */
+        bool reported = report(r);
         if (n == 0) {
-            if (next > now) fg_sleep_until(&r->wake, &r->lock, next);
+            if (next > now && !reported) fg_sleep_until(&r->wake, &r->lock, next);
             continue;
         }
         int timeout = timeout_ms(r, n, now);

@@ -13,10 +13,12 @@
 #include "test_util.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "floodgate.h"
 #include "lock.h"
@@ -871,6 +873,48 @@ static void test_renewal_keeps_leases(void **state) {
     fg_close(c);
 }
 
+/* An on_lost callback that is still running when the client closes: the
+ * close's stop came while the renewal thread was in the callback, without
+ * the mutex, and the thread then went to sleep until the next renewal of
+ * another lock (20 s away), so fg_close waited for it. alarm() turns the
+ * wait into a failure. */
+static atomic_int in_callback;
+
+static void slow_on_lost(const char *key, const char *owner, fg_lost_reason why, void *arg) {
+    (void)key, (void)owner, (void)why, (void)arg;
+    atomic_store(&in_callback, 1);
+    sleep_ms(200);
+}
+
+static void close_hung(int sig) {
+    (void)sig;
+    static const char msg[] = "fg_close hung: the renewal thread slept through the stop\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(1);
+}
+
+static void test_close_during_on_lost(void **state) {
+    (void)state;
+    fg_client *c = open_real();
+    fg_lock_options o = opts(300);
+    o.renew = true;
+    o.on_lost = slow_on_lost;
+    o.renew_max_ms = 150; /* lost at its second renewal, found by the plan */
+    atomic_store(&in_callback, 0);
+    assert_true(lock(c, "k", "a", o).acquired);
+    fg_lock_options long_lease = opts(60000);
+    long_lease.renew = true;
+    assert_true(lock(c, "other", "a", long_lease).acquired);
+    for (int i = 0; i < 10000 && !atomic_load(&in_callback); i++)
+        sleep_ms(1);
+    assert_true(atomic_load(&in_callback));
+    signal(SIGALRM, close_hung);
+    alarm(10);
+    fg_close(c);
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+}
+
 /* A renewed lease that ran out anyway (here: the injected clock jumped past
  * it) is reported as not held. */
 static void test_renewal_reports_a_lost_lock(void **state) {
@@ -946,6 +990,7 @@ int main(void) {
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_renewal_keeps_leases),
         cmocka_unit_test(test_renewal_reports_a_lost_lock),
+        cmocka_unit_test(test_close_during_on_lost),
         cmocka_unit_test(test_renewal_limit),
         cmocka_unit_test(test_close_with_everything_held),
     };
