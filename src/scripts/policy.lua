@@ -715,15 +715,21 @@ policy_commands.GET = function(keys, argv, i)
             'allowed', 0, 'denied', 0, 'banned', 0, 'shadow_denied', 0, 'waited', 0}
 end
 
+-- An exact list's change: items added (SADD) or removed (SREM), counted;
+-- the list's size kept beside the rules for the checks.
+local function change_list(keys, name, which, argv, first, op)
+    if redis.call('EXISTS', keys[1]) == 0 then missing(name) end
+    local key = which == 'ALLOW' and keys[2] or keys[3]
+    local changed = 0
+    for k = first, #argv do changed = changed + redis.call(op, key, argv[k]) end
+    redis.call('HSET', keys[1], which == 'ALLOW' and 'nallow' or 'ndeny', redis.call('SCARD', key))
+    return changed
+end
+
 local function add_items(keys, argv, i, which)
     local name = policy_name(argv, i)
     if #argv < i + 1 then fail("ERR wrong number of arguments for 'fg.policy|" .. string.lower(which) .. "' command") end
-    if redis.call('EXISTS', keys[1]) == 0 then missing(name) end
-    local key = which == 'ALLOW' and keys[2] or keys[3]
-    local added = 0
-    for k = i + 1, #argv do added = added + redis.call('SADD', key, argv[k]) end
-    redis.call('HSET', keys[1], which == 'ALLOW' and 'nallow' or 'ndeny', redis.call('SCARD', key))
-    return added
+    return change_list(keys, name, which, argv, i + 1, 'SADD')
 end
 
 policy_commands.ALLOW = function(keys, argv, i) return add_items(keys, argv, i, 'ALLOW') end
@@ -735,12 +741,7 @@ policy_commands.UNLIST = function(keys, argv, i)
     local which = argv[i + 1] and string.upper(argv[i + 1])
     if #argv < i + 2 then fail("ERR wrong number of arguments for 'fg.policy|unlist' command") end
     if which ~= 'ALLOW' and which ~= 'DENY' then fail('ERR FG.POLICY UNLIST takes ALLOW or DENY') end
-    if redis.call('EXISTS', keys[1]) == 0 then missing(name) end
-    local key = which == 'ALLOW' and keys[2] or keys[3]
-    local removed = 0
-    for k = i + 2, #argv do removed = removed + redis.call('SREM', key, argv[k]) end
-    redis.call('HSET', keys[1], which == 'ALLOW' and 'nallow' or 'ndeny', redis.call('SCARD', key))
-    return removed
+    return change_list(keys, name, which, argv, i + 2, 'SREM')
 end
 
 -- LOOKUP name identity: a cluster library's first step of a check, on the

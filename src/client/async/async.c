@@ -594,6 +594,17 @@ static void policy_command(const fg_async_call *c, fg_command *cmd) {
     fg_policy_check_command(cmd, &q, &c->a->opts);
 }
 
+/* c's next step: cmd instead of what it sent, from its first hop. */
+static void policy_send(fg_async_call *c, const fg_command *cmd, int step) {
+    free(c->cmd);
+    free(c->script);
+    c->cmd = c->script = NULL;
+    c->step = step;
+    c->hops = 0;
+    c->eval = false;
+    send_call(c, cmd->argc, (const char **)cmd->argv, cmd->argvlen, cmd->key, cmd->keylen);
+}
+
 /* A cluster's check of a policy in keys, first step: FG.POLICY LOOKUP on
  * the policy's slot (remote_policy.c's check_in_keys). */
 static void policy_lookup(fg_async_call *c) {
@@ -606,13 +617,7 @@ static void policy_lookup(fg_async_call *c) {
     fg_command_str(&cmd, "LOOKUP");
     fg_command_str(&cmd, name);
     fg_command_str(&cmd, identity[0] ? identity : policy_part(c, 1));
-    free(c->cmd);
-    free(c->script);
-    c->cmd = c->script = NULL;
-    c->step = POLICY_LOOKUP;
-    c->hops = 0;
-    c->eval = false;
-    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, cmd.key, cmd.keylen);
+    policy_send(c, &cmd, POLICY_LOOKUP);
 }
 
 /* The policy steps of a cluster whose nodes keep policies in keys: a
@@ -640,13 +645,7 @@ static bool policy_step(fg_async_call *c, const redisReply *r) {
     policy_command(c, &cmd);
     fg_command_str(&cmd, "RULES");
     fg_command_arg(&cmd, r->element[0]->str, r->element[0]->len);
-    free(c->cmd);
-    free(c->script);
-    c->cmd = c->script = NULL;
-    c->step = POLICY_RULED;
-    c->hops = 0;
-    c->eval = false;
-    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, cmd.key, cmd.keylen);
+    policy_send(c, &cmd, POLICY_RULED);
     return true;
 }
 
