@@ -200,3 +200,14 @@ def target(kind, module=None, module_cluster=None):
             _fresh(n)
         return Target(kind, cl.nodes, cl)
     raise ValueError(kind)
+
+
+def of_param(request, flush_session=False):
+    """The Target of a test parametrized over BACKENDS: for "module" the
+    file's `server` fixture (the session's, flushed through `r`, when
+    flush_session), else the shared stock server or cluster."""
+    if request.param == "module":
+        if flush_session:
+            request.getfixturevalue("r")
+        return target("module", module=request.getfixturevalue("server"))
+    return target(request.param)

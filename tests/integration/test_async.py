@@ -18,7 +18,7 @@ import pytest
 import redis
 
 import floodgate
-from backends import BACKENDS, target
+from backends import BACKENDS, of_param, target
 from harness import Server, free_port, wait_for
 from test_client import POLICY_ANSWERS, Driver, program, url
 
@@ -98,9 +98,7 @@ def server():
 def backend(request):
     """A flushed backends.Target: a module server of the test's own, the
     stock server, the stock cluster."""
-    if request.param == "module":
-        return target("module", module=request.getfixturevalue("server"))
-    return target(request.param)
+    return of_param(request)
 
 
 # one server's tests (they look at its clients, or stop it)

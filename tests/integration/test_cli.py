@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 import harness
-from backends import BACKENDS, target
+from backends import BACKENDS, of_param
 
 FLOODGATE = os.path.join(harness.REPO, "build", "floodgate")
 ALGORITHMS = ["fixed", "sliding", "slidelog", "token", "leaky", "gcra"]
@@ -249,10 +249,7 @@ def url(r, server):
 def backend(request):
     """A flushed backends.Target: the session's module server, the stock
     server, the stock cluster."""
-    if request.param == "module":
-        request.getfixturevalue("r")  # flushed
-        return target("module", module=request.getfixturevalue("server"))
-    return target(request.param)
+    return of_param(request, flush_session=True)
 
 
 # The longest fixed window (10^12 ms): windows start at multiples of it

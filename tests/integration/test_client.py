@@ -19,7 +19,7 @@ import time
 import pytest
 import redis
 
-from backends import BACKENDS, target
+from backends import BACKENDS, of_param
 from harness import REPO, Server, free_port, wait_for
 
 BUILD = os.path.join(REPO, "build", "client")
@@ -67,9 +67,7 @@ def server():
 def backend(request):
     """A flushed backends.Target: this test's own module server, the stock
     server, the stock cluster."""
-    if request.param == "module":
-        return target("module", module=request.getfixturevalue("server"))
-    return target(request.param)
+    return of_param(request)
 
 
 def url(s):

@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from backends import BACKENDS, STOCK, target
+from backends import BACKENDS, of_param, STOCK, target
 from harness import REPO, RawClient, Server
 from test_client import Driver, program
 
@@ -79,10 +79,7 @@ def backend(request):
     """A flushed backends.Target: the session's module server (whose
     policies outlive FLUSHALL: the tests' names are their own), the stock
     server, the stock cluster."""
-    if request.param == "module":
-        request.getfixturevalue("r")
-        return target("module", module=request.getfixturevalue("server"))
-    return target(request.param)
+    return of_param(request, flush_session=True)
 
 
 def exact_lists(text):

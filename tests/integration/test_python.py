@@ -21,7 +21,7 @@ import threading
 import pytest
 
 import floodgate
-from backends import BACKENDS, target
+from backends import BACKENDS, of_param, target
 from floodgate import _native
 from harness import REPO, Server, free_port
 from topology import Cluster
@@ -51,10 +51,7 @@ def unused_url():
 def backend(request):
     """A flushed backends.Target: the session's module server, the stock
     server, the stock cluster."""
-    if request.param == "module":
-        request.getfixturevalue("r")  # flushed
-        return target("module", module=request.getfixturevalue("server"))
-    return target(request.param)
+    return of_param(request, flush_session=True)
 
 
 # ------------------------------------------------------------ the C structs

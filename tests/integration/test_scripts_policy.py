@@ -20,12 +20,14 @@ T0 = 1_767_225_600_000_000  # 2026-01-01, us
 SETTLE_MS = 2000
 
 
-def script_text():
+def script_text(family="policy"):
+    """A family's script as the build makes it: the prelude, the family, the
+    dispatch."""
     with open(f"{ROOT}/src/scripts/prelude.lua") as f:
         prelude = f.read()
-    with open(f"{ROOT}/src/scripts/policy.lua") as f:
-        family = f.read()
-    return prelude + "\n" + family + "\nreturn run_named(commands, KEYS, ARGV)\n"
+    with open(f"{ROOT}/src/scripts/{family}.lua") as f:
+        body = f.read()
+    return prelude + "\n" + body + "\nreturn run_named(commands, KEYS, ARGV)\n"
 
 
 @pytest.fixture(scope="module")
@@ -242,14 +244,6 @@ def test_check_errors_alike(pair):
         assert a == b, opts
 
 
-def ratelimit_text():
-    with open(f"{ROOT}/src/scripts/prelude.lua") as f:
-        prelude = f.read()
-    with open(f"{ROOT}/src/scripts/ratelimit.lua") as f:
-        family = f.read()
-    return prelude + "\n" + family + "\nreturn run_named(commands, KEYS, ARGV)\n"
-
-
 # Regression: the script's FG.RESET answered WRONGTYPE for a policy's
 # state, which the module's deletes.
 def test_reset_and_inspect_of_a_policy_state(pair):
@@ -257,7 +251,7 @@ def test_reset_and_inspect_of_a_policy_state(pair):
     m.flushall()
     k.flushall()
     p = Pair(m, k, sha)
-    rl = k.script_load(ratelimit_text())
+    rl = k.script_load(script_text("ratelimit"))
     p.set("rs", ["LIMIT", "FIXED", "5", "60000"])
     p.check("rs", "held", "AT", str(T0))
     assert k.exists("held") and m.exists("held")
