@@ -243,19 +243,12 @@ static void finish_grant(fg_async_call *c, const redisReply *reply, const fg_err
     if (!c->cancelled) c->done.grant(rc, rc == FG_CODE_OK ? &grant : NULL, &err, c->arg);
 }
 
-/* A listed identity's answer, as the module's: nothing read nor charged. */
-static void list_answer(bool allowed, fg_policy_result *out) {
-    memset(out, 0, sizeof(*out));
-    out->result = (fg_result){allowed, 0, 0, -1, 0, FG_SOURCE_SERVER};
-    out->decided_by = allowed ? FG_BY_ALLOWLIST : FG_BY_DENYLIST;
-}
-
 static void finish_policy(fg_async_call *c, const redisReply *reply, const fg_error *why) {
     fg_policy_result result;
     fg_error err = *why;
     fg_code rc = reply != NULL ? fg_parse_policy_check(reply, &result, &err) : FG_CODE_IO;
     if (c->listed && reply != NULL) {
-        list_answer(c->listed_allow, &result);
+        fg_policy_list_answer(c->listed_allow, &result);
         rc = FG_CODE_OK;
     }
     if (rc == FG_CODE_OK) fg_count(&c->a->counters.decisions, 1);

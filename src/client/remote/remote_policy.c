@@ -621,9 +621,7 @@ static fg_code exchange_one(fg_policies *p, const fg_command *cmd, redisReply **
     return rc;
 }
 
-/* A listed identity's answer, as the module's (core/policy_check.c): no
- * state read, nothing charged. */
-static void list_answer(bool allowed, fg_policy_result *out) {
+void fg_policy_list_answer(bool allowed, fg_policy_result *out) {
     memset(out, 0, sizeof(*out));
     out->result = (fg_result){allowed, 0, 0, -1, 0, FG_SOURCE_SERVER};
     out->decided_by = allowed ? FG_BY_ALLOWLIST : FG_BY_DENYLIST;
@@ -651,7 +649,7 @@ static fg_code check_in_keys(fg_policies *p, const fg_policy_request *q, fg_poli
                r->element[1]->type != REDIS_REPLY_STRING) {
         rc = unexpected(err, "FG.POLICY LOOKUP");
     } else if (r->element[1]->len > 0) {
-        list_answer(strcmp(r->element[1]->str, "allow") == 0, out);
+        fg_policy_list_answer(strcmp(r->element[1]->str, "allow") == 0, out);
     } else {
         fg_command cmd;
         redisReply *reply;

@@ -21,4 +21,8 @@ void fg_policy_check_command(fg_command *cmd, const fg_policy_request *q,
                              const fg_options *opts);
 fg_code fg_parse_policy_check(const redisReply *r, fg_policy_result *out, fg_error *err);
 
+/* A listed identity's answer where the library decides it (a cluster's
+ * policy in keys), as the module's: nothing read nor charged. */
+void fg_policy_list_answer(bool allowed, fg_policy_result *out);
+
 #endif
