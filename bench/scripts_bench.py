@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""floodgate's rate-limit scripts (the script backend: src/scripts/prelude.lua
-+ ratelimit.lua, run by EVALSHA on a server without the module) against the
-module's commands and against the Lua limiters people run today, each peer
-reproduced from its published algorithm in bench/lua/peers/ (header comments
-there). One run, two servers: a stock redis-server (no module) for every
-script, and one with build/floodgate.so for the module's commands.
+"""floodgate's rate-limit scripts (the script backend: the EVALSHA scripts
+scripts/gen-scripts.sh builds from src/scripts/, as the library sends them,
+run on a server without the module) against the module's commands and
+against the Lua limiters people run today, each peer reproduced from its
+published algorithm in bench/lua/peers/ (header comments there). One
+run, two servers: a stock redis-server (no module) for every script, and
+one with build/floodgate.so for the module's commands.
 
     make bench-scripts                               (about 4 minutes)
     QUICK=1 /usr/bin/python3 bench/scripts_bench.py  (smoke test, about a
@@ -12,10 +13,10 @@ script, and one with build/floodgate.so for the module's commands.
 
 Per family (token bucket, leaky bucket, GCRA, CL.THROTTLE, fixed window,
 sliding window counter, sliding log) the rows are floodgate's script
-(EVALSHA), its Functions form (FCALL fg_token..., the library of
-src/scripts/functions.lua put together here as the build does), the
-module's command and the peers doing the same algorithm, plus INCR as the
-unit on each server. Every row runs on a realistic spread of keys
+(EVALSHA), its Functions form (FCALL fg_token..., the whole library
+gen-scripts.sh builds, floodgate-functions.lua), the module's command
+and the peers doing the same algorithm, plus INCR as the unit on each
+server. Every row runs on a realistic spread of keys
 (`key:__rand_int__`, redis-benchmark -r 100000) and on one hot key (every
 client on the same key: past its first 100 requests nearly every decision
 is a refusal, what an abusive client costs). Then the two-limit policy case:
@@ -48,9 +49,19 @@ A row whose command floodgate's script does not have yet (the window
 families while they are being written) is listed as such, not timed. Rows
 are the ROWS list below, each a list of calls per decision: the one-script
 policy, once src/scripts/ has it, is one more row of the "policy" family
-with one call, "@fg:<file>" naming its script (prelude.lua + <file>.lua +
-the run line, as for ratelimit), and its FG.POLICY SET as the row's setup
-(commands run after each FLUSHALL, not timed).
+with one call, "@fg:<family>" naming its script (gen/scripts/<family>.lua
+of gen-scripts.sh's output: the family's fast path when src/scripts/fast/
+has one, prelude.lua, <family>.lua and the run line, as for ratelimit),
+and its FG.POLICY SET as the row's setup (commands run after each
+FLUSHALL, not timed).
+
+The scripts are only ever scripts/gen-scripts.sh's output: for the working
+tree, `sh scripts/gen-scripts.sh src/scripts TMP`; for SCRIPTS_REV, that
+revision's own gen-scripts.sh on its src/scripts/ (`git archive
+SCRIPTS_REV src/scripts scripts/gen-scripts.sh | tar -x`), in a temporary
+directory removed at exit. A family the output has no script for is listed
+as missing. The report's header names where they came from, the last
+commit that changed src/scripts/, and each script's SHA1.
 
 Output: BENCH_OUT (default bench/results/scripts.md; QUICK:
 bench/results/scripts-quick.md) and every run in the .raw file next to it
@@ -61,9 +72,9 @@ SCRIPTS_BENCH_MAX_WAIT (s waited in all for a quiet machine, 30),
 SCRIPTS_BENCH_RETRY_BUDGET (s of runs again in all, 45: a run in which
 other processes took over 25% of a CPU is run again, the least disturbed
 kept),
-SCRIPTS_REV (read src/scripts/ from that git revision instead of the
-working tree), MODULE, REDIS_SERVER (/usr/bin/redis-server),
-REDIS_BENCHMARK.
+SCRIPTS_REV (build the scripts of that git revision, with its
+gen-scripts.sh, instead of the working tree's), MODULE, REDIS_SERVER
+(/usr/bin/redis-server), REDIS_BENCHMARK.
 """
 
 import atexit
@@ -71,10 +82,12 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import redis
@@ -261,8 +274,10 @@ ROWS = [
 ]
 
 # Where the time of floodgate's FG.TOKEN script goes (spread keys): the
-# same EVALSHA arguments through scripts that do less. "@fg:ratelimit!top"
-# is the built script with its run line replaced by `return 1`.
+# same EVALSHA arguments through scripts that do less, and the same limit
+# with its rate written 1e1: the exact code reads it as 10, the fast path
+# (src/scripts/fast/ratelimit.lua) takes plain decimals only and leaves the
+# call to the exact code after it.
 FLOOR_CALLS = """
 local t = redis.call('TIME')
 local v = redis.call('GET', KEYS[1])
@@ -272,9 +287,9 @@ return {1, 100, 99, -1, 100}
 BREAKDOWN = [
     Row("FG.TOKEN script", "EVALSHA of `return 1`", OTHER, STOCK,
         [ev("text:return1", ["bk:__rand_int__"], "FG.TOKEN", 100, 10)], "", modes=(SPREAD,)),
-    Row("FG.TOKEN script", "its top level only (prelude + ratelimit.lua, then `return 1`)",
-        OTHER, STOCK, [ev("fg:ratelimit!top", ["bk:__rand_int__"], "FG.TOKEN", 100, 10)], "",
-        modes=(SPREAD,)),
+    Row("FG.TOKEN script", "the exact path (rate written 1e1, which the fast path leaves to "
+        "the exact code)", OTHER, STOCK,
+        [ev("fg:ratelimit", ["bk:__rand_int__"], "FG.TOKEN", 100, "1e1")], "", modes=(SPREAD,)),
     Row("FG.TOKEN script", "its Redis calls alone (TIME, GET, SET PXAT, the 5-integer reply)",
         OTHER, STOCK, [ev("text:floor_calls", ["bk:__rand_int__"], "FG.TOKEN", 100, 10)], "",
         modes=(SPREAD,)),
@@ -282,7 +297,6 @@ BREAKDOWN = [
         [fg("bk:__rand_int__", "FG.TOKEN", 100, 10)], "", modes=(SPREAD,)),
 ]
 TEXTS = {"return1": "return 1\n", "floor_calls": FLOOR_CALLS}
-RUN_LINE = "return run_named(commands, KEYS, ARGV)\n"
 
 
 def log(msg):
@@ -296,60 +310,71 @@ def die(msg):
 
 # ================================================================ scripts
 
-def scripts_file(name):
-    """A file of src/scripts/: from the working tree, or SCRIPTS_REV."""
-    rel = "src/scripts/%s.lua" % name
-    if SCRIPTS_REV:
-        p = subprocess.run(["git", "-C", ROOT, "show", "%s:%s" % (SCRIPTS_REV, rel)],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        return p.stdout if p.returncode == 0 else None
-    path = os.path.join(ROOT, rel)
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        return f.read()
+class Built:
+    """scripts/gen-scripts.sh's output, made once per run in a temporary
+    directory (removed at exit): from the working tree's src/scripts/, or
+    from SCRIPTS_REV's src/scripts/ with that revision's gen-scripts.sh."""
+    out = None
+    root = None  # the tree gen-scripts.sh ran on
+
+    @classmethod
+    def dir(cls):
+        if cls.out is None:
+            tmp = tempfile.mkdtemp(prefix="floodgate-scripts-bench.")
+            atexit.register(shutil.rmtree, tmp, True)
+            root = ROOT
+            if SCRIPTS_REV:
+                root = os.path.join(tmp, "tree")
+                os.mkdir(root)
+                archive = subprocess.Popen(
+                    ["git", "-C", ROOT, "archive", SCRIPTS_REV, "src/scripts",
+                     "scripts/gen-scripts.sh"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                tar = subprocess.run(["tar", "-x", "-C", root], stdin=archive.stdout,
+                                     stderr=subprocess.PIPE)
+                archive.stdout.close()
+                err = archive.stderr.read().decode(errors="replace")
+                if archive.wait() != 0 or tar.returncode != 0:
+                    die("git archive %s src/scripts scripts/gen-scripts.sh | tar -x: %s%s"
+                        % (SCRIPTS_REV[:12], err.strip(), tar.stderr.decode(errors="replace")))
+            out = os.path.join(tmp, "out")
+            gen = subprocess.run(["sh", os.path.join(root, "scripts", "gen-scripts.sh"),
+                                  os.path.join(root, "src", "scripts"), out],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if gen.returncode != 0:
+                die("scripts/gen-scripts.sh%s failed: %s" % (
+                    " of " + SCRIPTS_REV[:12] if SCRIPTS_REV else "", gen.stdout.strip()))
+            cls.out, cls.root = out, root
+        return cls.out
+
+    @classmethod
+    def has_fast(cls, family):
+        """Whether the family had a fast path (src/scripts/fast/) where it was built."""
+        cls.dir()
+        return os.path.isfile(os.path.join(cls.root, "src", "scripts", "fast", family + ".lua"))
+
+    @classmethod
+    def text(cls, rel):
+        """A file of the output, or None when the build made none."""
+        path = os.path.join(cls.dir(), rel)
+        if not os.path.isfile(path):
+            return None
+        with open(path) as f:
+            return f.read()
 
 
 def script_text(src):
-    """The text of "@src": fg:<file> (floodgate's, built as the backend
-    builds it: prelude.lua, the file, the run line), peer:<name>
-    (bench/lua/peers/), lua:<name> (bench/lua/), text:<name> (TEXTS)."""
+    """The text of "@src": fg:<family> (floodgate's, as gen-scripts.sh built
+    it: gen/scripts/<family>.lua, None when there is no such family),
+    peer:<name> (bench/lua/peers/), lua:<name> (bench/lua/), text:<name>
+    (TEXTS)."""
     kind, name = src.split(":", 1)
     if kind == "fg":
-        name, _, variant = name.partition("!")
-        prelude, body = scripts_file("prelude"), scripts_file(name)
-        if prelude is None or body is None:
-            return None
-        return prelude + body + ("return 1\n" if variant == "top" else RUN_LINE)
+        return Built.text(os.path.join("gen", "scripts", name + ".lua"))
     if kind == "text":
         return TEXTS[name]
     folder = os.path.join(HERE, "lua", "peers" if kind == "peer" else "")
     with open(os.path.join(folder, name + ".lua")) as f:
         return f.read()
-
-
-def command_names(text):
-    """The commands a family names, as scripts/gen-scripts.sh reads them:
-    commands['X'] = ..., or command = 'X'."""
-    return re.findall(r"""commands\[['"]([A-Z][A-Z0-9._]*)['"]\]""", text) + \
-        re.findall(r"""command *= *['"]([A-Z][A-Z0-9._]*)['"]""", text)
-
-
-def functions_library(families):
-    """The Functions library as functions.lua describes it (and the build
-    makes it): its head, a loader of the prelude and of the families, one
-    fg_function() per command. Only the families the rows use."""
-    head, prelude = scripts_file("functions"), scripts_file("prelude")
-    bodies = [scripts_file(f) for f in families]
-    if head is None or prelude is None or None in bodies:
-        return None
-    whole = lambda t: t if t.endswith("\n") else t + "\n"  # noqa: E731
-    text = "#!lua name=floodgate\n" + whole(head) + "fg_load = function()\n" + whole(prelude)
-    for f, body in zip(families, bodies):
-        text += "do -- %s.lua\n%sfg_register(commands)\nend\n" % (f, whole(body))
-    text += "return run\nend\n"
-    names = sorted({n for body in bodies for n in command_names(body)})
-    return text + "".join("fg_function('%s')\n" % n for n in names)
 
 
 def load_scripts(r, rows):
@@ -363,11 +388,8 @@ def load_scripts(r, rows):
                     text = script_text(a[1:])
                     shas[a[1:]] = r.script_load(text) if text is not None else None
     if any(call[0] == "FCALL" for row in rows for call in row.calls):
-        # the families the rows use, in the C locale's order as the build takes them
-        families = sorted({a[4:].split("!")[0] for row in rows for call in row.calls for a in call
-                           if a.startswith("@fg:")} | {"ratelimit"})
-        families = [f for f in families if scripts_file(f) is not None]
-        text = functions_library(families)
+        # the whole library as the build makes it
+        text = Built.text("floodgate-functions.lua")
         shas["functions"] = None
         if text is not None:
             r.execute_command("FUNCTION", "LOAD", "REPLACE", text)
@@ -455,10 +477,10 @@ def probe(srv, row, shas):
     for call in row.calls:
         for a in call:
             if a.startswith("@") and shas.get(a[1:]) is None:
-                row.missing = "src/scripts/%s.lua does not exist" % a[4:].split("!")[0]
+                row.missing = "src/scripts/%s.lua does not exist" % a[4:]
                 return
         if call[0] == "FCALL" and shas.get("functions") is None:
-            row.missing = "src/scripts/functions.lua does not exist"
+            row.missing = "no Functions library (src/scripts/functions.lua does not exist)"
             return
         argv = [a.replace("__rand_int__", "probe") for a in resolve(call, shas, SPREAD)]
         try:
@@ -711,7 +733,10 @@ def report(rows, breakdown, runs):
         out += ["## Where the time of floodgate's FG.TOKEN script goes",
                 "",
                 "The same `EVALSHA sha 1 key FG.TOKEN 100 10` (spread keys) through scripts "
-                "that do less; the differences split a decision's server CPU.",
+                "that do less, and through the whole script with the rate written `1e1` (the "
+                "same limit to the exact code; the fast path takes plain decimals only, so it "
+                "leaves the call to the exact code); the differences split a decision's server "
+                "CPU.",
                 "",
                 "| script | µs | usec_per_call | x INCR by CPU |",
                 "|---|---:|---:|---:|"]
@@ -723,13 +748,18 @@ def report(rows, breakdown, runs):
             out.append("| %s | %.2f | %.2f | %.3f |" % (row.name, f["cpu_us"],
                                                           f["usec_per_call"], f["x_cpu"]))
         if not any(row.missing for row in breakdown):
-            e, top, calls, whole = (fig[(row.label, SPREAD)]["cpu_us"] for row in breakdown)
-            out += ["",
-                    "Split: EVALSHA itself %.1f µs; the script's top level (defining the "
-                    "prelude's and ratelimit.lua's functions and tables, run again on every "
-                    "call) %.1f; the Redis calls and the reply %.1f; the rest, parsing the "
-                    "arguments and the decision's arithmetic, %.1f."
-                    % (e, top - e, calls - e, whole - top - (calls - e))]
+            e, exact, calls, whole = (fig[(row.label, SPREAD)]["cpu_us"] for row in breakdown)
+            split = ("Split: EVALSHA itself %.1f µs; the Redis calls and the reply %.1f; the "
+                     "rest of the command as it runs (the script's top level, parsing the "
+                     "arguments, the decision) %.1f" % (e, calls - e, whole - calls))
+            if Built.has_fast("ratelimit"):
+                split += ("; the exact path costs %.1f more than that (the prelude's and "
+                          "ratelimit.lua's top level, run again on every call, and their int64 "
+                          "arithmetic)." % (exact - whole))
+            else:
+                split += (". These scripts have no fast path (no src/scripts/fast/ratelimit.lua): "
+                          "the 1e1 row runs the same exact code as the whole command.")
+            out += ["", split]
         out.append("")
 
     out += ["## Spread over rounds", "",
@@ -760,14 +790,16 @@ def header(load_start, servers, shas):
     git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     rev = git.stdout.strip() or "no commit"
-    source = "git %s" % SCRIPTS_REV[:7] if SCRIPTS_REV else "the working tree"
+    source = "git %s (with its gen-scripts.sh)" % SCRIPTS_REV[:7] if SCRIPTS_REV \
+        else "the working tree"
     if not SCRIPTS_REV:
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "src/scripts"],
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "src/scripts",
+                                "scripts/gen-scripts.sh"],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         if dirty.stdout.strip():
             source += " (modified since HEAD)"
     last = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%h %cs",
-                           SCRIPTS_REV or "HEAD", "--", "src/scripts/ratelimit.lua"],
+                           SCRIPTS_REV or "HEAD", "--", "src/scripts"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     lscpu = subprocess.run(["lscpu"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                            text=True).stdout
@@ -778,7 +810,7 @@ def header(load_start, servers, shas):
     ver = mod[0][3] if mod else "?"
     built = ", ".join("%s %s" % (src[3:] if src.startswith("fg:") else "Functions library", sha)
                       for src, sha in sorted(shas.items())
-                      if sha and (src == "functions" or (src.startswith("fg:") and "!" not in src)))
+                      if sha and (src == "functions" or src.startswith("fg:")))
     return [
         "# floodgate's scripts against the module and the Lua peers",
         "",
@@ -791,9 +823,9 @@ def header(load_start, servers, shas):
         "- servers: %s %s with no module, and with floodgate.so (ver %s), both on CPU %d "
         "(`--save \"\" --appendonly no`, 127.0.0.1); %s on CPU 1, `-c 50 -r 100000 -P 16`"
         % (REDIS_SERVER, versions[STOCK], ver, SERVER_CPU, bench_version),
-        "- floodgate's scripts: prelude.lua + <family>.lua + `%s` from %s (ratelimit.lua "
-        "last changed %s); SHA1s: %s" % (RUN_LINE.strip(), source, last.stdout.strip() or "?",
-                                         built or "-"),
+        "- floodgate's scripts: scripts/gen-scripts.sh's output (gen/scripts/<family>.lua, "
+        "floodgate-functions.lua) on src/scripts/ of %s; src/scripts/ last changed %s; "
+        "SHA1s: %s" % (source, last.stdout.strip() or "?", built or "-"),
         "- peers: bench/lua/peers/*.lua, written for this benchmark from each project's "
         "published algorithm (see their headers); git %s" % rev,
         "- load average at start: %s" % load_start,
