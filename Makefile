@@ -27,7 +27,7 @@ CORE_SRC   := $(wildcard src/core/*.c)
 # (scripts/gen-scripts.sh): each family's EVALSHA script and its SHA1, and
 # the Functions library, which is also $(BUILD)/floodgate-functions.lua.
 # A new family's file needs nothing here.
-SCRIPT_SRC := $(wildcard src/scripts/*.lua)
+SCRIPT_SRC := $(wildcard src/scripts/*.lua src/scripts/fast/*.lua)
 GEN_SRC    := $(BUILD)/gen/scripts.c
 FUNCTIONS  := $(BUILD)/floodgate-functions.lua
 CLIENT_SRC := $(wildcard src/client/*.c src/client/*/*.c) $(GEN_SRC)

@@ -2,16 +2,23 @@
 # gen-scripts.sh SCRIPTS_DIR OUT_DIR - the server scripts of libfloodgate,
 # made from src/scripts/ at build time (the Makefile runs it):
 #
-#   OUT_DIR/gen/scripts/<family>.lua   the EVALSHA script of a family: the
-#                                      prelude, the family's file, and
+#   OUT_DIR/gen/scripts/<family>.lua   the EVALSHA script of a family: its
+#                                      fast path when it has one (in a do
+#                                      block: fast/prelude.lua,
+#                                      fast/<family>.lua and its call), the
+#                                      prelude, the family's
+#                                      file, and
 #                                      "return run_named(commands, KEYS, ARGV)"
 #   OUT_DIR/gen/scripts.c              each of those texts and its SHA1 hex
 #                                      (src/client/remote/scripts.h), and
 #                                      the Functions library's text
 #   OUT_DIR/floodgate-functions.lua    the Functions library (FUNCTION LOAD):
 #                                      "#!lua name=floodgate", functions.lua,
-#                                      a loader of the prelude and of each
-#                                      family ("do <its file>
+#                                      a loader of the fast paths
+#                                      (fast/prelude.lua, then for each
+#                                      "do <fast/family.lua> fg_fasts[...] =
+#                                      fast end"), the prelude and each family
+#                                      ("do <its file>
 #                                      fg_register(commands) end"), then one
 #                                      fg_function('<command>') for each
 #                                      command the families name
@@ -59,7 +66,18 @@ table=""
 for f in $families; do
     name=$(basename "$f" .lua)
     text=$gen/scripts/$name.lua
-    { whole "$src/prelude.lua"; whole "$f"; echo 'return run_named(commands, KEYS, ARGV)'; } > "$text"
+    {
+        if [ -f "$src/fast/$name.lua" ]; then
+            echo 'do'
+            whole "$src/fast/prelude.lua"
+            whole "$src/fast/$name.lua"
+            echo 'local r = fast(KEYS, ARGV, string.upper(ARGV[1] or ""), 2) if r then return r end'
+            echo 'end'
+        fi
+        whole "$src/prelude.lua"
+        whole "$f"
+        echo 'return run_named(commands, KEYS, ARGV)'
+    } > "$text"
     sha=$(sha1sum "$text" | cut -d' ' -f1)
     { echo "static const char text_$n[] = {"; bytes "$text"; echo '};'; echo; } >> "$c"
     table="$table    {\"$name\", text_$n, sizeof(text_$n) - 1, \"$sha\"},
@@ -86,6 +104,17 @@ lib=$out/floodgate-functions.lua.tmp
     echo '#!lua name=floodgate'
     whole "$src/functions.lua"
     echo 'fg_load = function()'
+    echo 'do -- fast/prelude.lua'
+    whole "$src/fast/prelude.lua"
+    for f in $families; do
+        name=$(basename "$f" .lua)
+        [ -f "$src/fast/$name.lua" ] || continue
+        echo "do -- fast/$name.lua"
+        whole "$src/fast/$name.lua"
+        echo 'fg_fasts[#fg_fasts + 1] = fast'
+        echo 'end'
+    done
+    echo 'end'
     whole "$src/prelude.lua"
     for f in $families; do
         echo "do -- ${f##*/}"

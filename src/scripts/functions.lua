@@ -5,6 +5,7 @@
 --   #!lua name=floodgate
 --   <functions.lua>
 --   fg_load = function()
+--       do <fast/prelude.lua> do <fast/ratelimit.lua> fg_fasts[...] = fast end ... end
 --       <prelude.lua>
 --       do <ratelimit.lua> fg_register(commands) end
 --       do <the next family> fg_register(commands) end ...
@@ -31,6 +32,7 @@
 -- Not a family: the build leaves this file out of the EVALSHA scripts.
 
 local fg_commands = {} -- the families' commands by name, once loaded
+local fg_fasts = {}    -- the families' fast paths (fast/*.lua), once loaded
 local fg_load          -- the loader, defined after this file
 local fg_run           -- the prelude's run, once loaded
 
@@ -51,6 +53,10 @@ local function fg_function(name)
         flags = READ_ONLY[name] and {'no-writes'} or {},
         callback = function(keys, args)
             if fg_run == nil then fg_run = fg_load() end
+            for k = 1, #fg_fasts do
+                local r = fg_fasts[k](keys, args, name, 1)
+                if r then return r end
+            end
             local command = fg_commands[name]
             if command == nil then return {err = 'ERR floodgate has no script for ' .. name} end
             return fg_run(command, keys, args, 1)

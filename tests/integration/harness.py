@@ -31,6 +31,13 @@ import time
 import redis
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def built_script(family):
+    """A family's EVALSHA script as the library sends it: the build's
+    build/gen/scripts/<family>.lua (scripts/gen-scripts.sh)."""
+    with open(os.path.join(REPO, "build", "gen", "scripts", family + ".lua")) as f:
+        return f.read()
 MODULE = os.path.join(REPO, "build", "floodgate.so")
 REDIS_SERVER = os.environ.get("FLOODGATE_REDIS_SERVER", "/usr/bin/redis-server")
 # A sanitizer preloaded into this Python (test_python_asan.py) is for the

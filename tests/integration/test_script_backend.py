@@ -26,7 +26,7 @@ import pytest
 import redis
 
 import floodgate
-from harness import REPO, Server, free_port, wait_for
+from harness import REPO, Server, built_script, free_port, wait_for
 from test_async import AsyncClient
 from test_client import Driver, url
 from test_client_cluster import assert_on_owners, cluster_url
@@ -36,11 +36,6 @@ GEN = os.path.join(REPO, "build", "gen")
 FUNCTIONS = os.path.join(REPO, "build", "floodgate-functions.lua")
 SCRIPTS = os.path.join(REPO, "src", "scripts")
 SLOW = "token 5 0.001"  # 5 at once, then one every 1000 s: nothing refills during a test
-
-
-def built_script(family):
-    with open(os.path.join(GEN, "scripts", family + ".lua")) as f:
-        return f.read()
 
 
 # The families the built ratelimit.lua has, beyond the buckets.
@@ -368,15 +363,21 @@ def test_script_flush_in_the_middle_of_a_pipelined_batch(stock):
     """SCRIPT FLUSH from another client lands between the commands of one
     batch (the server reads the pipeline in parts): those after it answer
     NOSCRIPT and go again as EVAL, and the batch admits exactly the limit.
-    Tried until a flush falls inside a batch, not before it."""
+    The flush is sent once the server has run one of the batch's EVALSHAs,
+    and tried again until it falls inside a batch, not after it."""
     n, limit = 3000, 1000
     d = Driver(url(stock))
     stop = threading.Event()
 
     def flusher():
+        # once the batch is under way: a script as fast as the fast path
+        # runs a whole batch between two flushes of a loop that flushes
+        # all the time, whose flush then lands before it
         c = stock.client()
         while not stop.is_set():
-            c.script_flush()
+            if c.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0) > 0:
+                c.script_flush()
+                break
         c.close()
 
     middles = 0

@@ -23,7 +23,6 @@ import harness
 
 SECURITY = os.path.join(harness.REPO, "docs", "security.md")
 SCRIPTS = os.path.join(harness.REPO, "src", "scripts")
-GEN = os.path.join(harness.REPO, "build", "gen", "scripts")
 FLOODGATE = os.path.join(harness.REPO, "build", "floodgate")
 POLICY_KEYS = ["fg:policy:{api}", "fg:policy:{api}:allow", "fg:policy:{api}:deny"]
 
@@ -40,17 +39,6 @@ def recipe():
         users[words[2]] = words
     assert set(users) == {"fg-app", "fg-admin", "fg-reader"}, sorted(users)
     return users
-
-
-def script_text(family):
-    """What the library sends by EVALSHA: build/gen/scripts/<family>.lua, or
-    the same made from src/scripts/."""
-    built = os.path.join(GEN, family + ".lua")
-    if os.path.exists(built):
-        return open(built).read()
-    parts = [open(os.path.join(SCRIPTS, "prelude.lua")).read(),
-             open(os.path.join(SCRIPTS, family + ".lua")).read()]
-    return "\n".join(parts) + "\nreturn run_named(commands, KEYS, ARGV)\n"
 
 
 def password(words):
@@ -71,9 +59,9 @@ def srv():
 def shas(srv):
     """The scripts loaded (again: a test flushes the cache), by family."""
     c = srv.client()
-    out = {"ratelimit": c.script_load(script_text("ratelimit"))}
+    out = {"ratelimit": c.script_load(harness.built_script("ratelimit"))}
     if os.path.exists(os.path.join(SCRIPTS, "policy.lua")):
-        out["policy"] = c.script_load(script_text("policy"))
+        out["policy"] = c.script_load(harness.built_script("policy"))
     c.close()
     return out
 
@@ -141,7 +129,7 @@ def test_the_app_runs_every_rate_limit_command(srv, shas, admin):
     admin.execute_command("SCRIPT", "FLUSH")
     with pytest.raises(redis.exceptions.NoScriptError):
         app.execute_command("EVALSHA", sha, 1, "rl:x", "FG.TOKEN", 10, 2)
-    assert app.execute_command("EVAL", script_text("ratelimit"), 1, "rl:x", "FG.TOKEN", 10, 2) \
+    assert app.execute_command("EVAL", harness.built_script("ratelimit"), 1, "rl:x", "FG.TOKEN", 10, 2) \
         == [1, 10, 9, -1, 500]
     assert app.execute_command("EVALSHA", sha, 1, "rl:x", "FG.TOKEN", 10, 2)[0] == 1
     app.close()

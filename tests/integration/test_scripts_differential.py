@@ -54,15 +54,6 @@ SCRIPT_TYPE = {b"fg-bucket": b"string", b"fg-fixwin": b"string", b"fg-sliwin": b
                b"fg-slilog": b"zset"}
 
 
-def script_text():
-    parts = []
-    for name in ("prelude.lua", "ratelimit.lua"):
-        with open(os.path.join(harness.REPO, "src", "scripts", name)) as f:
-            text = f.read()
-        parts.append(text if text.endswith("\n") else text + "\n")
-    return "".join(parts) + "return run_named(commands, KEYS, ARGV)\n"
-
-
 def now_ms():
     return time.time_ns() // 1_000_000
 
@@ -101,7 +92,7 @@ class Pair:
     def __init__(self, module, stock):
         self.m = RawClient(module.port)
         self.s = RawClient(stock.port)
-        self.sha = self.s.execute("SCRIPT", "LOAD", script_text()).decode()
+        self.sha = self.s.execute("SCRIPT", "LOAD", harness.built_script("ratelimit")).decode()
         self.expiry = {}  # key -> (module's, script's) PEXPIRETIME last read
         self.tolerance = {}  # key -> ms their expiries may differ by
         self.log = []  # the walk so far, for a failure's message

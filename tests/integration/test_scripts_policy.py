@@ -14,20 +14,9 @@ import redis
 
 import harness
 
-ROOT = harness.REPO
 T0 = 1_767_225_600_000_000  # 2026-01-01, us
 # Longer than a step takes on a loaded machine, many times over.
 SETTLE_MS = 2000
-
-
-def script_text(family="policy"):
-    """A family's script as the build makes it: the prelude, the family, the
-    dispatch."""
-    with open(f"{ROOT}/src/scripts/prelude.lua") as f:
-        prelude = f.read()
-    with open(f"{ROOT}/src/scripts/{family}.lua") as f:
-        body = f.read()
-    return prelude + "\n" + body + "\nreturn run_named(commands, KEYS, ARGV)\n"
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +27,7 @@ def pair(request):
         request.addfinalizer(s.cleanup)
         s.start()
     m, k = module.client(), stock.client()
-    sha = k.script_load(script_text())
+    sha = k.script_load(harness.built_script("policy"))
     return m, k, sha
 
 
@@ -251,7 +240,7 @@ def test_reset_and_inspect_of_a_policy_state(pair):
     m.flushall()
     k.flushall()
     p = Pair(m, k, sha)
-    rl = k.script_load(script_text("ratelimit"))
+    rl = k.script_load(harness.built_script("ratelimit"))
     p.set("rs", ["LIMIT", "FIXED", "5", "60000"])
     p.check("rs", "held", "AT", str(T0))
     assert k.exists("held") and m.exists("held")

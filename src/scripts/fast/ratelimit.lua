@@ -1,0 +1,230 @@
+-- fast/ratelimit.lua - the checks of ratelimit.lua on plain doubles (see
+-- fast/prelude.lua): FG.TOKEN, FG.LEAKY, FG.GCRA, CL.THROTTLE, FG.FIXED,
+-- FG.SLIDING and FG.SLIDELOG, with the states and replies ratelimit.lua
+-- describes.
+--
+-- fast(keys, argv, command, i): the reply of `command` on keys[1] with its
+-- arguments at argv[i..], or nil for the exact code to answer.
+
+-- COST n and AT unix_us from argv[i..] (prelude.lua's options): cost and
+-- AT (nil: none), or nil outside the fast range.
+local function options(argv, i)
+    local cost, at, n = 1, nil, #argv
+    while i <= n do
+        local word, v = string.upper(argv[i]), argv[i + 1]
+        if v == nil then return nil end
+        if word == 'COST' then
+            cost = small_int(v)
+        elseif word == 'AT' then
+            at = small_time(v)
+            if at == nil then return nil end
+        else
+            return nil
+        end
+        if cost == nil then return nil end
+        i = i + 2
+    end
+    return cost, at
+end
+
+-- ---------------------------------------------------------------- buckets
+
+-- redis-cell's whole seconds, plus one if any millisecond is left.
+local function cell_seconds(ns)
+    if ns < 0 then return -1 end
+    local s = floor(ns / 1000000000)
+    if floor((ns - s * 1000000000) / 1000000) > 0 then s = s + 1 end
+    return s
+end
+
+-- Capacity, emission interval (ns), cost and AT of a bucket command
+-- (bucket_params, gcra_params, throttle_params, then the options).
+local function bucket_params(command, argv, i)
+    local n = #argv
+    if command == 'CL.THROTTLE' then
+        if n < i + 2 or n > i + 3 then return nil end
+        local burst, count, period = small_int(argv[i]), small_int(argv[i + 1]), small_int(argv[i + 2])
+        if not (burst and count and period) or count < 1 or period < 1 or period > 9000000 then
+            return nil
+        end
+        local emission = period * 1000000000 / count
+        local cost = 1
+        if argv[i + 3] then cost = small_int(argv[i + 3]) end
+        if emission < 1 or cost == nil then return nil end
+        return burst + 1, floor(emission), cost
+    end
+    local capacity = small_int(argv[i] or '')
+    if capacity == nil or capacity < 1 then return nil end
+    local ns
+    if command == 'FG.GCRA' then
+        local count, period = small_decimal(argv[i + 1] or ''), small_decimal(argv[i + 2] or '')
+        if not count or not period or count > 1e18 or period > 1e12 then return nil end
+        ns = period * 1e6 / count
+        if ns < 0.5 then return nil end
+        i = i + 3
+    else
+        local rate = small_decimal(argv[i + 1] or '')
+        if not rate or rate > 1e9 then return nil end
+        ns = 1e9 / rate
+        i = i + 2
+    end
+    local cost, at = options(argv, i)
+    if cost == nil then return nil end
+    return capacity, ns < 1 and 1 or floor(ns + 0.5), cost, at
+end
+
+-- bucket.decide.
+local function bucket(key, argv, command, i)
+    local capacity, emission, cost, at = bucket_params(command, argv, i)
+    if capacity == nil or capacity * emission >= EXACT then return nil end
+    local now, skew = decision_time(at)
+    local seconds, past = bucket_now(now)
+    local v = redis.pcall('GET', key)
+    local tat = 0
+    if v then
+        tat = tat_since(v, seconds, past)
+        if tat == nil then return nil end
+    end
+    local allowed, retry, ttl, remaining, new_tat = bucket_decide(tat, capacity, emission, cost)
+    if allowed == nil then return nil end
+    if allowed and cost > 0 then
+        local text, expires_us = tat_text(new_tat, now, seconds, past)
+        local err = store(key, text, expires_us, skew)
+        if err then return err end
+    end
+    if command == 'CL.THROTTLE' then
+        return {allowed and 0 or 1, capacity, remaining, cell_seconds(retry), cell_seconds(ttl)}
+    end
+    return {allowed and 1 or 0, capacity, remaining, ms_ceil(retry, 1000000), ceil(ttl / 1000000)}
+end
+
+-- ---------------------------------------------------------------- windows
+
+-- limit window_ms, COST and AT of a window command; nil outside the fast
+-- range.
+local function window_params(argv, i, max_limit)
+    local limit, w = small_int(argv[i] or ''), window_us(argv[i + 1] or '')
+    if not limit or limit < 1 or limit > max_limit or not w then return nil end
+    local cost, at = options(argv, i + 2)
+    if cost == nil then return nil end
+    return limit, w, cost, at
+end
+
+-- A stored count: 0 or a decimal without a leading zero, below 2^52.
+local function count_of(s)
+    if byte(s) == 48 and s ~= '0' then return nil end
+    return small_int(s)
+end
+
+-- fixed.decide.
+local function fixed(key, argv, i)
+    local limit, w, cost, at = window_params(argv, i, EXACT)
+    if limit == nil then return nil end
+    local now, skew = decision_time(at)
+    local v = redis.pcall('GET', key)
+    local start, count = 0, 0
+    if v then
+        if type(v) ~= 'string' then return nil end
+        local a, b = match(v, '^f1:([1-9]%d*):([1-9]%d*)$')
+        start, count = small_int(a or ''), small_int(b or '')
+        if not start or not count then return nil end
+    end
+    local allowed, remaining, retry, reset, next_start, after = fixed_decide(start, count, limit, w, now, cost)
+    if allowed and cost > 0 then
+        local err = store(key, format('f1:%.0f:%.0f', next_start, after), next_start + w, skew)
+        if err then return err end
+    end
+    return {allowed and 1 or 0, limit, remaining, ms_ceil(retry, 1000), ceil(reset / 1000)}
+end
+
+-- sliding.decide.
+local function sliding(key, argv, i)
+    local limit, w, cost, at = window_params(argv, i, EXACT)
+    if limit == nil or limit * w >= EXACT then return nil end
+    local now, skew = decision_time(at)
+    local v = redis.pcall('GET', key)
+    local stored, n, p = 0, 0, 0
+    if v then
+        if type(v) ~= 'string' then return nil end
+        local a, b, c = match(v, '^s1:([1-9]%d*):(%d+):(%d+)$')
+        stored, n, p = small_int(a or ''), count_of(b or ''), count_of(c or '')
+        if not stored or not n or not p or (n == 0 and p == 0) or n * w >= EXACT or p * w >= EXACT then
+            return nil
+        end
+    end
+    local fits, remaining, retry, reset, start, after, prev = sliding_decide(stored, n, p, limit, w, now, cost)
+    if fits and cost > 0 then
+        local err = store(key, format('s1:%.0f:%.0f:%.0f', start, after, prev), start + 2 * w, skew)
+        if err then return err end
+    end
+    return {fits and 1 or 0, limit, remaining, ms_ceil(retry, 1000), ceil(reset / 1000)}
+end
+
+-- ---------------------------------------------------------------- slidelog
+
+-- The log's member of a unit: its time in 16 digits, its index in 5.
+local function slog_member(ts, k) return format('%016.0f:%05d', ts, k) end
+
+-- A member's time and index; nil for one that is not ours or out of range.
+local function slog_entry(member)
+    local ts, k = match(member or '', '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d):(%d%d%d%d%d)$')
+    ts = ts and tonumber(ts)
+    if ts == nil or ts >= EXACT then return nil end
+    return ts, tonumber(k)
+end
+
+-- slidelog.decide: the log's size, what the window counts, its newest
+-- unit, and the effect of an admission, each one call.
+local function slidelog(key, argv, i)
+    local limit, w, cost, at = window_params(argv, i, 100000)
+    if limit == nil or cost > 1000 then return nil end
+    local now, skew = decision_time(at)
+    local len = redis.pcall('ZCARD', key)
+    if type(len) ~= 'number' then return nil end
+    local horizon = now - w
+    local counted, newest, newest_k, stamp = len, nil, nil, now
+    if len > 0 then
+        if horizon >= 0 then counted = redis.call('ZLEXCOUNT', key, '[' .. format('%016.0f', horizon + 1), '+') end
+        newest, newest_k = slog_entry(redis.call('ZRANGE', key, -1, -1)[1])
+        if newest == nil then return nil end
+        if newest > now then stamp = newest end
+    end
+    local allowed = counted <= limit and cost <= limit - counted
+    local writes = allowed and cost > 0
+    local counted_after = writes and counted + cost or counted
+    local retry, reset = -1, 0
+    if not allowed and cost <= limit then
+        local ts = slog_entry(redis.call('ZRANGE', key, len - limit + cost - 1, len - limit + cost - 1)[1])
+        if ts == nil then return nil end
+        retry = ts + w - now
+    end
+    if counted_after > 0 then reset = (writes and stamp or newest) + w - now end
+    if writes then
+        -- what no longer counts goes; nothing to drop when all of it counts
+        if horizon >= 0 and counted < len then
+            redis.call('ZREMRANGEBYLEX', key, '-', '(' .. format('%016.0f', horizon + 1))
+        end
+        local k = (len > 0 and stamp == newest) and newest_k + 1 or 0
+        local args = {}
+        for j = 0, cost - 1 do
+            args[2 * j + 1] = 0
+            args[2 * j + 2] = slog_member(stamp, k + j)
+        end
+        local r = redis.pcall('ZADD', key, unpack(args))
+        if type(r) == 'table' and r.err then return r end
+        local us = stamp + w + skew
+        redis.call('PEXPIREAT', key, us > 0 and ceil(us / 1000) or 0)
+    end
+    return {allowed and 1 or 0, limit, limit > counted_after and limit - counted_after or 0,
+            ms_ceil(retry, 1000), ms_ceil(reset, 1000)}
+end
+
+local function fast(keys, argv, command, i)
+    if command == 'FG.TOKEN' or command == 'FG.LEAKY' or command == 'FG.GCRA' or command == 'CL.THROTTLE' then
+        return bucket(keys[1], argv, command, i)
+    end
+    if command == 'FG.FIXED' then return fixed(keys[1], argv, i) end
+    if command == 'FG.SLIDING' then return sliding(keys[1], argv, i) end
+    if command == 'FG.SLIDELOG' then return slidelog(keys[1], argv, i) end
+    return nil
+end
