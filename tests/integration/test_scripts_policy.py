@@ -8,6 +8,7 @@ stock server is given the same AT. Each sequence is seeded, so a failure
 names the seed that reproduces it."""
 
 import random
+import time
 
 import pytest
 import redis
@@ -71,9 +72,17 @@ class Pair:
         return a, b
 
     def check(self, name, key, *opts):
+        start = time.monotonic_ns()
         a = self.module("FG.CHECK", name, key, *opts)
         b = self.script([key] + policy_keys(name), "FG.CHECK", name, *opts)
+        self.took_ms = (time.monotonic_ns() - start) // 1_000_000 + 1
         return a, b
+
+    def expiries(self, key):
+        """The key's absolute expiry (ms) on both: they count from each
+        server's clock, read once per call, so they differ by at most the
+        time between the two calls of the check that wrote them."""
+        return self.m.pexpiretime(key), self.k.pexpiretime(key)
 
     def get(self, name):
         a = self.module("FG.POLICY", "GET", name)
@@ -141,6 +150,7 @@ def test_checks_equal_the_module(pair, seed):
     assert a == b, (seed, a, b)
     now = T0 + rng.randint(0, 10**9)
     keys = ["u:1", "u:2", "u:3"]
+    tolerance = {}  # key -> ms its two expiries may differ by, since their last write
     for step in range(250):
         roll = rng.random()
         if roll < 0.05:
@@ -163,8 +173,14 @@ def test_checks_equal_the_module(pair, seed):
             opts += ["ID", "id:x"]
         key = rng.choice(keys)
         p.settle_expiry(key)
+        before = p.expiries(key)
         a, b = p.check(name, key, *opts)
         assert normalise(a) == normalise(b), (seed, step, opts, a, b)
+        em, ek = p.expiries(key)
+        if (em, ek) != before:
+            tolerance[key] = p.took_ms
+        assert (em < 0) == (ek < 0) and abs(em - ek) <= tolerance.get(key, 0), \
+            (seed, step, opts, key, em, ek)
         for kk in k.keys("*"):
             if not kk.startswith(b"fg:policy:"):
                 assert k.pttl(kk) != -1, (seed, step, kk, "has no expiry")
