@@ -15,13 +15,13 @@
 -- text "alg,a,b" the state repeats), and tat (the TAT's text) or start,
 -- count, prev.
 local function limit_of(rule)
-    local alg, a, b = match(rule, '^([TLGFS]),([1-9]%d*),([1-9]%d*)$')
+    local alg, a, b = string.match(rule, '^([TLGFS]),([1-9]%d*),([1-9]%d*)$')
     a, b = small_int(a or ''), small_int(b or '')
     if not a or not b then return nil end
     if alg == 'F' or alg == 'S' then
         -- waits in ns stay exact: windows below 52 days
-        if b > 4e12 or (alg == 'S' and a * b >= EXACT) then return nil end
-    elseif a * b >= EXACT then
+        if b > 4e12 or (alg == 'S' and a * b >= 4503599627370496) then return nil end
+    elseif a * b >= 4503599627370496 then
         return nil
     end
     return {alg = alg, a = a, b = b, rule = rule, tat = '0', start = 0, count = 0, prev = 0}
@@ -29,9 +29,9 @@ end
 
 -- The rules' text (encode_rules): shadow, ban, after, within, limits.
 local function rules_of(text)
-    local shadow, ban, after, within, rest = match(text or '', '^([01])|(%d+),(%d+),(%d+)|(.+)$')
+    local shadow, ban, after, within, rest = string.match(text or '', '^([01])|(%d+),(%d+),(%d+)|(.+)$')
     ban, after, within = small_int(ban or ''), small_int(after or ''), small_int(within or '')
-    if not ban or not after or not within or ban * 1000 >= EXACT then return nil end
+    if not ban or not after or not within or ban * 1000 >= 4503599627370496 then return nil end
     local limits = {}
     for rule in string.gmatch(rest, '[^|]+') do
         local l = limit_of(rule)
@@ -48,17 +48,17 @@ local function read_limits(text, limits)
     for part in string.gmatch(text, '[^|]+') do
         k = k + 1
         local l = limits[k]
-        if l == nil or sub(part, 1, #l.rule + 1) ~= l.rule .. ',' then return nil end
-        local rest = sub(part, #l.rule + 2)
+        if l == nil or string.sub(part, 1, #l.rule + 1) ~= l.rule .. ',' then return nil end
+        local rest = string.sub(part, #l.rule + 2)
         if l.alg == 'F' or l.alg == 'S' then
-            local a, b, c = match(rest, '^(%d+),(%d+),?(%d*)$')
+            local a, b, c = string.match(rest, '^(%d+),(%d+),?(%d*)$')
             l.start, l.count = small_int(a or ''), small_int(b or '')
             l.prev = l.alg == 'S' and small_int(c or '') or (c == '' and 0 or nil)
-            if not l.start or not l.count or not l.prev or l.count * l.b >= EXACT or
-                l.prev * l.b >= EXACT then
+            if not l.start or not l.count or not l.prev or l.count * l.b >= 4503599627370496 or
+                l.prev * l.b >= 4503599627370496 then
                 return nil
             end
-        elseif rest ~= '0' and not find(rest, '^[1-9]%d*$') then
+        elseif rest ~= '0' and not string.find(rest, '^[1-9]%d*$') then
             return nil
         else
             l.tat = rest
@@ -79,7 +79,7 @@ local function decide_limit(l, now, seconds, past, cost)
             allowed, remaining, retry, reset, start, after, prev =
                 sliding_decide(l.start, l.count, l.prev, l.a, l.b, now, cost)
         end
-        if retry * 1000 >= EXACT or reset * 1000 >= EXACT then return nil end
+        if retry * 1000 >= 4503599627370496 or reset * 1000 >= 4503599627370496 then return nil end
         return allowed, retry < 0 and -1 or retry * 1000, reset * 1000, remaining, start, after, prev or 0
     end
     local tat = 0
@@ -102,7 +102,7 @@ local function neutral_at(limits, banned, denials, dstart, ban, within)
         elseif l.expires_us then
             e = l.expires_us
         elseif l.tat ~= '0' then
-            e = tonumber(sub(l.tat, 1, -10)) * 1000000 + ceil(tonumber(sub(l.tat, -9)) / 1000)
+            e = tonumber(string.sub(l.tat, 1, -10)) * 1000000 + math.ceil(tonumber(string.sub(l.tat, -9)) / 1000)
         end
         if e > at then at = e end
     end
@@ -111,12 +111,12 @@ local function neutral_at(limits, banned, denials, dstart, ban, within)
 end
 
 local function encode(name, limits, banned, denials, dstart)
-    local parts = {'p1', name, format('%.0f', banned), denials, format('%.0f', dstart)}
+    local parts = {'p1', name, string.format('%.0f', banned), denials, string.format('%.0f', dstart)}
     for k, l in ipairs(limits) do
         if l.alg == 'F' then
-            parts[k + 5] = format('%s,%.0f,%.0f', l.rule, l.start, l.count)
+            parts[k + 5] = string.format('%s,%.0f,%.0f', l.rule, l.start, l.count)
         elseif l.alg == 'S' then
-            parts[k + 5] = format('%s,%.0f,%.0f,%.0f', l.rule, l.start, l.count, l.prev)
+            parts[k + 5] = string.format('%s,%.0f,%.0f,%.0f', l.rule, l.start, l.count, l.prev)
         else
             parts[k + 5] = l.rule .. ',' .. l.tat
         end
@@ -126,7 +126,7 @@ end
 
 local function check(keys, argv, i)
     local name = argv[i]
-    if name == nil or #name > 64 or not find(name, '^[%w_%-%./]+$') then return nil end
+    if name == nil or #name > 64 or not string.find(name, '^[%w_%-%./]+$') then return nil end
     local cost, at, rules_text, n = 1, nil, nil, #argv
     for j = i + 1, n, 2 do
         local word, v = string.upper(argv[j]), argv[j + 1]
@@ -158,7 +158,7 @@ local function check(keys, argv, i)
     local banned, denials, dstart = 0, 0, 0
     if v then
         if type(v) ~= 'string' then return nil end
-        local state_name, b, d, s, rest = match(v, '^p1|([^|]+)|(%d+)|(%d+)|(%d+)|(.+)$')
+        local state_name, b, d, s, rest = string.match(v, '^p1|([^|]+)|(%d+)|(%d+)|(%d+)|(.+)$')
         banned, denials, dstart = small_int(b or ''), small_int(d or ''), small_int(s or '')
         if state_name ~= name or not banned or not denials or not dstart or not read_limits(rest, limits) then
             return nil
@@ -171,7 +171,7 @@ local function check(keys, argv, i)
     local changed = false
     if now < banned then
         retry = (banned - now) * 1000
-        if retry >= EXACT then return nil end
+        if retry >= 4503599627370496 then return nil end
         reset = retry
         for _, l in ipairs(limits) do
             local ok, _, r = decide_limit(l, now, seconds, past, 0)

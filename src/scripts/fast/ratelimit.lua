@@ -32,8 +32,8 @@ end
 -- redis-cell's whole seconds, plus one if any millisecond is left.
 local function cell_seconds(ns)
     if ns < 0 then return -1 end
-    local s = floor(ns / 1000000000)
-    if floor((ns - s * 1000000000) / 1000000) > 0 then s = s + 1 end
+    local s = math.floor(ns / 1000000000)
+    if math.floor((ns - s * 1000000000) / 1000000) > 0 then s = s + 1 end
     return s
 end
 
@@ -51,7 +51,7 @@ local function bucket_params(command, argv, i)
         local cost = 1
         if argv[i + 3] then cost = small_int(argv[i + 3]) end
         if emission < 1 or cost == nil then return nil end
-        return burst + 1, floor(emission), cost
+        return burst + 1, math.floor(emission), cost
     end
     local capacity = small_int(argv[i] or '')
     if capacity == nil or capacity < 1 then return nil end
@@ -70,13 +70,13 @@ local function bucket_params(command, argv, i)
     end
     local cost, at = options(argv, i)
     if cost == nil then return nil end
-    return capacity, ns < 1 and 1 or floor(ns + 0.5), cost, at
+    return capacity, ns < 1 and 1 or math.floor(ns + 0.5), cost, at
 end
 
 -- bucket.decide.
 local function bucket(key, argv, command, i)
     local capacity, emission, cost, at = bucket_params(command, argv, i)
-    if capacity == nil or capacity * emission >= EXACT then return nil end
+    if capacity == nil or capacity * emission >= 4503599627370496 then return nil end
     local now, skew = decision_time(at)
     local seconds, past = bucket_now(now)
     local v = redis.pcall('GET', key)
@@ -95,7 +95,7 @@ local function bucket(key, argv, command, i)
     if command == 'CL.THROTTLE' then
         return {allowed and 0 or 1, capacity, remaining, cell_seconds(retry), cell_seconds(ttl)}
     end
-    return {allowed and 1 or 0, capacity, remaining, ms_ceil(retry, 1000000), ceil(ttl / 1000000)}
+    return {allowed and 1 or 0, capacity, remaining, ms_ceil(retry, 1000000), math.ceil(ttl / 1000000)}
 end
 
 -- ---------------------------------------------------------------- windows
@@ -112,64 +112,64 @@ end
 
 -- A stored count: 0 or a decimal without a leading zero, below 2^52.
 local function count_of(s)
-    if byte(s) == 48 and s ~= '0' then return nil end
+    if string.byte(s) == 48 and s ~= '0' then return nil end
     return small_int(s)
 end
 
 -- fixed.decide.
 local function fixed(key, argv, i)
-    local limit, w, cost, at = window_params(argv, i, EXACT)
+    local limit, w, cost, at = window_params(argv, i, 4503599627370496)
     if limit == nil then return nil end
     local now, skew = decision_time(at)
     local v = redis.pcall('GET', key)
     local start, count = 0, 0
     if v then
         if type(v) ~= 'string' then return nil end
-        local a, b = match(v, '^f1:([1-9]%d*):([1-9]%d*)$')
+        local a, b = string.match(v, '^f1:([1-9]%d*):([1-9]%d*)$')
         start, count = small_int(a or ''), small_int(b or '')
         if not start or not count then return nil end
     end
     local allowed, remaining, retry, reset, next_start, after = fixed_decide(start, count, limit, w, now, cost)
     if allowed and cost > 0 then
-        local err = store(key, format('f1:%.0f:%.0f', next_start, after), next_start + w, skew)
+        local err = store(key, string.format('f1:%.0f:%.0f', next_start, after), next_start + w, skew)
         if err then return err end
     end
-    return {allowed and 1 or 0, limit, remaining, ms_ceil(retry, 1000), ceil(reset / 1000)}
+    return {allowed and 1 or 0, limit, remaining, ms_ceil(retry, 1000), math.ceil(reset / 1000)}
 end
 
 -- sliding.decide.
 local function sliding(key, argv, i)
-    local limit, w, cost, at = window_params(argv, i, EXACT)
-    if limit == nil or limit * w >= EXACT then return nil end
+    local limit, w, cost, at = window_params(argv, i, 4503599627370496)
+    if limit == nil or limit * w >= 4503599627370496 then return nil end
     local now, skew = decision_time(at)
     local v = redis.pcall('GET', key)
     local stored, n, p = 0, 0, 0
     if v then
         if type(v) ~= 'string' then return nil end
-        local a, b, c = match(v, '^s1:([1-9]%d*):(%d+):(%d+)$')
+        local a, b, c = string.match(v, '^s1:([1-9]%d*):(%d+):(%d+)$')
         stored, n, p = small_int(a or ''), count_of(b or ''), count_of(c or '')
-        if not stored or not n or not p or (n == 0 and p == 0) or n * w >= EXACT or p * w >= EXACT then
+        if not stored or not n or not p or (n == 0 and p == 0) or n * w >= 4503599627370496 or p * w >= 4503599627370496 then
             return nil
         end
     end
     local fits, remaining, retry, reset, start, after, prev = sliding_decide(stored, n, p, limit, w, now, cost)
     if fits and cost > 0 then
-        local err = store(key, format('s1:%.0f:%.0f:%.0f', start, after, prev), start + 2 * w, skew)
+        local err = store(key, string.format('s1:%.0f:%.0f:%.0f', start, after, prev), start + 2 * w, skew)
         if err then return err end
     end
-    return {fits and 1 or 0, limit, remaining, ms_ceil(retry, 1000), ceil(reset / 1000)}
+    return {fits and 1 or 0, limit, remaining, ms_ceil(retry, 1000), math.ceil(reset / 1000)}
 end
 
 -- ---------------------------------------------------------------- slidelog
 
 -- The log's member of a unit: its time in 16 digits, its index in 5.
-local function slog_member(ts, k) return format('%016.0f:%05d', ts, k) end
+local function slog_member(ts, k) return string.format('%016.0f:%05d', ts, k) end
 
 -- A member's time and index; nil for one that is not ours or out of range.
 local function slog_entry(member)
-    local ts, k = match(member or '', '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d):(%d%d%d%d%d)$')
+    local ts, k = string.match(member or '', '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d):(%d%d%d%d%d)$')
     ts = ts and tonumber(ts)
-    if ts == nil or ts >= EXACT then return nil end
+    if ts == nil or ts >= 4503599627370496 then return nil end
     return ts, tonumber(k)
 end
 
@@ -184,7 +184,7 @@ local function slidelog(key, argv, i)
     local horizon = now - w
     local counted, newest, newest_k, stamp = len, nil, nil, now
     if len > 0 then
-        if horizon >= 0 then counted = redis.call('ZLEXCOUNT', key, '[' .. format('%016.0f', horizon + 1), '+') end
+        if horizon >= 0 then counted = redis.call('ZLEXCOUNT', key, '[' .. string.format('%016.0f', horizon + 1), '+') end
         newest, newest_k = slog_entry(redis.call('ZRANGE', key, -1, -1)[1])
         if newest == nil then return nil end
         if newest > now then stamp = newest end
@@ -202,7 +202,7 @@ local function slidelog(key, argv, i)
     if writes then
         -- what no longer counts goes; nothing to drop when all of it counts
         if horizon >= 0 and counted < len then
-            redis.call('ZREMRANGEBYLEX', key, '-', '(' .. format('%016.0f', horizon + 1))
+            redis.call('ZREMRANGEBYLEX', key, '-', '(' .. string.format('%016.0f', horizon + 1))
         end
         local k = (len > 0 and stamp == newest) and newest_k + 1 or 0
         local args = {}
@@ -213,7 +213,7 @@ local function slidelog(key, argv, i)
         local r = redis.pcall('ZADD', key, unpack(args))
         if type(r) == 'table' and r.err then return r end
         local us = stamp + w + skew
-        redis.call('PEXPIREAT', key, us > 0 and ceil(us / 1000) or 0)
+        redis.call('PEXPIREAT', key, us > 0 and math.ceil(us / 1000) or 0)
     end
     return {allowed and 1 or 0, limit, limit > counted_after and limit - counted_after or 0,
             ms_ceil(retry, 1000), ms_ceil(reset, 1000)}
