@@ -505,11 +505,36 @@ static void fgx_delay(ngx_http_request_t *r) {
 /* How long a passed request waits, in ms: its place in the bucket drains
  * in reset_after, less one request's time (the request itself), less the
  * delay=n requests that pass at once. */
+/* A zone's bucket lets one request leak per interval: 1e9 ns over the
+ * rate, to the nearest ns, as the library makes the bucket (params.c). */
+static double fgx_interval_ms(const fgx_zone_t *z) {
+    double ns = 1e9 / (z->rate / 1000.0);
+    return (ns < 1 ? 1 : (double)(int64_t)(ns + 0.5)) / 1e6;
+}
+
+/* The bucket's level after a passed request, in requests: its reset
+ * (the level as time, rounded up to the ms) over the interval. */
+static double fgx_level(const fgx_limit_t *l, const fg_result *res) {
+    return res->reset_after_ms / fgx_interval_ms(l->zone);
+}
+
+/* A passed request waits until it conforms to the rate: the time of the
+ * bucket's level beyond 1 + delay requests. The reset is rounded up to
+ * the ms, so the wait is rounded down: a request within its allowance
+ * waits 0, as limit_req's does, whether or not the interval is a whole
+ * number of ms. */
 static ngx_msec_t fgx_wait_ms(const fgx_limit_t *l, const fg_result *res) {
     if (l->delay == FGX_NODELAY) return 0;
-    int64_t per_request = (int64_t)(1000000 / l->zone->rate);
-    int64_t wait = res->reset_after_ms - per_request * (int64_t)(1 + l->delay);
-    return wait > 0 ? (ngx_msec_t)wait : 0;
+    double wait = res->reset_after_ms - fgx_interval_ms(l->zone) * (double)(1 + l->delay);
+    return wait >= 1 ? (ngx_msec_t)wait : 0;
+}
+
+/* limit_req's excess, in thousandths of a request: the requests in the
+ * bucket beyond the one being served (of a rejected request, the level it
+ * found, which its own would have raised by one). */
+static ngx_uint_t fgx_excess(const fgx_limit_t *l, const fg_result *res, ngx_uint_t allowed) {
+    double excess = (fgx_level(l, res) - (allowed ? 1 : 0)) * 1000;
+    return excess > 0 ? (ngx_uint_t)(excess + 0.5) : 0;
 }
 
 static ngx_int_t fgx_add_header(ngx_http_request_t *r, const char *name, u_char *value,
@@ -569,15 +594,20 @@ static ngx_int_t fgx_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc
                             fgx_ctx_t *ctx) {
     fgx_limit_t *limits = lcf->limits->elts;
     ngx_msec_t delay = 0;
-    ngx_uint_t rejected_by = ctx->n, checked = 0;
+    ngx_uint_t rejected_by = ctx->n, delayed_by = ctx->n, checked = 0;
     for (ngx_uint_t i = 0; i < ctx->n; i++) {
         fgx_answer_t *a = &ctx->answers[i];
         if (!a->checked) continue;
         checked = 1;
         ngx_uint_t allowed = a->rc == FG_CODE_OK ? a->result.allowed : !mcf->fail_closed;
         if (!allowed && rejected_by == ctx->n) rejected_by = i;
-        if (allowed && a->rc == FG_CODE_OK && limits[i].zone != NULL)
-            delay = ngx_max(delay, fgx_wait_ms(&limits[i], &a->result));
+        if (allowed && a->rc == FG_CODE_OK && limits[i].zone != NULL) {
+            ngx_msec_t wait = fgx_wait_ms(&limits[i], &a->result);
+            if (wait > delay) {
+                delay = wait;
+                delayed_by = i;
+            }
+        }
     }
     ctx->state = FGX_DONE;
     if (lcf->headers && fgx_add_headers(r, lcf, ctx, rejected_by) != NGX_OK) return NGX_ERROR;
@@ -585,9 +615,20 @@ static ngx_int_t fgx_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc
         ctx->status = lcf->dry_run ? FGX_REJECTED_DRY_RUN : FGX_REJECTED;
         ngx_uint_t level = lcf->log_level;
         fgx_limit_t *by = &limits[rejected_by];
-        ngx_log_error(level, r->connection->log, 0, "limiting requests%s by %s \"%V\"",
-                      lcf->dry_run ? ", dry run," : "", by->zone != NULL ? "zone" : "policy",
-                      by->zone != NULL ? &by->zone->name : &by->policy);
+        fgx_answer_t *a = &ctx->answers[rejected_by];
+        if (by->zone == NULL) {
+            ngx_log_error(level, r->connection->log, 0, "limiting requests%s by policy \"%V\"",
+                          lcf->dry_run ? ", dry run," : "", &by->policy);
+        } else if (a->rc != FG_CODE_OK) { /* fail closed: no bucket was read */
+            ngx_log_error(level, r->connection->log, 0, "limiting requests%s by zone \"%V\"",
+                          lcf->dry_run ? ", dry run," : "", &by->zone->name);
+        } else { /* limit_req's words */
+            ngx_uint_t excess = fgx_excess(by, &a->result, 0);
+            ngx_log_error(level, r->connection->log, 0,
+                          "limiting requests%s, excess: %ui.%03ui by zone \"%V\"",
+                          lcf->dry_run ? ", dry run" : "", excess / 1000, excess % 1000,
+                          &by->zone->name);
+        }
         return lcf->dry_run ? NGX_DECLINED : (ngx_int_t)lcf->status_code;
     }
     if (delay == 0) {
@@ -596,8 +637,10 @@ static ngx_int_t fgx_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc
     }
     ctx->status = lcf->dry_run ? FGX_DELAYED_DRY_RUN : FGX_DELAYED;
     ngx_uint_t level = lcf->log_level == NGX_LOG_INFO ? NGX_LOG_INFO : lcf->log_level + 1;
-    ngx_log_error(level, r->connection->log, 0, "delaying request%s, %M ms",
-                  lcf->dry_run ? ", dry run" : "", delay);
+    ngx_uint_t excess = fgx_excess(&limits[delayed_by], &ctx->answers[delayed_by].result, 1);
+    ngx_log_error(level, r->connection->log, 0, "delaying request%s, excess: %ui.%03ui, by zone \"%V\"",
+                  lcf->dry_run ? ", dry run" : "", excess / 1000, excess % 1000,
+                  &limits[delayed_by].zone->name);
     if (lcf->dry_run) return NGX_DECLINED;
     if (r->connection->read->ready) {
         ngx_post_event(r->connection->read, &ngx_posted_events); /* a macro with an if */
@@ -664,14 +707,15 @@ static ngx_int_t fgx_add_variables(ngx_conf_t *cf) {
 
 static ngx_int_t fgx_init(ngx_conf_t *cf) {
     ngx_http_core_main_conf_t *cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+    /* limit_conn after limit_req, as nginx's own run, so that a delayed or
+     * rejected request holds no slot meanwhile; a phase runs its handlers
+     * in the reverse order of their registration */
     ngx_http_handler_pt *h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
     if (h == NULL) return NGX_ERROR;
-    *h = fgx_handler;
-    /* limit_conn after limit_req, as nginx's own run: a delayed or
-     * rejected request takes no slot meanwhile */
+    *h = fgx_conn_handler;
     if ((h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers)) == NULL)
         return NGX_ERROR;
-    *h = fgx_conn_handler;
+    *h = fgx_handler;
     return NGX_OK;
 }
 
