@@ -108,15 +108,30 @@ fg_code fg_async_peek(fg_async *a, const char *key, const fg_limit *limit,
                       fg_async_check_cb *done, void *arg, fg_async_call **call,
                       fg_error *err);
 
+/* Gives back units a check of limit at key took (FG.REFUND): a token or
+ * leaky bucket, GCRA or a fixed window, given back as far as the state
+ * still holds them; done's value is the units given back. For a caller
+ * that checks several limits and keeps a request only when all allow it
+ * (nginx's several zones): the limits that allowed give the request back.
+ * The limit and units are checked as fg_check's limit and cost (units >=
+ * 0, FG_CODE_INVALID for a sliding window or log, which cannot give
+ * back); a server that cannot answer is FG_CODE_IO (no failure policy: a
+ * refund is not a decision). done may be NULL: the refund is sent and its
+ * answer dropped; otherwise it runs as fg_async_check's does, *call its
+ * handle (a cancelled refund is still made: only its answer is dropped). */
+typedef void fg_async_count_cb(fg_code rc, int64_t value, const fg_error *err, void *arg);
+fg_code fg_async_refund(fg_async *a, const char *key, const fg_limit *limit, int64_t units,
+                        fg_async_count_cb *done, void *arg, fg_async_call **call,
+                        fg_error *err);
+
 /* The answer of a semaphore's acquire: rc and grant as
  * fg_semaphore_acquire's (grant only when rc is FG_CODE_OK). */
 typedef void fg_async_grant_cb(fg_code rc, const fg_lock_grant *grant, const fg_error *err,
                                void *arg);
 
-/* The answer of a release (value: the permits the owner still holds, -1
- * when it held none) or of an extend (value: 1 when extended, 0 when the
- * owner held nothing). */
-typedef void fg_async_count_cb(fg_code rc, int64_t value, const fg_error *err, void *arg);
+/* fg_async_count_cb is also the answer of a release (value: the permits
+ * the owner still holds, -1 when it held none) and of an extend (value: 1
+ * when extended, 0 when the owner held nothing). */
 
 /* fg_semaphore_acquire without waiting in the server (no WAIT): granted
  * or not at once, with the lease given. The arguments are checked as

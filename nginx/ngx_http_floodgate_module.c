@@ -29,7 +29,9 @@ static ngx_str_t fgx_status_names[] = {
     ngx_string("REJECTED"), ngx_string("DELAYED_DRY_RUN"), ngx_string("REJECTED_DRY_RUN"),
 };
 
-enum { FGX_WAITING = 1, FGX_ANSWERED, FGX_DONE };
+/* A request's way through its checks: sent, answered, and when a limit
+ * refused, the limits that passed given their request back. */
+enum { FGX_WAITING = 1, FGX_ANSWERED, FGX_REFUNDING, FGX_REFUNDED, FGX_DONE };
 
 typedef struct fgx_ctx_s fgx_ctx_t;
 
@@ -37,6 +39,7 @@ typedef struct {
     fgx_ctx_t *ctx;
     fgx_limit_t *limit;
     fg_async_call *call;
+    char *key; /* a zone's, for its refund */
     ngx_uint_t checked;
     fg_code rc;
     fg_result result;
@@ -48,6 +51,7 @@ struct fgx_ctx_s {
     ngx_uint_t status;
     ngx_uint_t pending;
     ngx_uint_t n;
+    ngx_uint_t rejected_by; /* the limit that refused, while the others refund */
     fgx_answer_t *answers;
 };
 
@@ -443,6 +447,7 @@ static ngx_int_t fgx_send(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_limit
     if (l->zone != NULL) {
         char *key = fgx_redis_key(r, "limit_req", &l->zone->name, &v);
         if (key == NULL) return NGX_ERROR;
+        a->key = key;
         rc = fg_async_check(mcf->client, key, &l->limit, 1, fgx_answered, a, &a->call, &err);
     } else {
         char *key = fgx_redis_key(r, "policy", &l->policy, &v);
@@ -458,6 +463,14 @@ static ngx_int_t fgx_send(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_limit
         return NGX_DONE;
     }
     return NGX_OK;
+}
+
+/* The request waits for Redis: the phases stop until fgx_resume. */
+static void fgx_wait(ngx_http_request_t *r, fgx_ctx_t *ctx, ngx_uint_t state) {
+    ctx->state = state;
+    r->main->count++;
+    r->read_event_handler = ngx_http_test_reading;
+    r->write_event_handler = ngx_http_request_empty_handler;
 }
 
 /* Sends the checks of every limit; NGX_DONE when the request waits. */
@@ -478,10 +491,38 @@ static ngx_int_t fgx_start(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc_
         ctx->state = FGX_ANSWERED;
         return NGX_AGAIN; /* decided now, by the caller */
     }
-    ctx->state = FGX_WAITING;
-    r->main->count++;
-    r->read_event_handler = ngx_http_test_reading;
-    r->write_event_handler = ngx_http_request_empty_handler;
+    fgx_wait(r, ctx, FGX_WAITING);
+    return NGX_DONE;
+}
+
+static void fgx_refunded(fg_code rc, int64_t units, const fg_error *err, void *arg) {
+    (void)units;
+    fgx_answer_t *a = arg;
+    fgx_ctx_t *ctx = a->ctx;
+    if (rc != FG_CODE_OK) fgx_limit_failed(ctx->r, a, err->message);
+    if (--ctx->pending > 0) return;
+    ctx->state = FGX_REFUNDED;
+    fgx_resume(ctx->r);
+}
+
+/* All or nothing, as limit_req charges its zones only when all pass: when
+ * one limit refused, the zones that passed give the request back (a
+ * policy cannot). The refusal is answered once Redis has them, so that
+ * the client's next request finds them back. NGX_DONE while it waits. */
+static ngx_int_t fgx_refund(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_ctx_t *ctx) {
+    for (ngx_uint_t i = 0; i < ctx->n; i++) {
+        fgx_answer_t *a = &ctx->answers[i];
+        if (!a->checked || a->rc != FG_CODE_OK || !a->result.allowed || a->key == NULL) continue;
+        fg_error err;
+        if (fg_async_refund(mcf->client, a->key, &a->limit->limit, 1, fgx_refunded, a, &a->call,
+                            &err) != FG_CODE_OK) {
+            fgx_limit_failed(r, a, err.message);
+            continue;
+        }
+        ctx->pending++;
+    }
+    if (ctx->pending == 0) return NGX_OK;
+    fgx_wait(r, ctx, FGX_REFUNDING);
     return NGX_DONE;
 }
 
@@ -502,9 +543,6 @@ static void fgx_delay(ngx_http_request_t *r) {
     ngx_http_core_run_phases(r);
 }
 
-/* How long a passed request waits, in ms: its place in the bucket drains
- * in reset_after, less one request's time (the request itself), less the
- * delay=n requests that pass at once. */
 /* A zone's bucket lets one request leak per interval: 1e9 ns over the
  * rate, to the nearest ns, as the library makes the bucket (params.c). */
 static double fgx_interval_ms(const fgx_zone_t *z) {
@@ -590,6 +628,30 @@ static ngx_int_t fgx_add_headers(ngx_http_request_t *r, fgx_loc_conf_t *lcf, fgx
     return fgx_add_header(r, "Retry-After", retry, end);
 }
 
+/* A refused request: logged in limit_req's words, answered with the status
+ * (in a dry run, passed on). */
+static ngx_int_t fgx_reject(ngx_http_request_t *r, fgx_loc_conf_t *lcf, fgx_ctx_t *ctx) {
+    ctx->state = FGX_DONE;
+    ctx->status = lcf->dry_run ? FGX_REJECTED_DRY_RUN : FGX_REJECTED;
+    ngx_uint_t level = lcf->log_level;
+    fgx_limit_t *by = &((fgx_limit_t *)lcf->limits->elts)[ctx->rejected_by];
+    fgx_answer_t *a = &ctx->answers[ctx->rejected_by];
+    if (by->zone == NULL) {
+        ngx_log_error(level, r->connection->log, 0, "limiting requests%s by policy \"%V\"",
+                      lcf->dry_run ? ", dry run," : "", &by->policy);
+    } else if (a->rc != FG_CODE_OK) { /* fail closed: no bucket was read */
+        ngx_log_error(level, r->connection->log, 0, "limiting requests%s by zone \"%V\"",
+                      lcf->dry_run ? ", dry run," : "", &by->zone->name);
+    } else { /* limit_req's words */
+        ngx_uint_t excess = fgx_excess(by, &a->result, 0);
+        ngx_log_error(level, r->connection->log, 0,
+                      "limiting requests%s, excess: %ui.%03ui by zone \"%V\"",
+                      lcf->dry_run ? ", dry run" : "", excess / 1000, excess % 1000,
+                      &by->zone->name);
+    }
+    return lcf->dry_run ? NGX_DECLINED : (ngx_int_t)lcf->status_code;
+}
+
 static ngx_int_t fgx_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc_conf_t *lcf,
                             fgx_ctx_t *ctx) {
     fgx_limit_t *limits = lcf->limits->elts;
@@ -612,24 +674,9 @@ static ngx_int_t fgx_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc
     ctx->state = FGX_DONE;
     if (lcf->headers && fgx_add_headers(r, lcf, ctx, rejected_by) != NGX_OK) return NGX_ERROR;
     if (rejected_by < ctx->n) {
-        ctx->status = lcf->dry_run ? FGX_REJECTED_DRY_RUN : FGX_REJECTED;
-        ngx_uint_t level = lcf->log_level;
-        fgx_limit_t *by = &limits[rejected_by];
-        fgx_answer_t *a = &ctx->answers[rejected_by];
-        if (by->zone == NULL) {
-            ngx_log_error(level, r->connection->log, 0, "limiting requests%s by policy \"%V\"",
-                          lcf->dry_run ? ", dry run," : "", &by->policy);
-        } else if (a->rc != FG_CODE_OK) { /* fail closed: no bucket was read */
-            ngx_log_error(level, r->connection->log, 0, "limiting requests%s by zone \"%V\"",
-                          lcf->dry_run ? ", dry run," : "", &by->zone->name);
-        } else { /* limit_req's words */
-            ngx_uint_t excess = fgx_excess(by, &a->result, 0);
-            ngx_log_error(level, r->connection->log, 0,
-                          "limiting requests%s, excess: %ui.%03ui by zone \"%V\"",
-                          lcf->dry_run ? ", dry run" : "", excess / 1000, excess % 1000,
-                          &by->zone->name);
-        }
-        return lcf->dry_run ? NGX_DECLINED : (ngx_int_t)lcf->status_code;
+        ctx->rejected_by = rejected_by;
+        if (fgx_refund(r, mcf, ctx) == NGX_DONE) return NGX_DONE;
+        return fgx_reject(r, lcf, ctx);
     }
     if (delay == 0) {
         ctx->status = checked ? FGX_PASSED : 0; /* as limit_req: no key, no status */
@@ -666,8 +713,10 @@ static ngx_int_t fgx_handler(ngx_http_request_t *r) {
         if (rc != NGX_AGAIN) return rc;
     }
     switch (ctx->state) {
-    case FGX_WAITING: return NGX_AGAIN;
+    case FGX_WAITING:
+    case FGX_REFUNDING: return NGX_AGAIN;
     case FGX_ANSWERED: return fgx_decide(r, mcf, lcf, ctx);
+    case FGX_REFUNDED: return fgx_reject(r, lcf, ctx);
     default: return NGX_DECLINED; /* decided before a delay or a redirect */
     }
 }

@@ -16,6 +16,7 @@
  *                                          "ID ok ACQUIRED TOKEN TTL HOLDS"
  *   release ID KEY OWNER PERMITS           "ID ok LEFT"
  *   extend ID KEY OWNER LEASE_MS           "ID ok 0|1"
+ *   refund ID KEY ALGO LIMIT X [Y] UNITS   fg_async_refund: "ID ok GIVEN_BACK"
  *   policy ID NAME KEY [COST]              FG.CHECK: "ID ok ALLOWED REMAINING
  *                                          RETRY DECIDED_BY LIMIT_INDEX"
  *   cancel ID                              fg_async_cancel on the handle of
@@ -227,6 +228,29 @@ static void do_start(bool peek) {
     start(id, key, &l, cost != NULL ? atoll(cost) : 1, peek);
 }
 
+static void do_refund(void) {
+    const char *id = strtok(NULL, " \n");
+    const char *key = strtok(NULL, " \n");
+    fg_limit l;
+    const char *units = NULL;
+    if (id == NULL || key == NULL || parse_limit(&l) < 0 || (units = strtok(NULL, " \n")) == NULL) {
+        printf("err usage\n");
+        return;
+    }
+    pending *p = new_pending(id);
+    if (p == NULL) return;
+    fg_error err;
+    in_call = true;
+    fg_code rc = fg_async_refund(client, key, &l, atoll(units), counted, p, &p->call, &err);
+    in_call = false;
+    if (rc != FG_CODE_OK) {
+        printf("%s err %s %s\n", id, fg_code_name(rc), err.message);
+        return;
+    }
+    p->waiting = true;
+    waiting++;
+}
+
 static void do_burst(void) {
     const char *n = strtok(NULL, " \n");
     const char *id = strtok(NULL, " \n");
@@ -298,6 +322,8 @@ int main(int argc, char **argv) {
         } else if (strcmp(cmd, "acquire") == 0 || strcmp(cmd, "release") == 0 ||
                    strcmp(cmd, "extend") == 0) {
             do_lock_call(cmd);
+        } else if (strcmp(cmd, "refund") == 0) {
+            do_refund();
         } else if (strcmp(cmd, "policy") == 0) {
             do_policy();
         } else if (strcmp(cmd, "burst") == 0) {

@@ -385,6 +385,32 @@ def test_what_it_does_not_take():
 
 # -------------------------------------------------------------- semaphores
 
+def test_a_refund_gives_a_check_back(backend):
+    """fg_async_refund (nginx's several zones all or nothing): the units a
+    check took come back, on every backend (a cluster routes it by key);
+    a sliding window or log cannot give back, and bad units are refused at
+    once, as a check's cost is."""
+    a = AsyncClient(backend.url)
+    for i in range(3):
+        a.start("check c%d rk token 2 0.001" % i)
+    answers, _, _ = a.wait()
+    assert [answers["c%d" % i].split()[1] for i in range(3)] == ["1", "1", "0"], answers
+    a.start("refund r rk token 2 0.001 1")
+    answers, _, _ = a.wait()
+    assert answers["r"] == "ok 1", answers
+    a.start("check again rk token 2 0.001")
+    a.start("check fixed rf fixed 1 60000")
+    answers, _, _ = a.wait()
+    assert answers["again"].startswith("ok 1 ") and answers["fixed"].startswith("ok 1 "), answers
+    a.start("refund rf2 rf fixed 1 60000 1")
+    a.start("check fixed2 rf fixed 1 60000")
+    answers, _, _ = a.wait()
+    assert answers["rf2"] == "ok 1" and answers["fixed2"].startswith("ok 1 "), answers
+    assert a.refusal("refund s rs sliding 2 1000 1").startswith("s err invalid a refund takes")
+    assert a.refusal("refund n rk token 2 0.001 -1").startswith("n err invalid ")
+    a.close()
+
+
 def test_semaphore_acquire_release_and_extend(server):
     a = AsyncClient(url(server))
     for i, owner in enumerate(("o1", "o2", "o3")):

@@ -846,6 +846,61 @@ def test_log_lines_are_limit_reqs(redis_server, nginxes):
         assert -0.001 - ms <= leaked <= bound + 0.001 + ms, (zone, said, took)
 
 
+def zones_all_or_nothing(nginxes, url):
+    """A zone by $arg_a (1r/m) and one by address (1r/m, burst=2 nodelay),
+    beside limit_req's: a=1, a=1, a=1, a=2, a=3, a=4 get 200 429 429 200
+    200 429 from both, the refusals of a=1 leaving the address its burst
+    for a=2 and a=3."""
+    n = nginxes("""
+    floodgate_server %s;
+    floodgate_limit_req_zone $arg_a zone=fa rate=1r/m;
+    floodgate_limit_req_zone $remote_addr zone=fip rate=1r/m;
+    limit_req_zone $arg_a zone=sa:1m rate=1r/m;
+    limit_req_zone $binary_remote_addr zone=sip:1m rate=1r/m;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        limit_req_status 429;
+        floodgate_limit_req_status 429;
+        location /ok { limit_req zone=sa; limit_req zone=sip burst=2 nodelay; }
+        location /t { floodgate_limit_req zone=fa; floodgate_limit_req zone=fip burst=2 nodelay; }
+    }
+""" % url)
+    for path in ("/ok", "/t"):
+        got = [n.get("%s?a=%s" % (path, a))[0] for a in (1, 1, 1, 2, 3, 4)]
+        assert got == [200, 429, 429, 200, 200, 429], (path, got)
+
+
+@pytest.mark.parametrize("redis_server", ["module", "stock"], indirect=True, scope="function")
+def test_several_zones_all_or_nothing(redis_server, nginxes):
+    """Regression: each zone that passed kept the request another refused,
+    where limit_req charges its zones only when all pass
+    (zones_all_or_nothing)."""
+    zones_all_or_nothing(nginxes, "redis://127.0.0.1:%d" % redis_server.port)
+
+
+def test_several_zones_all_or_nothing_across_cluster_nodes(nginxes):
+    """The same where the zones' keys sit on different masters of a
+    cluster: the refund goes to the node of the zone that passed."""
+    from test_client_cluster import cluster_url, holders
+    cluster = target("stock-cluster").cluster
+    keys = ["limit_req:fa:%d" % a for a in (1, 2, 3, 4)] + ["limit_req:fip:127.0.0.1"]
+    def forget():  # the shared cluster outlives this test: no state of an earlier run
+        for node in cluster.nodes:
+            c = node.client()
+            try:
+                for k, ports in holders(cluster, keys).items():
+                    if node.port in ports:
+                        c.delete(k)
+            finally:
+                c.close()
+    forget()
+    zones_all_or_nothing(nginxes, cluster_url(cluster))
+    where = holders(cluster, keys)
+    forget()
+    assert len({ports[0] for ports in where.values() if ports}) > 1, where  # more than one master
+
+
 @pytest.mark.parametrize("redis_server", ["module"], indirect=True, scope="function")
 def test_limit_req_runs_before_limit_conn(redis_server, nginxes):
     """Regression: floodgate_limit_conn ran before floodgate_limit_req (a

@@ -262,6 +262,13 @@ static void finish_release(fg_async_call *c, const redisReply *reply, const fg_e
     if (!c->cancelled && c->done.count != NULL) c->done.count(rc, left, &err, c->arg);
 }
 
+static void finish_refund(fg_async_call *c, const redisReply *reply, const fg_error *why) {
+    int64_t units = 0;
+    fg_error err = *why;
+    fg_code rc = reply != NULL ? fg_parse_lock_count(reply, "FG.REFUND", &units, &err) : FG_CODE_IO;
+    if (!c->cancelled && c->done.count != NULL) c->done.count(rc, units, &err, c->arg);
+}
+
 static void finish_extend(fg_async_call *c, const redisReply *reply, const fg_error *why) {
     bool extended = false;
     fg_error err = *why;
@@ -847,6 +854,30 @@ fg_code fg_async_peek(fg_async *a, const char *key, const fg_limit *limit,
                       fg_async_check_cb *done, void *arg, fg_async_call **call,
                       fg_error *err) {
     return start(a, key, limit, 1, true, done, arg, call, err);
+}
+
+fg_code fg_async_refund(fg_async *a, const char *key, const fg_limit *limit, int64_t units,
+                        fg_async_count_cb *done, void *arg, fg_async_call **call,
+                        fg_error *err) {
+    no_handle(call);
+    if (a == NULL || key == NULL || limit == NULL)
+        return fg_set_error(err, FG_CODE_INVALID, "a client, a key and a limit are required");
+    fg_limiter ml;
+    if (fg_limit_convert(limit, units, &ml, err) != FG_CODE_OK) return FG_CODE_INVALID;
+    if (limit->algorithm == FG_SLIDING_WINDOW || limit->algorithm == FG_SLIDING_LOG)
+        return fg_set_error(err, FG_CODE_INVALID,
+                            "a refund takes a token or leaky bucket, GCRA or a fixed window");
+    size_t keylen = strlen(key);
+    fg_async_call *c = new_call(a, keylen + 1, arg, done != NULL ? call : NULL, err);
+    if (c == NULL) return a->closing ? FG_CODE_IO : FG_CODE_NOMEM;
+    memcpy(c->key, key, keylen + 1);
+    c->finish = finish_refund;
+    c->done.count = done;
+    fg_command cmd;
+    fg_remote_limits_refund_command(a->limits, c->key, limit, units,
+                                    fg_clock_us(a->opts.clock_us, a->opts.clock_arg), &cmd);
+    send_call(c, cmd.argc, cmd.argv, cmd.argvlen, cmd.key, cmd.keylen);
+    return FG_CODE_OK;
 }
 
 /* A lock call's key and owner, kept with it. */

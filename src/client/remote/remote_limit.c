@@ -201,15 +201,21 @@ static void build_check(const limits *lim, fg_command *cmd, const char *key, con
     add_clock(lim, cmd, now);
 }
 
-/* FG.REFUND FAMILY key args... COST units: gives back a lease's unused units. */
-static void build_refund(const limits *lim, fg_command *cmd, const fg_lease *lease, int64_t now) {
+/* FG.REFUND FAMILY key args... COST units: gives back units of l at key. */
+static void build_refund(const limits *lim, fg_command *cmd, const char *key, const fg_limit *l,
+                         int64_t units, int64_t now) {
     cmd->argc = 0;
     add_str(cmd, "FG.REFUND");
-    add_str(cmd, fg_limit_family_word(&lease->limit));
-    add_key_and_limit(cmd, lease->key, &lease->limit);
+    add_str(cmd, fg_limit_family_word(l));
+    add_key_and_limit(cmd, key, l);
     add_str(cmd, "COST");
-    add_num(cmd, FG_LIMIT_MAX_ARGS, lease->units);
+    add_num(cmd, FG_LIMIT_MAX_ARGS, units);
     add_clock(lim, cmd, now);
+}
+
+void fg_remote_limits_refund_command(void *s, const char *key, const fg_limit *l, int64_t units,
+                                     int64_t now, fg_command *cmd) {
+    build_refund(s, cmd, key, l, units, now);
 }
 
 static void build_key_command(fg_command *cmd, const char *name, const char *key) {
@@ -386,7 +392,8 @@ static size_t build_refunds(const limits *lim, fg_command *cmds, fg_lease *lease
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         leases[i].units = refundable(&leases[i], now);
-        if (leases[i].units > 0) build_refund(lim, &cmds[k++], &leases[i], now);
+        if (leases[i].units > 0)
+            build_refund(lim, &cmds[k++], leases[i].key, &leases[i].limit, leases[i].units, now);
     }
     return k;
 }

@@ -30,6 +30,11 @@ typedef struct fg_limit_call {
 bool fg_remote_limits_cached(void *s, const fg_limit_call *c, fg_result *out);
 void fg_remote_limits_command(void *s, fg_limit_call *c, fg_command *cmd);
 
+/* FG.REFUND of units of l at key, at the client's time now (the
+ * asynchronous client's fg_async_refund; leases make their own). */
+void fg_remote_limits_refund_command(void *s, const char *key, const fg_limit *l, int64_t units,
+                                     int64_t now, fg_command *cmd);
+
 /* reply NULL: lost to I/O (the failure policy answers, or FG_CODE_IO). */
 fg_code fg_remote_limits_answer(void *s, const fg_limit_call *c, const redisReply *reply,
                                 fg_result *out, fg_error *err);
