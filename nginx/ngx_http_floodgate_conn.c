@@ -101,10 +101,21 @@ static void fgc_cleanup(void *data) {
     }
 }
 
+/* A request's state, in its pool (shared by a subrequest with its main
+ * request: each state is known by its request). */
 static fgc_ctx_t *fgc_get_ctx(ngx_http_request_t *r) {
     for (ngx_pool_cleanup_t *cln = r->pool->cleanup; cln != NULL; cln = cln->next)
-        if (cln->handler == fgc_cleanup) return cln->data;
+        if (cln->handler == fgc_cleanup && ((fgc_ctx_t *)cln->data)->r == r) return cln->data;
     return NULL;
+}
+
+/* limit_conn's status is the main request's, set by whichever of it and
+ * its subrequests was limited (the status stops the others). */
+static ngx_uint_t fgc_main_status(ngx_http_request_t *r) {
+    for (ngx_pool_cleanup_t *cln = r->main->pool->cleanup; cln != NULL; cln = cln->next)
+        if (cln->handler == fgc_cleanup && ((fgc_ctx_t *)cln->data)->status != 0)
+            return ((fgc_ctx_t *)cln->data)->status;
+    return 0;
 }
 
 static void fgc_granted(fg_code rc, const fg_lock_grant *grant, const fg_error *err, void *arg) {
@@ -217,12 +228,14 @@ static ngx_int_t fgc_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc
 }
 
 ngx_int_t fgx_conn_handler(ngx_http_request_t *r) {
-    if (r->main != r) return NGX_DECLINED;
     fgx_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_floodgate_module);
     fgx_main_conf_t *mcf = ngx_http_get_module_main_conf(r, ngx_http_floodgate_module);
     if (lcf->conn_limits == NULL) return NGX_DECLINED;
     fgc_ctx_t *ctx = fgc_get_ctx(r);
     if (ctx == NULL) {
+        /* as limit_conn: a subrequest is limited unless its main request
+         * (or another of its subrequests) was */
+        if (r != r->main && fgc_main_status(r) != 0) return NGX_DECLINED;
         ngx_pool_cleanup_t *cln = ngx_pool_cleanup_add(r->pool, sizeof(fgc_ctx_t));
         if (cln == NULL) return NGX_ERROR;
         ctx = cln->data;
@@ -244,8 +257,7 @@ ngx_int_t fgx_conn_handler(ngx_http_request_t *r) {
 
 ngx_int_t fgx_conn_status_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
                                    uintptr_t data) {
-    fgc_ctx_t *ctx = fgc_get_ctx(r->main);
-    fgx_status_value(v, ctx != NULL ? ctx->status : 0);
+    fgx_status_value(v, fgc_main_status(r));
     return NGX_OK;
 }
 

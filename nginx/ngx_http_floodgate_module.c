@@ -351,16 +351,28 @@ static void fgx_cleanup(void *data) {
     for (ngx_uint_t i = 0; i < ctx->n; i++) fg_async_cancel(ctx->answers[i].call);
 }
 
+/* (A subrequest shares its main request's pool, so the pool holds the
+ * states of both: each is known by its request.) */
 static fgx_ctx_t *fgx_get_ctx(ngx_http_request_t *r) {
     fgx_ctx_t *ctx = ngx_http_get_module_ctx(r, ngx_http_floodgate_module);
     if (ctx != NULL) return ctx;
     for (ngx_pool_cleanup_t *cln = r->pool->cleanup; cln != NULL; cln = cln->next)
-        if (cln->handler == fgx_cleanup) {
+        if (cln->handler == fgx_cleanup && ((fgx_ctx_t *)cln->data)->r == r) {
             ctx = cln->data;
             ngx_http_set_ctx(r, ctx, ngx_http_floodgate_module);
             return ctx;
         }
     return NULL;
+}
+
+/* limit_req keeps its status on the main request, set by whichever of it
+ * and its subrequests was limited (only one is: the status stops the
+ * others); here it is the status of any state in their pool. */
+static ngx_uint_t fgx_main_status(ngx_http_request_t *r) {
+    for (ngx_pool_cleanup_t *cln = r->main->pool->cleanup; cln != NULL; cln = cln->next)
+        if (cln->handler == fgx_cleanup && ((fgx_ctx_t *)cln->data)->status != 0)
+            return ((fgx_ctx_t *)cln->data)->status;
+    return 0;
 }
 
 static fgx_ctx_t *fgx_new_ctx(ngx_http_request_t *r, ngx_uint_t n) {
@@ -702,12 +714,14 @@ static ngx_int_t fgx_decide(ngx_http_request_t *r, fgx_main_conf_t *mcf, fgx_loc
 }
 
 static ngx_int_t fgx_handler(ngx_http_request_t *r) {
-    if (r->main != r) return NGX_DECLINED;
     fgx_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_floodgate_module);
     fgx_main_conf_t *mcf = ngx_http_get_module_main_conf(r, ngx_http_floodgate_module);
     if (lcf->limits == NULL) return NGX_DECLINED;
     fgx_ctx_t *ctx = fgx_get_ctx(r);
     if (ctx == NULL) {
+        /* as limit_req: a subrequest is limited unless its main request (or
+         * another of its subrequests) was */
+        if (r != r->main && fgx_main_status(r) != 0) return NGX_DECLINED;
         if ((ctx = fgx_new_ctx(r, lcf->limits->nelts)) == NULL) return NGX_ERROR;
         ngx_int_t rc = fgx_start(r, mcf, lcf, ctx);
         if (rc != NGX_AGAIN) return rc;
@@ -735,8 +749,7 @@ void fgx_status_value(ngx_http_variable_value_t *v, ngx_uint_t status) {
 
 static ngx_int_t fgx_status_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
                                      uintptr_t data) {
-    fgx_ctx_t *ctx = fgx_get_ctx(r->main);
-    fgx_status_value(v, ctx != NULL ? ctx->status : 0);
+    fgx_status_value(v, fgx_main_status(r));
     return NGX_OK;
 }
 

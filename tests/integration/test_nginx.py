@@ -658,6 +658,39 @@ def test_limit_conn_holds_across_two_servers(redis_server, nginxes, upstream):
     wait_for(lambda: redis_server.client().exists("limit_conn:c:127.0.0.1") == 0, timeout=5)
 
 
+@pytest.mark.parametrize("redis_server", ["module"], indirect=True, scope="function")
+def test_subrequests_are_limited_as_limit_conn_limits_them(redis_server, nginxes, upstream):
+    """Regression: a subrequest never took a slot. Beside limit_conn: a
+    location mirrored to one limited to 1 connection (its main request not
+    limited) whose backend holds the first mirror: the next request's
+    mirror is refused by both. (The module's server: a stock one has no
+    semaphores.)"""
+    n = nginxes("""
+    floodgate_server redis://127.0.0.1:%d;
+    floodgate_limit_conn_zone $remote_addr zone=fc;
+    limit_conn_zone $binary_remote_addr zone=sc:1m;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        location /ok { mirror /sm; }
+        location /t { mirror /fm; }
+        location /sm { internal; limit_conn sc 1; proxy_pass http://127.0.0.1:%d; }
+        location /fm { internal; floodgate_limit_conn fc 1; proxy_pass http://127.0.0.1:%d; }
+    }
+""" % (redis_server.port, upstream.port, upstream.port))
+    for path, zone in (("/ok", "sc"), ("/t", "fc")):
+        upstream.release.clear()
+        upstream.hold.set()
+        before = upstream.accepted
+        assert n.get(path)[0] == 200
+        wait_for(lambda: upstream.accepted == before + 1)  # its mirror holds the slot
+        upstream.hold.clear()
+        assert n.get(path)[0] == 200
+        wait_for(lambda: 'limiting connections by zone "%s"' % zone in n.log(), timeout=10)
+        assert upstream.accepted == before + 1  # the second mirror was refused before it
+        upstream.release.set()
+
+
 def test_limit_conn_slot_comes_back_when_the_client_goes_away(redis_server, nginxes, upstream):
     a = nginxes(conn_block(redis_server, upstream))
     upstream.hold.set()
@@ -899,6 +932,41 @@ def test_several_zones_all_or_nothing_across_cluster_nodes(nginxes):
     where = holders(cluster, keys)
     forget()
     assert len({ports[0] for ports in where.values() if ports}) > 1, where  # more than one master
+
+
+@pytest.mark.parametrize("redis_server", ["module", "stock"], indirect=True, scope="function")
+def test_subrequests_are_limited_as_limit_req_limits_them(redis_server, nginxes):
+    """Regression: a subrequest was never limited. Beside limit_req: a
+    location mirrored to one limited to 1r/m (its main request not
+    limited), four requests: the mirror passes once and is limited three
+    times by both; and a main request limited already does not limit its
+    mirror again (limit_req's status is the main request's)."""
+    n = nginxes("""
+    floodgate_server redis://127.0.0.1:%d;
+    floodgate_limit_req_zone $remote_addr zone=fm rate=1r/m;
+    limit_req_zone $binary_remote_addr zone=sm:1m rate=1r/m;
+    floodgate_limit_req_zone $remote_addr zone=fboth rate=1r/m;
+    limit_req_zone $binary_remote_addr zone=sboth:1m rate=1r/m;
+    server {
+        listen 127.0.0.1:PORT;
+        root html;
+        location /ok { mirror /sm; }
+        location /t { mirror /fm; }
+        location /sm { internal; limit_req zone=sm; try_files /ok =404; }
+        location /fm { internal; floodgate_limit_req zone=fm; try_files /ok =404; }
+        location /okb { limit_req zone=sboth burst=9 nodelay; mirror /smb; try_files /ok =404; }
+        location /tb { floodgate_limit_req zone=fboth burst=9 nodelay; mirror /fmb; try_files /ok =404; }
+        location /smb { internal; limit_req zone=sboth; try_files /ok =404; }
+        location /fmb { internal; floodgate_limit_req zone=fboth; try_files /ok =404; }
+    }
+""" % redis_server.port)
+    for path in ("/ok", "/t", "/okb", "/tb"):
+        assert [n.get(path)[0] for _ in range(4)] == [200] * 4, path
+
+    def limited(zone):
+        return len(re.findall(r'limiting requests, excess: [\d.]+ by zone "%s"' % zone, n.log()))
+    wait_for(lambda: limited("sm") == 3 and limited("fm") == 3, timeout=10)
+    assert limited("sboth") == limited("fboth") == 0, n.log()
 
 
 @pytest.mark.parametrize("redis_server", ["module"], indirect=True, scope="function")
