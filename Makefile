@@ -5,6 +5,9 @@
 #   make test       unit tests (plain and sanitized) and integration tests
 #   make test-servers SERVERS="/path/redis-server /path/valkey-server ..."
 #                   the integration tests against each server (docs/servers.md)
+#   make test-nginx NGINX="/path/nginx-1.30.4/objs/nginx ..."
+#                   the nginx module's tests on Debian's nginx and on each
+#                   nginx built from source (docs/nginx.md)
 #   make fuzz       property fuzzing of the Bloom filters, the rate limiters,
 #                   the locks and the unique counters (FUZZ_SECONDS=600 each)
 #   make fuzz-server, make soak   corrupted payloads, replication under load (FUZZ_SCALE=20)
@@ -62,7 +65,7 @@ NGINX_SO    := $(NGINX_BUILD)/objs/ngx_http_floodgate_module.so
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all module library cli install uninstall install-nginx uninstall-nginx nginx example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers bench bench-mem bench-client bench-server bench-nginx bench-python clean
+.PHONY: all module library cli install uninstall install-nginx uninstall-nginx nginx example-check deps run test unit unit-asan unit-tsan fuzz fuzz-smoke fuzz-server soak integration test-servers test-nginx bench bench-mem bench-client bench-server bench-nginx bench-python clean
 
 all: module library cli
 
@@ -287,6 +290,35 @@ test-servers: module $(CLIENT_TEST_BINS) cli
 			|| failed="$$failed $$server"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-servers failed on:$$failed"; exit 1; fi
+
+# The nginx module's tests once per nginx: Debian's, then each binary of
+# NGINX, an nginx built from its source tree with --with-compat
+# (<tree>/objs/nginx). The module is built against each tree, in a copy
+# under build/nginx-on/ (configure --with-compat, make modules: nginx
+# itself is the caller's build). FLOODGATE_NGINX and FLOODGATE_NGINX_MODULE
+# name them to the tests (without NGINX, which nginx reads as inherited
+# sockets). Goes on after a failing nginx, and names them.
+NGINX ?=
+PYTEST_NGINX = $(PYTHON) -m pytest -q -n $(INTEGRATION_JOBS) tests/integration/test_nginx.py
+
+test-nginx: module $(CLIENT_TEST_BINS) $(NGINX_SO)
+	@failed=""; for bin in /usr/sbin/nginx $(NGINX); do \
+		so=$(abspath $(NGINX_SO)); \
+		if [ $$bin != /usr/sbin/nginx ]; then \
+			tree=$$(cd $$(dirname $$bin)/.. && pwd); out=$(abspath $(BUILD))/nginx-on/$$(basename $$tree); \
+			so=$$out/objs/ngx_http_floodgate_module.so; \
+			rm -rf $$out && mkdir -p $$(dirname $$out) && cp -a $$tree $$out && \
+			( cd $$out && conf=./configure && { [ -x $$conf ] || conf=./auto/configure; } && \
+			  FLOODGATE_LIB=$(abspath $(LIB_A)) $$conf --with-compat --with-http_v2_module \
+				--add-dynamic-module=$(CURDIR)/nginx > configure.log 2>&1 && \
+			  $(MAKE) -f objs/Makefile modules > modules.log 2>&1 ) \
+			|| { echo "== $$bin: the module does not build (see $$out)"; failed="$$failed $$bin"; continue; }; \
+		fi; \
+		echo "== $$($$bin -v 2>&1)"; \
+		env -u NGINX FLOODGATE_NGINX=$$bin FLOODGATE_NGINX_MODULE=$$so $(PYTEST_NGINX) \
+			|| failed="$$failed $$bin"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-nginx failed on:$$failed"; exit 1; fi
 
 # The nginx module (nginx/), built against Debian's nginx-dev: nginx's
 # tree is copied and configured once with Debian's own flags (the module

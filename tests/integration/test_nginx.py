@@ -31,11 +31,13 @@ from backends import BACKENDS, Target, target
 from harness import REPO, Server, free_port, wait_for
 
 NGINX = os.environ.get("FLOODGATE_NGINX", "/usr/sbin/nginx")
-MODULE = os.path.join(REPO, "build", "nginx", "objs", "ngx_http_floodgate_module.so")
+# the module built for that nginx (make test-nginx builds one per nginx)
+MODULE = os.environ.get("FLOODGATE_NGINX_MODULE",
+                        os.path.join(REPO, "build", "nginx", "objs", "ngx_http_floodgate_module.so"))
 
 
 def build_module():
-    if not os.path.exists(MODULE):
+    if not os.path.exists(MODULE) and "FLOODGATE_NGINX_MODULE" not in os.environ:
         subprocess.run(["make", "-C", REPO, "nginx"], check=True, stdout=subprocess.DEVNULL)
 
 
@@ -967,6 +969,49 @@ def test_subrequests_are_limited_as_limit_req_limits_them(redis_server, nginxes)
         return len(re.findall(r'limiting requests, excess: [\d.]+ by zone "%s"' % zone, n.log()))
     wait_for(lambda: limited("sm") == 3 and limited("fm") == 3, timeout=10)
     assert limited("sboth") == limited("fboth") == 0, n.log()
+
+
+@pytest.mark.parametrize("redis_server", ["module", "stock"], indirect=True, scope="function")
+def test_http2_as_http1(redis_server, nginxes):
+    """HTTP/2 (cleartext, curl's prior knowledge) beside limit_req: at 2r/s,
+    burst=2 delay=1,
+    three requests pass, pass and wait; at 1r/m, the second is rejected;
+    each with its status in the header, as over HTTP/1.1."""
+    n = nginxes("""
+    floodgate_server redis://127.0.0.1:%d;
+    floodgate_limit_req_zone $remote_addr zone=fd rate=2r/s;
+    floodgate_limit_req_zone $remote_addr zone=fr rate=1r/m;
+    limit_req_zone $binary_remote_addr zone=sd:1m rate=2r/s;
+    limit_req_zone $binary_remote_addr zone=sr:1m rate=1r/m;
+    server {
+        listen 127.0.0.1:PORT http2;
+        root html;
+        location /d/s { limit_req zone=sd burst=2 delay=1;
+                        add_header X-Limit $limit_req_status always; try_files /ok =404; }
+        location /d/f { floodgate_limit_req zone=fd burst=2 delay=1;
+                        add_header X-Limit $floodgate_limit_req_status always; try_files /ok =404; }
+        location /r/s { limit_req zone=sr; add_header X-Limit $limit_req_status always;
+                        try_files /ok =404; }
+        location /r/f { floodgate_limit_req zone=fr; add_header X-Limit $floodgate_limit_req_status always;
+                        try_files /ok =404; }
+    }
+""" % redis_server.port)
+
+    def curl(path, times):
+        # a connection each: Debian's curl 7.88 fails a prior-knowledge
+        # connection's second request ("Error in the HTTP2 framing layer")
+        answers = []
+        for _ in range(times):
+            out = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-o", "/dev/null",
+                                  "-w", "%{http_version} %{http_code} %header{x-limit}",
+                                  "http://127.0.0.1:%d%s" % (n.port, path)],
+                                 capture_output=True, text=True, timeout=30)
+            answers.append(tuple(out.stdout.split()))
+        return answers
+    for module in ("s", "f"):
+        assert curl("/d/" + module, 3) == [("2", "200", "PASSED"), ("2", "200", "PASSED"),
+                                           ("2", "200", "DELAYED")], module
+        assert curl("/r/" + module, 2) == [("2", "200", "PASSED"), ("2", "503", "REJECTED")], module
 
 
 @pytest.mark.parametrize("redis_server", ["module"], indirect=True, scope="function")
