@@ -825,6 +825,9 @@ char *fgx_compile(ngx_conf_t *cf, ngx_str_t *value, ngx_http_complex_value_t *cv
     return ngx_http_compile_complex_value(&ccv) == NGX_OK ? NGX_CONF_OK : NGX_CONF_ERROR;
 }
 
+/* zone=name, or limit_req_zone's and limit_conn_zone's zone=name:size, so
+ * that their lines carry over with only the directives' names changed: the
+ * size is checked as nginx checks it, and unused (the state is in Redis). */
 char *fgx_zone_name(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name) {
     if (ngx_strncmp(arg->data, "zone=", 5) != 0 || arg->len == 5) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"", arg);
@@ -832,6 +835,21 @@ char *fgx_zone_name(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name) {
     }
     name->data = arg->data + 5;
     name->len = arg->len - 5;
+    u_char *colon = ngx_strlchr(name->data, name->data + name->len, ':');
+    if (colon != NULL) {
+        ngx_str_t size = {(size_t)(name->data + name->len - colon - 1), colon + 1};
+        ssize_t bytes = ngx_parse_size(&size);
+        if (bytes == NGX_ERROR) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid zone size \"%V\"", arg);
+            return NGX_CONF_ERROR;
+        }
+        if (bytes < (ssize_t)(8 * ngx_pagesize)) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "zone \"%V\" is too small", arg);
+            return NGX_CONF_ERROR;
+        }
+        name->len = (size_t)(colon - name->data);
+        *colon = '\0'; /* the name is a C string from here on */
+    }
     if (!fgx_key_name_ok(name)) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid zone name \"%V\"", name);
         return NGX_CONF_ERROR;

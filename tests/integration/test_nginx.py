@@ -204,7 +204,9 @@ def nginxes():
 
 @pytest.mark.parametrize("http, message", [
     ("floodgate_limit_req_zone $remote_addr zone=z rate=1r/h;", "invalid rate"),
-    ("floodgate_limit_req_zone $remote_addr zone=a:b rate=1r/s;", "invalid zone name"),
+    ("floodgate_limit_req_zone $remote_addr zone=a:b rate=1r/s;", "invalid zone size \"zone=a:b\""),
+    ("floodgate_limit_req_zone $remote_addr zone=a:1k rate=1r/s;", "zone \"zone=a:1k\" is too small"),
+    ("floodgate_limit_req_zone $remote_addr zone=:1m rate=1r/s;", "invalid zone name"),
     ("floodgate_limit_req_zone $remote_addr rate=1r/s;", "invalid number of arguments"),
     ("floodgate_limit_req_zone $remote_addr rate=1r/s rate=2r/s;", "must have \"zone\" and \"rate\""),
     ("server { listen 127.0.0.1:PORT; floodgate_limit_req zone=nope; }",
@@ -1012,6 +1014,43 @@ def test_http2_as_http1(redis_server, nginxes):
         assert curl("/d/" + module, 3) == [("2", "200", "PASSED"), ("2", "200", "PASSED"),
                                            ("2", "200", "DELAYED")], module
         assert curl("/r/" + module, 2) == [("2", "200", "PASSED"), ("2", "503", "REJECTED")], module
+
+
+@pytest.mark.parametrize("redis_server", ["module"], indirect=True, scope="function")
+def test_a_stock_configuration_carries_over_by_its_names(redis_server, nginxes):
+    """Regression (zone=name:size was refused): limit_req's and limit_conn's
+    lines, zone sizes and $binary_remote_addr included, become floodgate's
+    by their names alone (docs/nginx.md's migration), and answer as
+    stock's do."""
+    stock = """
+    limit_req_zone $binary_remote_addr zone=%(p)sip:10m rate=1r/m;
+    limit_conn_zone $binary_remote_addr zone=%(p)sc:10m;
+    server {
+        listen 127.0.0.1:%(port)s;
+        root html;
+        limit_req_status 429;
+        limit_req_log_level warn;
+        limit_conn_status 503;
+        add_header X-Limit $limit_req_status always;
+        location /ok { limit_req zone=%(p)sip burst=1 nodelay; limit_conn %(p)sc 5; }
+    }
+"""
+    floodgate = re.sub(r"\b(limit_req|limit_conn)", r"floodgate_\1",
+                       stock.replace("$limit_req_status", "$floodgate_limit_req_status"))
+    ports = {"f": free_port()}
+    n = nginxes("floodgate_server redis://127.0.0.1:%d;\n" % redis_server.port +
+                stock % {"p": "s", "port": "PORT"} + floodgate % {"p": "f", "port": ports["f"]})
+    ports["s"] = n.port
+    for p in ("s", "f"):
+        got = []
+        for _ in range(3):
+            c = http.client.HTTPConnection("127.0.0.1", ports[p], timeout=30)
+            c.request("GET", "/ok")
+            r = c.getresponse()
+            r.read()
+            got.append((r.status, r.getheader("X-Limit")))
+            c.close()
+        assert got == [(200, "PASSED"), (200, "PASSED"), (429, "REJECTED")], (p, got)
 
 
 @pytest.mark.parametrize("redis_server", ["module"], indirect=True, scope="function")
