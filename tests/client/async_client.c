@@ -114,6 +114,16 @@ static pending *new_pending(const char *id) {
     return NULL;
 }
 
+/* A call just made for p: its refusal printed, or p waiting for it. */
+static void started(pending *p, const char *id, fg_code rc, const fg_error *err) {
+    if (rc != FG_CODE_OK) {
+        printf("%s err %s %s\n", id, fg_code_name(rc), err->message);
+        return;
+    }
+    p->waiting = true;
+    waiting++;
+}
+
 static void start(const char *id, const char *key, const fg_limit *l, int64_t cost, bool peek) {
     pending *p = new_pending(id);
     if (p == NULL) return;
@@ -122,12 +132,7 @@ static void start(const char *id, const char *key, const fg_limit *l, int64_t co
     fg_code rc = peek ? fg_async_peek(client, key, l, answered, p, &p->call, &err)
                       : fg_async_check(client, key, l, cost, answered, p, &p->call, &err);
     in_call = false;
-    if (rc != FG_CODE_OK) {
-        printf("%s err %s %s\n", id, fg_code_name(rc), err.message);
-        return;
-    }
-    p->waiting = true;
-    waiting++;
+    started(p, id, rc, &err);
 }
 
 static void granted(fg_code rc, const fg_lock_grant *g, const fg_error *err, void *arg) {
@@ -178,12 +183,7 @@ static void do_policy(void) {
     fg_code rc = fg_async_policy_check(client, name, key, NULL, cost != NULL ? atoll(cost) : 1,
                                        checked, p, &p->call, &err);
     in_call = false;
-    if (rc != FG_CODE_OK) {
-        printf("%s err %s %s\n", id, fg_code_name(rc), err.message);
-        return;
-    }
-    p->waiting = true;
-    waiting++;
+    started(p, id, rc, &err);
 }
 
 /* acquire, release, extend: the call is started, or its refusal printed. */
@@ -208,12 +208,7 @@ static void do_lock_call(const char *cmd) {
     else
         rc = fg_async_extend(client, f[1], f[2], atoll(f[3]), counted, p, &p->call, &err);
     in_call = false;
-    if (rc != FG_CODE_OK) {
-        printf("%s err %s %s\n", f[0], fg_code_name(rc), err.message);
-        return;
-    }
-    p->waiting = true;
-    waiting++;
+    started(p, f[0], rc, &err);
 }
 
 static void do_start(bool peek) {
@@ -243,12 +238,7 @@ static void do_refund(void) {
     in_call = true;
     fg_code rc = fg_async_refund(client, key, &l, atoll(units), counted, p, &p->call, &err);
     in_call = false;
-    if (rc != FG_CODE_OK) {
-        printf("%s err %s %s\n", id, fg_code_name(rc), err.message);
-        return;
-    }
-    p->waiting = true;
-    waiting++;
+    started(p, id, rc, &err);
 }
 
 static void do_burst(void) {
