@@ -4,20 +4,20 @@
 #
 #   OUT_DIR/gen/scripts/<family>.lua   the EVALSHA script of a family: its
 #                                      fast path when it has one (in a do
-#                                      block: fast/prelude.lua,
-#                                      fast/<family>.lua and its call), the
-#                                      prelude, the family's
-#                                      file, and
+#                                      block: fast/<family>.lua, each of its
+#                                      "--@ <name>" lines replaced by
+#                                      fast/<name>.lua, and its call), the
+#                                      prelude, the family's file, and
 #                                      "return run_named(commands, KEYS, ARGV)"
 #   OUT_DIR/gen/scripts.c              each of those texts and its SHA1 hex
 #                                      (src/client/remote/scripts.h), and
 #                                      the Functions library's text
 #   OUT_DIR/floodgate-functions.lua    the Functions library (FUNCTION LOAD):
 #                                      "#!lua name=floodgate", functions.lua,
-#                                      a loader of the fast paths
-#                                      (fast/prelude.lua, then for each
-#                                      "do <fast/family.lua> fg_fasts[...] =
-#                                      fast end"), the prelude and each family
+#                                      a loader of the fast paths (for each
+#                                      "do <fast/family.lua, its --@ lines
+#                                      replaced> fg_fasts[...] = fast end"),
+#                                      the prelude and each family
 #                                      ("do <its file>
 #                                      fg_register(commands) end"), then one
 #                                      fg_function('<command>') for each
@@ -41,6 +41,18 @@ export LC_ALL=C
 whole() {
     cat "$1"
     [ -z "$(tail -c 1 "$1")" ] || echo
+}
+
+# A fast path, fast/<family>.lua, with each line "--@ <name>" replaced by
+# fast/<name>.lua: the rules it makes where it needs them
+# (fast/prelude.lua tells why).
+fast() {
+    while IFS= read -r line || [ -n "$line" ]; do
+        case $line in
+        --@\ *) whole "$src/fast/${line#--@ }.lua" ;;
+        *) printf '%s\n' "$line" ;;
+        esac
+    done < "$src/fast/$1.lua"
 }
 
 # A file's bytes as the body of a C array, 16 a line, NUL-terminated.
@@ -69,8 +81,7 @@ for f in $families; do
     {
         if [ -f "$src/fast/$name.lua" ]; then
             echo 'do'
-            whole "$src/fast/prelude.lua"
-            whole "$src/fast/$name.lua"
+            fast "$name"
             echo 'local r = fast(KEYS, ARGV, string.upper(ARGV[1] or ""), 2) if r then return r end'
             echo 'end'
         fi
@@ -104,17 +115,14 @@ lib=$out/floodgate-functions.lua.tmp
     echo '#!lua name=floodgate'
     whole "$src/functions.lua"
     echo 'fg_load = function()'
-    echo 'do -- fast/prelude.lua'
-    whole "$src/fast/prelude.lua"
     for f in $families; do
         name=$(basename "$f" .lua)
         [ -f "$src/fast/$name.lua" ] || continue
         echo "do -- fast/$name.lua"
-        whole "$src/fast/$name.lua"
+        fast "$name"
         echo 'fg_fasts[#fg_fasts + 1] = fast'
         echo 'end'
     done
-    echo 'end'
     whole "$src/prelude.lua"
     for f in $families; do
         echo "do -- ${f##*/}"

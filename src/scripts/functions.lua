@@ -5,7 +5,7 @@
 --   #!lua name=floodgate
 --   <functions.lua>
 --   fg_load = function()
---       do <fast/prelude.lua> do <fast/ratelimit.lua> fg_fasts[...] = fast end ... end
+--       do <fast/ratelimit.lua> fg_fasts[...] = fast end ... (the --@ lines replaced)
 --       <prelude.lua>
 --       do <ratelimit.lua> fg_register(commands) end
 --       do <the next family> fg_register(commands) end ...

@@ -11,6 +11,10 @@
 --
 -- fast(keys, argv, command, i): FG.CHECK's reply, or nil.
 
+--@ prelude
+--@ buckets
+--@ windows
+
 -- A limit of the rules, with its state: alg, a, b (the numbers), rule (the
 -- text "alg,a,b" the state repeats), and tat (the TAT's text) or start,
 -- count, prev.

@@ -6,12 +6,12 @@
 -- functions and tables before the first decision, whose int64 arithmetic
 -- then takes a call per operation. A peer's script is twenty lines. So
 -- the build (scripts/gen-scripts.sh) puts a family's fast path,
--- fast/<family>.lua after this file, in front of its exact script: it
--- answers a call itself when every number of it is small enough for a
--- double to hold exactly, and otherwise returns nil before it has written
--- anything, and the exact code decides as before. Nothing here refuses:
--- an argument the exact code would refuse, or one outside the fast range,
--- falls through, so every error text stays the prelude's.
+-- fast/<family>.lua, in front of its exact script: it answers a call
+-- itself when every number of it is small enough for a double to hold
+-- exactly, and otherwise returns nil before it has written anything, and
+-- the exact code decides as before. Nothing here refuses: an argument the
+-- exact code would refuse, or one outside the fast range, falls through,
+-- so every error text stays the prelude's.
 --
 -- The fast range: integers below 2^52 (at most 16 digits); plain
 -- decimals (no sign, no exponent); times from 1970-04-27 (10^13 us) to
@@ -22,17 +22,23 @@
 -- prelude's cores, step for step, under their names; differential tests
 -- (test_scripts_differential.py, test_scripts_policy.py) hold both paths
 -- to the module's answers, within the fast range and beyond it.
+--
+-- What a call pays for. Each EVALSHA makes every function of the chunk
+-- again, some 50 ns each in Lua 5.1, so a fast path makes only those its
+-- command uses: the rules are in three files, this one (what every fast
+-- path uses), fast/buckets.lua and fast/windows.lua, and a fast file
+-- takes one where it needs it by a line "--@ <name>", which the build
+-- replaces by fast/<name>.lua: fast/ratelimit.lua takes the buckets inside
+-- its bucket branch, so a window check never makes them.
 
 if redis.replicate_commands then redis.replicate_commands() end -- 6.2: effects, for TIME
 
--- Each EVALSHA makes these functions again, and a function that captures
--- a local declared early (an alias such as `local floor = math.floor`, or
--- a constant) costs Lua 5.1 a walk over every captured local declared
--- since: with aliases, the fast paths' closures took 4 us more of every
--- call. So they name math.* and string.* directly, and 2^52, the bound
--- below which a sum of two values stays exact, is written out:
--- 4503599627370496.
-
+-- A function that captures a local declared early (an alias such as
+-- `local floor = math.floor`, or a constant) costs Lua 5.1 a walk over
+-- every captured local declared since: with aliases, the fast paths'
+-- closures took 4 us more of every call. So they name math.* and
+-- string.* directly, and 2^52, the bound below which a sum of two values
+-- stays exact, is written out: 4503599627370496.
 
 -- A decimal integer as Redis writes one, below 2^52; else nil.
 local function small_int(s)
@@ -79,120 +85,3 @@ local function store(key, value, us, skew)
     return nil
 end
 
--- ---------------------------------------------------------------- buckets
-
--- A stored TAT (decimal ns, 10 to 19 digits) relative to now, in ns, and
--- never before it; nil outside the fast range. `seconds` and `past` are
--- now split as bucket_now gives them.
-local function tat_since(text, seconds, past)
-    if type(text) ~= 'string' or #text < 10 or #text > 19 or not string.find(text, '^[1-9]%d*$') then
-        return nil
-    end
-    local tat = (tonumber(string.sub(text, 1, -10)) - seconds) * 1000000000 + (tonumber(string.sub(text, -9)) - past)
-    if tat >= 4503599627370496 then return nil end
-    return tat > 0 and tat or 0
-end
-
--- now (us) as whole seconds and the ns past them.
-local function bucket_now(now)
-    local seconds = math.floor(now / 1000000)
-    return seconds, (now - seconds * 1000000) * 1000
-end
-
--- A TAT relative to now as its decimal ns, and its expiry (us): gcra.c's
--- fg_gcra_expires_at_us, the TAT rounded up to the microsecond.
-local function tat_text(tat, now, seconds, past)
-    local ns = tat + past
-    local carry = math.floor(ns / 1000000000)
-    seconds = seconds + carry
-    -- %d is the cheaper conversion, and exact wherever C's long holds the
-    -- seconds (past 2038 on a 32-bit server, %.0f is)
-    return string.format(seconds < 2147483648 and '%d%09d' or '%.0f%09.0f', seconds, ns - carry * 1000000000),
-           now + math.ceil(tat / 1000)
-end
-
--- gcra_decide on a TAT relative to now (>= 0) and a tolerance (capacity *
--- emission) below 2^52: allowed, retry (ns, -1: none), reset (ns),
--- remaining, and the TAT an admission leaves; nil outside the fast range.
-local function bucket_decide(tat, capacity, emission, cost)
-    local tolerance = capacity * emission
-    local allowed, retry, ttl, new_tat = false, -1, tat, tat
-    if capacity >= cost then
-        new_tat = tat + emission * cost
-        if new_tat >= 4503599627370496 then return nil end
-        local diff = tolerance - new_tat
-        allowed = diff >= 0
-        if allowed then ttl = new_tat else retry = -diff end
-    end
-    return allowed, retry, ttl, ttl < tolerance and math.floor((tolerance - ttl) / emission) or 0, new_tat
-end
-
--- ---------------------------------------------------------------- windows
-
--- window_ms as whole microseconds, the nearest (duration_us); else nil.
-local function window_us(s)
-    local ms = small_decimal(s)
-    if not ms or ms > 1e12 then return nil end
-    local x = ms * 1000
-    local us = math.floor(x)
-    if x - us >= 0.5 then us = us + 1 end
-    return us >= 1 and us or nil
-end
-
--- fixed_decide on a stored window (start 0 and count 0: none): allowed,
--- remaining, retry (us, -1: none), reset (us), and the state an admission
--- leaves (start, count).
-local function fixed_decide(start, count, limit, w, now, cost)
-    if start > 0 then start = start - start % w end
-    local aligned = now - now % w
-    if count == 0 or start < aligned then start, count = aligned, 0 end
-    local to_end = start + w - now
-    local after = count + cost
-    local allowed = after <= limit
-    if not allowed then after = count end
-    return allowed, limit > after and limit - after or 0,
-           (allowed or limit < cost) and -1 or to_end, after > 0 and to_end or 0, start, after
-end
-
--- sliding_first_fit.
-local function first_fit(weight, free, w)
-    if free >= weight then return 0 end
-    return w - math.floor(free * w / weight)
-end
-
--- sliding_view and sliding_decide, every count times the window below
--- 2^52 (the caller's check): allowed, remaining, retry (us, -1: none),
--- reset (us), and the state an admission leaves (start, count, prev).
-local function sliding_decide(stored, n, p, limit, w, now, cost)
-    local aligned = now - now % w
-    local start, elapsed, count, prev = aligned, now - aligned, 0, 0
-    if n > 0 or p > 0 then
-        if stored > 0 then stored = stored - stored % w end
-        if stored >= aligned - w then
-            if aligned < stored then
-                start, elapsed, count, prev = stored, 0, n, p
-            elseif stored == aligned then
-                count, prev = n, p
-            else
-                prev = n
-            end
-        end
-    end
-    local weight = prev - math.floor(prev * elapsed / w)
-    local fits = count <= limit and cost <= limit - count and weight <= limit - count - cost
-    local after = fits and count + cost or count
-    local retry = -1
-    if not fits and cost <= limit then
-        local e = w
-        if count <= limit - cost then e = first_fit(prev, limit - count - cost, w) end
-        if e < w then
-            retry = start + e - now
-        else
-            retry = start + w + (count == 0 and 0 or first_fit(count, limit - cost, w)) - now
-        end
-    end
-    local windows = after > 0 and 2 or (prev > 0 and 1 or 0)
-    local remaining = 0
-    if after < limit and limit - after > weight then remaining = limit - after - weight end
-    return fits, remaining, retry, windows == 0 and 0 or start + w * windows - now, start, after, prev
-end
