@@ -162,6 +162,26 @@ def fcall(command, key, *args):
 POLICY = ["LIMIT", "TOKEN", "100", "10", "LIMIT", "FIXED", "1000", "86400000"]
 POLICY_KEYS = ["fg:policy:{p2}", "fg:policy:{p2}:allow", "fg:policy:{p2}:deny"]
 
+# The Redis calls a command of floodgate's must make, alone: no parsing, no
+# decision, the reply written out. What such a script costs bounds from
+# below every script that decides on the server's clock with those calls;
+# a peer whose whole script costs less cannot be overtaken by arithmetic.
+FLOOR_NAME = "the Redis calls %s makes, alone"
+FLOOR_CALLS = """
+local t = redis.call('TIME')
+local v = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], t[1] .. t[2] .. '000', 'PXAT', (tonumber(t[1]) + 1) .. '000')
+return {1, 100, 99, -1, 100}
+"""
+FLOOR_CHECK = """
+local d = redis.call('HMGET', KEYS[2], 'rules', 'nallow', 'ndeny')
+local t = redis.call('TIME')
+local v = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], 'p1|p2|0|0|0|T,100,100000000,' .. t[1] .. t[2] .. '000|F,1000,86400000000,'
+           .. t[1] .. '000000,1', 'PXAT', (tonumber(t[1]) + 1) .. '000')
+return {1, 100, 99, -1, 1000, 'limit:1', 0}
+"""
+
 ROWS = [
     Row("unit", "INCR", UNIT, STOCK, [["INCR", "incr:__rand_int__"]], "STRING counter"),
     Row("unit", "INCR (module server)", UNIT, MODULE_SERVER, [["INCR", "incr:__rand_int__"]],
@@ -226,6 +246,9 @@ ROWS = [
         [ev("peer:rate_limit_redis_fixed_window", ["rl:__rand_int__"], 0, 60000)],
         "STRING counter, PEXPIRE"),
 
+    Row("fixed window", FLOOR_NAME % "FG.FIXED" + " (TIME, GET, SET PXAT, the 5-integer reply)",
+        OTHER, STOCK,
+        [ev("text:floor_calls", ["ff:__rand_int__"], "FG.FIXED", 100, 60000)], "", modes=(SPREAD,)),
     Row("sliding window", "floodgate script FG.SLIDING", FG, STOCK,
         [fg("sw:__rand_int__", "FG.SLIDING", 100, 60000)], "see ratelimit.lua"),
     Row("sliding window", "floodgate function FCALL fg_sliding", FN, STOCK,
@@ -269,6 +292,10 @@ ROWS = [
         [["FCALL", "fg_check", "4", "pff:__rand_int__"] + POLICY_KEYS + ["p2"]],
         "STRING p1|...", modes=(SPREAD,),
         setup=[ev("fg:policy", POLICY_KEYS, "FG.POLICY", "SET", "p2", *POLICY)]),
+    Row("policy", FLOOR_NAME % "FG.CHECK" + " (HMGET of the policy, TIME, GET, SET PXAT, the "
+        "7-field reply)", OTHER, STOCK,
+        [ev("text:floor_check", ["pk:__rand_int__"] + POLICY_KEYS, "FG.CHECK", "p2")], "",
+        modes=(SPREAD,), setup=[ev("fg:policy", POLICY_KEYS, "FG.POLICY", "SET", "p2", *POLICY)]),
     Row("policy", "module FG.CHECK (TOKEN 100 10 + FIXED 1000/day)", MOD, MODULE_SERVER,
         [["FG.CHECK", "p2", "pc:__rand_int__"]], "module type", modes=(SPREAD,)),
 ]
@@ -278,12 +305,6 @@ ROWS = [
 # with its rate written 1e1: the exact code reads it as 10, the fast path
 # (src/scripts/fast/ratelimit.lua) takes plain decimals only and leaves the
 # call to the exact code after it.
-FLOOR_CALLS = """
-local t = redis.call('TIME')
-local v = redis.call('GET', KEYS[1])
-redis.call('SET', KEYS[1], t[1] .. t[2] .. '000', 'PXAT', (tonumber(t[1]) + 1) .. '000')
-return {1, 100, 99, -1, 100}
-"""
 BREAKDOWN = [
     Row("FG.TOKEN script", "EVALSHA of `return 1`", OTHER, STOCK,
         [ev("text:return1", ["bk:__rand_int__"], "FG.TOKEN", 100, 10)], "", modes=(SPREAD,)),
@@ -296,7 +317,7 @@ BREAKDOWN = [
     Row("FG.TOKEN script", "the whole command", OTHER, STOCK,
         [fg("bk:__rand_int__", "FG.TOKEN", 100, 10)], "", modes=(SPREAD,)),
 ]
-TEXTS = {"return1": "return 1\n", "floor_calls": FLOOR_CALLS}
+TEXTS = {"return1": "return 1\n", "floor_calls": FLOOR_CALLS, "floor_check": FLOOR_CHECK}
 
 
 def log(msg):
@@ -707,6 +728,26 @@ def report(rows, breakdown, runs):
         c.append("%.2f" % fig[(mod.label, SPREAD)]["cpu_us"] if mod else "")
         out.append("| %s |" % " | ".join(c))
     out.append("")
+
+    floors = [r for r in rows if r.name.startswith(FLOOR_NAME.split("%")[0]) and not r.missing]
+    if floors:
+        out += ["### The floor: a command's Redis calls alone",
+                "",
+                "The calls floodgate's script makes, in a script that does nothing else (no "
+                "parsing, no decision, its reply written out), beside the family's cheapest peer. "
+                "Peer / calls alone below 1: the peer's whole script costs less than those calls, "
+                "so no script that makes them, floodgate's or any, can be the cheaper.",
+                "",
+                "| family | calls alone µs | cheapest peer | peer µs | peer / calls alone |",
+                "|---|---:|---|---:|---:|"]
+        for row in floors:
+            peers = [r for r in rows if r.family == row.family and r.kind == PEER and not r.missing]
+            if not peers:
+                continue
+            peer = min(peers, key=lambda r: fig[(r.label, SPREAD)]["cpu_us"])
+            f, p = fig[(row.label, SPREAD)]["cpu_us"], fig[(peer.label, SPREAD)]["cpu_us"]
+            out.append("| %s | %.2f | %s | %.2f | **%.2f** |" % (row.family, f, peer.name, p, p / f))
+        out.append("")
 
     out += ["## Two limits per decision (the policy baseline)",
             "",
