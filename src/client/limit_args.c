@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "params.h"
+#include "text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -89,18 +90,18 @@ const char *fg_limit_command(const fg_limit *l) { return commands[l->algorithm];
 const char *fg_limit_family_word(const fg_limit *l) { return commands[l->algorithm] + 3; }
 
 int fg_limit_format_args(const fg_limit *l, char args[FG_LIMIT_MAX_ARGS][FG_ARG_MAX]) {
-    snprintf(args[0], FG_ARG_MAX, "%lld", (long long)l->limit);
+    fg_format_int(args[0], l->limit);
     switch (l->algorithm) {
     case FG_TOKEN_BUCKET:
-    case FG_LEAKY_BUCKET: snprintf(args[1], FG_ARG_MAX, "%.17g", l->rate); return 2;
+    case FG_LEAKY_BUCKET: fg_format_double(args[1], FG_ARG_MAX, l->rate); return 2;
     case FG_GCRA:
-        snprintf(args[1], FG_ARG_MAX, "%.17g", l->rate);
-        snprintf(args[2], FG_ARG_MAX, "%.17g", l->window_ms);
+        fg_format_double(args[1], FG_ARG_MAX, l->rate);
+        fg_format_double(args[2], FG_ARG_MAX, l->window_ms);
         return 3;
     case FG_FIXED_WINDOW:
     case FG_SLIDING_WINDOW:
     case FG_SLIDING_LOG: break;
     }
-    snprintf(args[1], FG_ARG_MAX, "%.17g", l->window_ms);
+    fg_format_double(args[1], FG_ARG_MAX, l->window_ms);
     return 2;
 }

@@ -5,8 +5,33 @@
  */
 #include "text.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+/* snprintf's "%lld" goes through vfprintf, the heaviest part of
+ * formatting a command: these write the same digits directly. */
+size_t fg_format_int(char *buf, int64_t v) {
+    char digits[20];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0, len = 0;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if (v < 0) buf[len++] = '-';
+    while (n > 0)
+        buf[len++] = digits[--n];
+    buf[len] = '\0';
+    return len;
+}
+
+size_t fg_format_double(char *buf, size_t cap, double v) {
+    if (v == floor(v) && fabs(v) < 9007199254740992.0 && !(v == 0 && signbit(v)))
+        return fg_format_int(buf, (int64_t)v);
+    int n = snprintf(buf, cap, "%.17g", v);
+    return n < 0 ? 0 : (size_t)n;
+}
 
 void fg_text_append(fg_text *t, const char *s, size_t len) {
     if (t->len + len >= t->cap) {
@@ -19,7 +44,6 @@ void fg_text_append(fg_text *t, const char *s, size_t len) {
 }
 
 void fg_text_number(fg_text *t, int64_t v) {
-    char num[24];
-    int n = snprintf(num, sizeof(num), "%lld", (long long)v);
-    fg_text_append(t, num, (size_t)n);
+    char num[FG_INT_TEXT_MAX];
+    fg_text_append(t, num, fg_format_int(num, v));
 }

@@ -20,4 +20,12 @@ typedef struct fg_text {
 void fg_text_append(fg_text *t, const char *s, size_t len);
 void fg_text_number(fg_text *t, int64_t v);
 
+/* A number's decimal text as snprintf writes it ("%lld"; "%.17g", which
+ * prints an integral double below 2^53 as an integer), NUL-terminated, in
+ * less time: its length. fg_format_int needs FG_INT_TEXT_MAX bytes;
+ * fg_format_double writes at most cap (FG_INT_TEXT_MAX at least). */
+#define FG_INT_TEXT_MAX 21
+size_t fg_format_int(char *buf, int64_t v);
+size_t fg_format_double(char *buf, size_t cap, double v);
+
 #endif

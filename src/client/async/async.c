@@ -102,11 +102,13 @@ struct fg_async_call {
         fg_async_policy_cb *policy;
     } done; /* count may be NULL: nothing to hear */
     void *arg;
-    /* the command, kept to be sent again where a cluster redirects it, and
-     * its script form (NULL when it has none: scripts.h), EVALSHA, or EVAL
-     * after a NOSCRIPT */
+    /* the command (an sds of hiredis'), kept to be sent again where a
+     * cluster redirects it, and its script form (scripts.h: EVALSHA, or
+     * EVAL after a NOSCRIPT), made when a node of the script dialect first
+     * needs it (script_form) */
     char *cmd, *script;
     size_t cmdlen, scriptlen;
+    bool no_script;   /* the command has no script form */
     bool sent_script; /* as sent last: the script form */
     bool eval;        /* the script form is EVAL */
     unsigned slot;
@@ -195,7 +197,7 @@ static void forget(fg_async_call *c) {
 static void finish(fg_async_call *c, const redisReply *reply, const fg_error *why) {
     forget(c);
     c->finish(c, reply, why);
-    free(c->cmd);
+    redisFreeSdsCommand(c->cmd);
     free(c->script);
     free(c);
 }
@@ -596,9 +598,10 @@ static void policy_command(const fg_async_call *c, fg_command *cmd) {
 
 /* c's next step: cmd instead of what it sent, from its first hop. */
 static void policy_send(fg_async_call *c, const fg_command *cmd, int step) {
-    free(c->cmd);
+    redisFreeSdsCommand(c->cmd);
     free(c->script);
     c->cmd = c->script = NULL;
+    c->no_script = false;
     c->step = step;
     c->hops = 0;
     c->eval = false;
@@ -693,9 +696,15 @@ static void dispatch(fg_async_call *c) {
     send_on(n, c);
 }
 
+static bool script_form(fg_async_call *c);
+
 /* Sends c's command on n's connection, in n's dialect. */
 static void send_on(aconn *n, fg_async_call *c) {
     fg_async *a = c->a;
+    if (n->dialect == FG_DIALECT_SCRIPT && !script_form(c)) {
+        answer_soon(c, "out of memory");
+        return;
+    }
     c->sent_script = n->dialect == FG_DIALECT_SCRIPT && c->script != NULL;
     if (c->ask != NO_NODE && redisAsyncCommand(n->ac, NULL, NULL, "ASKING") != REDIS_OK) {
         answer_soon(c, "the connection to the server is closing");
@@ -713,14 +722,41 @@ static void send_on(aconn *n, fg_async_call *c) {
     if (n->sent.head == c) watch_deadline(n);
 }
 
-/* c->script: the command's script form, when it has one (EVALSHA). */
-static bool format_script(fg_async_call *c, int argc, const char **argv, const size_t *argvlen) {
+/* The arguments of a command as hiredis formats one ("*<n>\r\n", then
+ * "$<len>\r\n<bytes>\r\n" each), pointing into it: their count, or
+ * FG_ARGV_MAX + 1 when there are more. The library wrote cmd. */
+static int command_args(const char *cmd, size_t len, const char **argv, size_t *lens) {
+    const char *p = cmd, *end = cmd + len;
+    char *next;
+    long n = strtol(p + 1, &next, 10);
+    if (n > FG_ARGV_MAX) return FG_ARGV_MAX + 1;
+    for (long i = 0; i < n; i++) {
+        p = next + 2; /* past "\r\n", at "$<len>" */
+        lens[i] = (size_t)strtoul(p + 1, &next, 10);
+        argv[i] = next + 2;
+        next = (char *)argv[i] + lens[i];
+        if (next + 2 > end) return 0;
+    }
+    return (int)n;
+}
+
+/* c->script, the command's script form when it has one: made once, from
+ * c->cmd, when a node of the script dialect is to send it, so that a
+ * server with the module pays nothing for scripts (scripts.c). false: out
+ * of memory. */
+static bool script_form(fg_async_call *c) {
+    if (c->script != NULL || c->no_script) return true;
+    const char *argv[FG_ARGV_MAX];
+    size_t lens[FG_ARGV_MAX];
     const char *sargv[FG_ARGV_MAX + FG_SCRIPT_EXTRA_ARGS];
     size_t slens[FG_ARGV_MAX + FG_SCRIPT_EXTRA_ARGS];
     char nkeys[FG_SCRIPT_NKEYS_MAX];
-    int n = argc <= FG_ARGV_MAX ? fg_script_args(argc, argv, argvlen, false, sargv, slens, nkeys)
-                                : 0;
-    if (n == 0) return true;
+    int argc = command_args(c->cmd, c->cmdlen, argv, lens);
+    int n = argc <= FG_ARGV_MAX ? fg_script_args(argc, argv, lens, false, sargv, slens, nkeys) : 0;
+    if (n == 0) {
+        c->no_script = true;
+        return true;
+    }
     int len = redisFormatCommandArgv(&c->script, n, sargv, slens);
     if (len < 0) {
         c->script = NULL;
@@ -733,14 +769,15 @@ static bool format_script(fg_async_call *c, int argc, const char **argv, const s
 /* Sends the command of c, routed by key on a cluster. */
 static void send_call(fg_async_call *c, int argc, const char **argv, const size_t *argvlen,
                       const char *key, size_t keylen) {
-    int len = redisFormatCommandArgv(&c->cmd, argc, argv, argvlen);
-    if (len < 0) c->cmd = NULL;
-    if (len < 0 || !format_script(c, argc, argv, argvlen)) {
+    sds cmd = NULL;
+    int len = redisFormatSdsCommandArgv(&cmd, argc, argv, argvlen);
+    if (len < 0) {
         answer_soon(c, "out of memory");
         return;
     }
+    c->cmd = cmd;
     c->cmdlen = (size_t)len;
-    c->slot = fg_cluster_slot(key, keylen);
+    if (c->a->owner != NULL) c->slot = fg_cluster_slot(key, keylen);
     c->ask = NO_NODE;
     dispatch(c);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "text.h"
 
 /* ------------------------------------------------------------ building */
 
@@ -35,13 +36,11 @@ void fg_command_str(fg_command *cmd, const char *s) {
 }
 
 void fg_command_num(fg_command *cmd, int slot, int64_t v) {
-    int len = snprintf(cmd->nums[slot], FG_ARG_MAX, "%lld", (long long)v);
-    fg_command_arg(cmd, cmd->nums[slot], (size_t)len);
+    fg_command_arg(cmd, cmd->nums[slot], fg_format_int(cmd->nums[slot], v));
 }
 
 void fg_command_double(fg_command *cmd, int slot, double v) {
-    int len = snprintf(cmd->nums[slot], FG_ARG_MAX, "%.17g", v);
-    fg_command_arg(cmd, cmd->nums[slot], (size_t)len);
+    fg_command_arg(cmd, cmd->nums[slot], fg_format_double(cmd->nums[slot], FG_ARG_MAX, v));
 }
 
 /* ------------------------------------------------------------- sending */

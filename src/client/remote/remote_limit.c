@@ -38,6 +38,7 @@
 #include "lease.h"
 #include "monotonic.h"
 #include "remote.h"
+#include "text.h"
 
 #define DENIAL_SLOTS     256
 #define DENIAL_KEY_MAX   120
@@ -162,8 +163,7 @@ static void add_str(fg_command *cmd, const char *s) {
 }
 
 static void add_num(fg_command *cmd, int slot, int64_t v) {
-    int len = snprintf(cmd->nums[slot], FG_ARG_MAX, "%lld", (long long)v);
-    add_arg(cmd, cmd->nums[slot], (size_t)len);
+    add_arg(cmd, cmd->nums[slot], fg_format_int(cmd->nums[slot], v));
 }
 
 /* "AT <us>" last: the checks and FG.PEEK take it when the server allows
