@@ -14,6 +14,14 @@ rounds after a warm-up; medians. The limits admit everything (a huge rate
 and burst), so every request of /fg costs one FG.LEAKY on one hot key, as
 a per-client limit does; /fg2 two, and /fgc one and a semaphore's acquire
 and release. Both servers are stopped by their PIDs.
+
+Where the time goes: each run also reads the CPU time (/proc/PID/stat,
+user + system) that the nginx worker and redis-server spent over it, per
+request wrk counted. CPU 0 is the bottleneck (the worker keeps it busy),
+so a floodgate case's throughput is at most what a worker adding nothing
+to stock's would give with Redis on the same CPU: stock's CPU 0 time per
+request / (that + Redis's per request in the floodgate case). The report
+gives that ceiling beside the goal's 0.85x.
 """
 
 import os
@@ -115,7 +123,25 @@ http {
     return proc, prefix, port
 
 
-def wrk(port, path):
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def worker_pid(master):
+    """The one worker of an nginx master (worker_processes 1)."""
+    for _ in range(100):
+        out = subprocess.run(["pgrep", "-P", str(master)], capture_output=True, text=True).stdout
+        if out.split():
+            return int(out.split()[0])
+        time.sleep(0.1)
+    raise RuntimeError("nginx has no worker")
+
+
+def wrk(port, path, worker, redis):
+    """req/s, p99 (ms), and the worker's and Redis' CPU µs per request."""
+    before = cpu_seconds(worker), redis.cpu_seconds()
     out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c50", "-d%ds" % SECONDS,
                           "--latency", "http://127.0.0.1:%d%s" % (port, path)],
                          capture_output=True, text=True, check=True).stdout
@@ -125,7 +151,10 @@ def wrk(port, path):
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if errors:
         raise RuntimeError("%s answered %s errors" % (path, errors.group(1)))
-    return rps, float(p99.group(1)) * scale
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    spent = [(after - b) * 1e6 / requests
+             for b, after in zip(before, (cpu_seconds(worker), redis.cpu_seconds()))]
+    return rps, float(p99.group(1)) * scale, spent[0], spent[1]
 
 
 def main():
@@ -135,15 +164,17 @@ def main():
                         "floodgate-bench-redis-")
     nginx, prefix, port = start_nginx(redis.port)
     try:
+        worker = worker_pid(nginx.pid)
         for _, path, _ in CASES:  # warm-up, not recorded
-            wrk(port, path)
+            wrk(port, path, worker, redis)
         runs = {name: [] for name, _, _ in CASES}
         for r in range(ROUNDS):
             for name, path, _ in CASES:
-                runs[name].append(wrk(port, path))
-                print("  round %d %-44s %9.0f req/s  p99 %.2f ms" % ((r + 1, name) + runs[name][-1]))
-        rps = {name: statistics.median(x[0] for x in runs[name]) for name in runs}
-        p99 = {name: statistics.median(x[1] for x in runs[name]) for name in runs}
+                runs[name].append(wrk(port, path, worker, redis))
+                print("  round %d %-44s %9.0f req/s  p99 %.2f ms  worker %.1f us  redis %.1f us"
+                      % ((r + 1, name) + runs[name][-1]))
+        rps, p99, cpu_worker, cpu_redis = (
+            {name: statistics.median(x[k] for x in runs[name]) for name in runs} for k in range(4))
         # each row against stock limit_req's, and a floodgate row against its own stock case
         lines = ["| case | req/s | x limit_req | p99 (ms) | p99 - limit_req's (ms) | x its stock case | "
                  "p99 - its stock case's (ms) |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -157,6 +188,20 @@ def main():
             if stock:
                 goals.append((name, rps[name] / rps[stock], p99[name] - p99[stock]))
         met = all(ratio >= 0.85 and added <= 0.5 for _, ratio, added in goals)
+        lines += ["", "Where a request's time goes (CPU µs per request, medians; the worker and "
+                  "Redis share CPU 0). Ceiling: the most a floodgate case could reach if its worker "
+                  "added nothing to its stock case's, Redis's time then being all it adds: stock "
+                  "CPU 0 / (stock CPU 0 + floodgate's Redis).", "",
+                  "| case | worker µs | Redis µs | CPU 0 µs | worker µs added | ceiling (x its "
+                  "stock case) |", "|---|---:|---:|---:|---:|---:|"]
+        for name, _, stock in CASES:
+            cpu0 = cpu_worker[name] + cpu_redis[name]
+            extra = ("| %+.1f | %.2f |" % (cpu_worker[name] - cpu_worker[stock],
+                                          (cpu_worker[stock] + cpu_redis[stock])
+                                          / (cpu_worker[stock] + cpu_redis[stock] + cpu_redis[name]))
+                     if stock else "| | |")
+            lines.append("| %s | %.1f | %.1f | %.1f %s" % (name, cpu_worker[name], cpu_redis[name],
+                                                          cpu0, extra))
         lines.append("")
         lines.append("**Goal** (each floodgate case >= 0.85x its stock case's req/s, <= 0.5 ms added "
                      "at p99): %s: %s." % ("; ".join("%s %.2fx, %+.2f ms" % g for g in goals),
