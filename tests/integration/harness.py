@@ -38,6 +38,18 @@ def built_script(family):
     build/gen/scripts/<family>.lua (scripts/gen-scripts.sh)."""
     with open(os.path.join(REPO, "build", "gen", "scripts", family + ".lua")) as f:
         return f.read()
+
+
+def fast_path_alone(family):
+    """A family's script cut after its fast path: the fast path's reply, or
+    nil where the whole script would go on to the exact code. The
+    differential tests hold the whole script's answers to the module's,
+    which the exact code alone would pass; with this one a test sees that
+    the fast path answers the calls it is for."""
+    text = built_script(family)
+    head, found, _ = text.partition(" if r then return r end\nend\n")
+    assert found, "no fast path in build/gen/scripts/%s.lua" % family
+    return head + " return r\nend\n"
 MODULE = os.path.join(REPO, "build", "floodgate.so")
 REDIS_SERVER = os.environ.get("FLOODGATE_REDIS_SERVER", "/usr/bin/redis-server")
 # A sanitizer preloaded into this Python (test_python_asan.py) is for the

@@ -719,6 +719,31 @@ class GcraCommandWalk:
             p.m.execute("DEL", key)
 
 
+# Typical arguments of each check, and a cost that some calls exceed.
+FAST_CASES = [("FG.TOKEN", 10, 2), ("FG.LEAKY", 10, 2), ("FG.GCRA", 10, 5, 1000),
+              ("FG.FIXED", 10, 1000), ("FG.SLIDING", 10, 1000), ("FG.SLIDELOG", 10, 1000)]
+
+
+@pytest.mark.parametrize("case", FAST_CASES, ids=[c[0] for c in FAST_CASES])
+def test_the_fast_path_answers_what_it_is_for(fresh, case):
+    """Calls in the fast range (src/scripts/fast/) are answered by the fast
+    path itself, admissions and denials alike, and as the module answers
+    them: the script cut after its fast path (nil where it would leave the
+    call to the exact code) against the module, 40 calls of costs 0 to 4,
+    40 ms apart at explicit instants."""
+    sha = fresh.s.execute("SCRIPT", "LOAD", harness.fast_path_alone("ratelimit")).decode()
+    rng = random.Random(case[0])
+    at = T0
+    for step in range(40):
+        cost = rng.choice([0, 1, 1, 1, 4])
+        args = [case[0], "fk"] + list(case[1:]) + ["COST", cost, "AT", at]
+        m = fresh.m.execute(*map(str, args))
+        s = fresh.s.execute("EVALSHA", sha, 1, "fk", case[0], *map(str, args[2:]))
+        assert s is not None, ("the fast path left it to the exact code", step, args)
+        assert same(m, s), (step, args, m, s)
+        at += 40_000
+
+
 def test_gcra_command(fresh):
     GcraCommandWalk(fresh, random.Random("GCRA")).run()
 

@@ -233,6 +233,47 @@ def test_bloom_lists_need_the_module(pair):
     assert b[0] == "error" and "module" in b[1]
 
 
+# Policies as users write them: a bucket and a window, two windows, a
+# sliding one with a penalty, shadow mode.
+FAST_POLICIES = [["LIMIT", "TOKEN", "10", "5", "LIMIT", "FIXED", "50", "86400000"],
+                 ["LIMIT", "FIXED", "5", "1000", "LIMIT", "FIXED", "20", "60000"],
+                 ["LIMIT", "SLIDING", "8", "1000", "LIMIT", "GCRA", "5", "10", "1000",
+                  "PENALTY", "5000", "AFTER", "3", "WITHIN", "10000"],
+                 ["LIMIT", "LEAKY", "4", "2", "SHADOW"]]
+
+
+@pytest.mark.parametrize("words", FAST_POLICIES, ids=["bucket+day", "two windows", "penalty",
+                                                      "shadow"])
+def test_the_fast_path_answers_what_it_is_for(pair, words):
+    """FG.CHECK of a policy without lists, at instants in the fast range, is
+    answered by the fast path itself (src/scripts/fast/policy.lua), through
+    admissions, denials and a penalty, as the module answers: the script
+    cut after its fast path (nil where it would leave the check to the
+    exact code) against the module, 40 checks of costs 0 to 3, 100 ms
+    apart."""
+    m, k, sha = pair
+    m.flushall()
+    k.flushall()
+    p = Pair(m, k, sha)
+    a, b = p.set("fast", words)
+    assert a == b and not isinstance(a, tuple), (a, b)  # set, not refused alike
+    fast = k.script_load(harness.fast_path_alone("policy"))
+    rng = random.Random(" ".join(words))
+    at, seen = T0, set()
+    for step in range(40):
+        opts = ["COST", str(rng.choice([0, 1, 1, 1, 3])), "AT", str(at)]
+        want = p.module("FG.CHECK", "fast", "u", *opts)
+        got = answer(lambda: k.evalsha(fast, 4, "u", *policy_keys("fast"), "FG.CHECK", "fast", *opts))
+        assert got is not None, ("the fast path left it to the exact code", step, opts)
+        assert got == want and not isinstance(got, tuple), (step, opts, got, want)
+        seen.add((got[0] and not got[6], got[5]))
+        at += 100_000
+    # admissions and denials (in shadow mode, allowed as denied) both, and
+    # the penalty's where there is one
+    assert {True, False} <= {allowed for allowed, _ in seen}, seen
+    assert ("PENALTY" not in words) or (False, b"penalty") in seen, seen
+
+
 def test_check_errors_alike(pair):
     m, k, sha = pair
     m.flushall()

@@ -17,18 +17,21 @@
 
 -- A limit of the rules, with its state: alg, a, b (the numbers), rule (the
 -- text "alg,a,b" the state repeats), and tat (the TAT's text) or start,
--- count, prev.
+-- count, prev; then the fields check() fills as it decides (made here, so
+-- that the table is allocated once, at its size).
 local function limit_of(rule)
     local alg, a, b = string.match(rule, '^([TLGFS]),([1-9]%d*),([1-9]%d*)$')
-    a, b = small_int(a or ''), small_int(b or '')
-    if not a or not b then return nil end
+    -- the pattern leaves what small_int checks but the bound
+    a, b = tonumber(a or ''), tonumber(b or '')
+    if not a or not b or a >= 4503599627370496 or b >= 4503599627370496 then return nil end
     if alg == 'F' or alg == 'S' then
         -- waits in ns stay exact: windows below 52 days
         if b > 4e12 or (alg == 'S' and a * b >= 4503599627370496) then return nil end
     elseif a * b >= 4503599627370496 then
         return nil
     end
-    return {alg = alg, a = a, b = b, rule = rule, tat = '0', start = 0, count = 0, prev = 0}
+    return {alg = alg, a = a, b = b, rule = rule, tat = '0', start = 0, count = 0, prev = 0,
+            ok = false, wait = 0, reset = 0, left = 0, n1 = 0, n2 = 0, n3 = 0, expires_us = false}
 end
 
 -- The rules' text (encode_rules): shadow, ban, after, within, limits.
@@ -52,20 +55,24 @@ local function read_limits(text, limits)
     for part in string.gmatch(text, '[^|]+') do
         k = k + 1
         local l = limits[k]
-        if l == nil or string.sub(part, 1, #l.rule + 1) ~= l.rule .. ',' then return nil end
-        local rest = string.sub(part, #l.rule + 2)
+        -- "<rule>,<values>": the rule compared in place, the values read
+        -- from where they start
+        if l == nil or string.find(part, l.rule, 1, true) ~= 1 or string.byte(part, #l.rule + 1) ~= 44 then
+            return nil
+        end
+        local from = #l.rule + 2
         if l.alg == 'F' or l.alg == 'S' then
-            local a, b, c = string.match(rest, '^(%d+),(%d+),?(%d*)$')
+            local a, b, c = string.match(part, '^(%d+),(%d+),?(%d*)$', from)
             l.start, l.count = small_int(a or ''), small_int(b or '')
             l.prev = l.alg == 'S' and small_int(c or '') or (c == '' and 0 or nil)
             if not l.start or not l.count or not l.prev or l.count * l.b >= 4503599627370496 or
                 l.prev * l.b >= 4503599627370496 then
                 return nil
             end
-        elseif rest ~= '0' and not string.find(rest, '^[1-9]%d*$') then
+        elseif not string.find(part, '^[1-9]%d*$', from) and string.sub(part, from) ~= '0' then
             return nil
         else
-            l.tat = rest
+            l.tat = string.sub(part, from)
         end
     end
     return k == #limits or nil
@@ -184,42 +191,41 @@ local function check(keys, argv, i)
         end
     else
         -- every limit decides; the denier waits longest (-1: never fits)
-        local oks, waits, resets, lefts, nexts, denier = {}, {}, {}, {}, {}, nil
+        local denier = nil
         for k, l in ipairs(limits) do
             local ok, w, r, left, n1, n2, n3 = decide_limit(l, now, seconds, past, cost)
             if ok == nil then return nil end
-            oks[k], waits[k], resets[k], lefts[k], nexts[k] = ok, w, r, left, {n1, n2, n3}
-            if not ok and (denier == nil or (waits[denier] ~= -1 and (w == -1 or waits[denier] < w))) then
+            l.ok, l.wait, l.reset, l.left, l.n1, l.n2, l.n3 = ok, w, r, left, n1, n2, n3
+            if not ok and (denier == nil or (limits[denier].wait ~= -1 and (w == -1 or limits[denier].wait < w))) then
                 denier = k
             end
         end
         if denier == nil then
             allowed, decider = true, 1
-            for k = 2, #limits do if lefts[k] < lefts[decider] then decider = k end end
+            for k = 2, #limits do if limits[k].left < limits[decider].left then decider = k end end
             if cost > 0 then -- every limit charged
                 changed = true
-                for k, l in ipairs(limits) do
-                    local x = nexts[k]
+                for _, l in ipairs(limits) do
                     if l.alg == 'F' or l.alg == 'S' then
-                        l.start, l.count, l.prev = x[1], x[2], x[3]
+                        l.start, l.count, l.prev = l.n1, l.n2, l.n3
                     else
-                        l.tat, l.expires_us = tat_text(x[1], now, seconds, past)
+                        l.tat, l.expires_us = tat_text(l.n1, now, seconds, past)
                     end
                 end
             end
         else
-            decider, retry = denier, waits[denier]
-            for k, l in ipairs(limits) do -- the limits that allowed answer as if not charged
-                if oks[k] then
+            decider, retry = denier, limits[denier].wait
+            for _, l in ipairs(limits) do -- the limits that allowed answer as if not charged
+                if l.ok then
                     local _, _, r, left = decide_limit(l, now, seconds, past, 0)
-                    resets[k], lefts[k] = r, left
+                    l.reset, l.left = r, left
                 end
             end
         end
-        limit, remaining, reset, by = limits[decider].a, lefts[1], resets[1], 'limit:' .. decider
+        limit, remaining, reset, by = limits[decider].a, limits[1].left, limits[1].reset, 'limit:' .. decider
         for k = 2, #limits do
-            if lefts[k] < remaining then remaining = lefts[k] end
-            if resets[k] > reset then reset = resets[k] end
+            if limits[k].left < remaining then remaining = limits[k].left end
+            if limits[k].reset > reset then reset = limits[k].reset end
         end
         if not allowed and cost > 0 and ban > 0 then -- policy.c's count_denial
             changed = true
