@@ -122,17 +122,22 @@ local function neutral_at(limits, banned, denials, dstart, ban, within)
 end
 
 local function encode(name, limits, banned, denials, dstart)
-    local parts = {'p1', name, string.format('%.0f', banned), denials, string.format('%.0f', dstart)}
-    for k, l in ipairs(limits) do
+    -- strings joined as they come: a table and its concat cost more for a
+    -- few parts; the penalty's numbers are formatted only when it has any
+    local text = 'p1|' .. name .. '|0|0|0'
+    if banned ~= 0 or denials ~= 0 or dstart ~= 0 then
+        text = string.format('p1|%s|%.0f|%.0f|%.0f', name, banned, denials, dstart)
+    end
+    for _, l in ipairs(limits) do
         if l.alg == 'F' then
-            parts[k + 5] = string.format('%s,%.0f,%.0f', l.rule, l.start, l.count)
+            text = text .. string.format('|%s,%.0f,%.0f', l.rule, l.start, l.count)
         elseif l.alg == 'S' then
-            parts[k + 5] = string.format('%s,%.0f,%.0f,%.0f', l.rule, l.start, l.count, l.prev)
+            text = text .. string.format('|%s,%.0f,%.0f,%.0f', l.rule, l.start, l.count, l.prev)
         else
-            parts[k + 5] = l.rule .. ',' .. l.tat
+            text = text .. '|' .. l.rule .. ',' .. l.tat
         end
     end
-    return table.concat(parts, '|')
+    return text
 end
 
 local function check(keys, argv, i)

@@ -42,7 +42,8 @@ if redis.replicate_commands then redis.replicate_commands() end -- 6.2: effects,
 
 -- A decimal integer as Redis writes one, below 2^52; else nil.
 local function small_int(s)
-    if #s > 16 or not string.find(s, '^[1-9]%d*$') then return s == '0' and 0 or nil end
+    if s == '0' then return 0 end -- the commonest, at the price of a compare
+    if #s > 16 or not string.find(s, '^[1-9]%d*$') then return nil end
     local v = tonumber(s)
     return v < 4503599627370496 and v or nil
 end
