@@ -3,7 +3,8 @@ free port, `--save "" --appendonly no`, its files in a temporary directory,
 one module loaded (or none: module None, a stock server), every thread
 pinned to one CPU (so that the client can have the other), and stopped by
 its PID. Used by uv_server.py, lock_scale.py, python_bench.py,
-nginx_bench.py and scripts_bench.py."""
+nginx_bench.py and scripts_bench.py; process_cpu_seconds by those that
+time other processes too."""
 
 import os
 import shutil
@@ -13,6 +14,13 @@ import tempfile
 import time
 
 import redis
+
+
+def process_cpu_seconds(pid):
+    """A process's user + system CPU time, all threads (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class BenchServer:
@@ -44,9 +52,7 @@ class BenchServer:
 
     def cpu_seconds(self):
         """The process's user + system CPU time, all threads (/proc/PID/stat)."""
-        with open("/proc/%d/stat" % self.proc.pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.proc.pid)
 
     def log_tail(self):
         try:

@@ -36,7 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from bench_server import BenchServer  # noqa: E402
+from bench_server import BenchServer, process_cpu_seconds  # noqa: E402
 
 NGINX = os.environ.get("FLOODGATE_NGINX", "/usr/sbin/nginx")
 MODULE = os.path.join(REPO, "build", "nginx", "objs", "ngx_http_floodgate_module.so")
@@ -123,12 +123,6 @@ http {
     return proc, prefix, port
 
 
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def worker_pid(master):
     """The one worker of an nginx master (worker_processes 1)."""
     for _ in range(100):
@@ -141,7 +135,7 @@ def worker_pid(master):
 
 def wrk(port, path, worker, redis):
     """req/s, p99 (ms), and the worker's and Redis' CPU µs per request."""
-    before = cpu_seconds(worker), redis.cpu_seconds()
+    before = process_cpu_seconds(worker), redis.cpu_seconds()
     out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c50", "-d%ds" % SECONDS,
                           "--latency", "http://127.0.0.1:%d%s" % (port, path)],
                          capture_output=True, text=True, check=True).stdout
@@ -153,7 +147,7 @@ def wrk(port, path, worker, redis):
         raise RuntimeError("%s answered %s errors" % (path, errors.group(1)))
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     spent = [(after - b) * 1e6 / requests
-             for b, after in zip(before, (cpu_seconds(worker), redis.cpu_seconds()))]
+             for b, after in zip(before, (process_cpu_seconds(worker), redis.cpu_seconds()))]
     return rps, float(p99.group(1)) * scale, spent[0], spent[1]
 
 

@@ -81,6 +81,9 @@ import time
 
 import redis
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_server import process_cpu_seconds  # noqa: E402
+
 
 def env_int(name, default):
     v = os.environ.get(name)
@@ -241,9 +244,7 @@ class Server:
 
     def cpu_seconds(self):
         """The process's user + system time, all threads."""
-        with open("/proc/%d/stat" % self.pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.pid)
 
     def stop(self):
         if self.proc.poll() is None:

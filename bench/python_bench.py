@@ -141,7 +141,7 @@ try:
     import floodgate
 except ImportError as e:
     die("%s (run 'make module library')" % e)
-from bench_server import BenchServer  # noqa: E402
+from bench_server import BenchServer, process_cpu_seconds  # noqa: E402
 
 
 # ------------------------------------------------------------- measurements
@@ -152,12 +152,6 @@ def cpu_busy_seconds():
     with open("/proc/stat") as f:
         fields = f.readline().split()
     return (int(fields[1]) + int(fields[2]) + int(fields[3])) / os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_usage(server_pid):

@@ -128,6 +128,7 @@ SPREAD, HOT = "spread", "hot"
 
 FG, FN, PEER = "floodgate script", "floodgate function", "peer"
 UNIT, MOD, OTHER = "unit", "module", "baseline"
+FLOOR = "floor"  # a command's Redis calls alone (FLOOR_NAME)
 
 
 class Row:
@@ -247,7 +248,7 @@ ROWS = [
         "STRING counter, PEXPIRE"),
 
     Row("fixed window", FLOOR_NAME % "FG.FIXED" + " (TIME, GET, SET PXAT, the 5-integer reply)",
-        OTHER, STOCK,
+        FLOOR, STOCK,
         [ev("text:floor_calls", ["ff:__rand_int__"], "FG.FIXED", 100, 60000)], "", modes=(SPREAD,)),
     Row("sliding window", "floodgate script FG.SLIDING", FG, STOCK,
         [fg("sw:__rand_int__", "FG.SLIDING", 100, 60000)], "see ratelimit.lua"),
@@ -293,7 +294,7 @@ ROWS = [
         "STRING p1|...", modes=(SPREAD,),
         setup=[ev("fg:policy", POLICY_KEYS, "FG.POLICY", "SET", "p2", *POLICY)]),
     Row("policy", FLOOR_NAME % "FG.CHECK" + " (HMGET of the policy, TIME, GET, SET PXAT, the "
-        "7-field reply)", OTHER, STOCK,
+        "7-field reply)", FLOOR, STOCK,
         [ev("text:floor_check", ["pk:__rand_int__"] + POLICY_KEYS, "FG.CHECK", "p2")], "",
         modes=(SPREAD,), setup=[ev("fg:policy", POLICY_KEYS, "FG.POLICY", "SET", "p2", *POLICY)]),
     Row("policy", "module FG.CHECK (TOKEN 100 10 + FIXED 1000/day)", MOD, MODULE_SERVER,
@@ -729,7 +730,7 @@ def report(rows, breakdown, runs):
         out.append("| %s |" % " | ".join(c))
     out.append("")
 
-    floors = [r for r in rows if r.name.startswith(FLOOR_NAME.split("%")[0]) and not r.missing]
+    floors = [r for r in rows if r.kind == FLOOR and not r.missing]
     if floors:
         out += ["### The floor: a command's Redis calls alone",
                 "",

@@ -21,9 +21,8 @@
 -- that the table is allocated once, at its size).
 local function limit_of(rule)
     local alg, a, b = string.match(rule, '^([TLGFS]),([1-9]%d*),([1-9]%d*)$')
-    -- the pattern leaves what small_int checks but the bound
-    a, b = tonumber(a or ''), tonumber(b or '')
-    if not a or not b or a >= 4503599627370496 or b >= 4503599627370496 then return nil end
+    a, b = small_int(a or ''), small_int(b or '')
+    if not a or not b then return nil end
     if alg == 'F' or alg == 'S' then
         -- waits in ns stay exact: windows below 52 days
         if b > 4e12 or (alg == 'S' and a * b >= 4503599627370496) then return nil end
@@ -69,10 +68,10 @@ local function read_limits(text, limits)
                 l.prev * l.b >= 4503599627370496 then
                 return nil
             end
-        elseif not string.find(part, '^[1-9]%d*$', from) and string.sub(part, from) ~= '0' then
-            return nil
         else
-            l.tat = string.sub(part, from)
+            local tat = string.sub(part, from)
+            if tat ~= '0' and not string.find(tat, '^[1-9]%d*$') then return nil end
+            l.tat = tat
         end
     end
     return k == #limits or nil

@@ -64,12 +64,8 @@ local function fast(keys, argv, command, i)
                 ns = 1e9 / rate
                 i = i + 2
             end
-            if i <= n then
-                cost, at = options(argv, i)
-                if cost == nil then return nil end
-            else
-                cost = 1
-            end
+            cost, at = options(argv, i)
+            if cost == nil then return nil end
             emission = ns < 1 and 1 or math.floor(ns + 0.5)
         end
         if capacity * emission >= 4503599627370496 then return nil end
@@ -114,11 +110,8 @@ local function fast(keys, argv, command, i)
     w = math.floor(ms * 1000)
     if ms * 1000 - w >= 0.5 then w = w + 1 end
     if w < 1 then return nil end
-    local cost, at = 1, nil
-    if i + 2 <= n then
-        cost, at = options(argv, i + 2)
-        if cost == nil then return nil end
-    end
+    local cost, at = options(argv, i + 2)
+    if cost == nil then return nil end
 
     if command == 'FG.SLIDELOG' then
         if cost > 1000 then return nil end
