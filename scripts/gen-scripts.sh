@@ -6,8 +6,10 @@
 #                                      fast path when it has one (in a do
 #                                      block: fast/<family>.lua, each of its
 #                                      "--@ <name>" lines replaced by
-#                                      fast/<name>.lua, and its call), the
-#                                      prelude, the family's file, and
+#                                      fast/<name>.lua, and its call),
+#                                      base.lua, the prelude (unless the
+#                                      family says "--@ no prelude"), the
+#                                      family's file, and
 #                                      "return run_named(commands, KEYS, ARGV)"
 #   OUT_DIR/gen/scripts.c              each of those texts and its SHA1 hex
 #                                      (src/client/remote/scripts.h), and
@@ -17,7 +19,7 @@
 #                                      a loader of the fast paths (for each
 #                                      "do <fast/family.lua, its --@ lines
 #                                      replaced> fg_fasts[...] = fast end"),
-#                                      the prelude and each family
+#                                      base.lua, the prelude and each family
 #                                      ("do <its file>
 #                                      fg_register(commands) end"), then one
 #                                      fg_function('<command>') for each
@@ -25,7 +27,7 @@
 #                                      (commands['X'] or command = 'X'); see
 #                                      functions.lua for why
 #
-# Every .lua file but prelude.lua and functions.lua is a family, taken in
+# Every .lua file but base.lua, prelude.lua and functions.lua is a family, taken in
 # the C locale's order: a new family needs no change here nor in the
 # Makefile. The texts are embedded as bytes, so that what the library sends
 # is exactly what was hashed. Only coreutils and sed: what every Debian has.
@@ -63,7 +65,7 @@ bytes() {
 
 families=""
 for f in "$src"/*.lua; do
-    case ${f##*/} in prelude.lua | functions.lua) continue ;; esac
+    case ${f##*/} in base.lua | prelude.lua | functions.lua) continue ;; esac
     families="$families $f"
 done
 
@@ -85,7 +87,8 @@ for f in $families; do
             echo 'local r = fast(KEYS, ARGV, string.upper(ARGV[1] or ""), 2) if r then return r end'
             echo 'end'
         fi
-        whole "$src/prelude.lua"
+        whole "$src/base.lua"
+        grep -qx -- '--@ no prelude' "$f" || whole "$src/prelude.lua"
         whole "$f"
         echo 'return run_named(commands, KEYS, ARGV)'
     } > "$text"
@@ -123,6 +126,7 @@ lib=$out/floodgate-functions.lua.tmp
         echo 'fg_fasts[#fg_fasts + 1] = fast'
         echo 'end'
     done
+    whole "$src/base.lua"
     whole "$src/prelude.lua"
     for f in $families; do
         echo "do -- ${f##*/}"

@@ -6,7 +6,7 @@
 --   <functions.lua>
 --   fg_load = function()
 --       do <fast/ratelimit.lua> fg_fasts[...] = fast end ... (the --@ lines replaced)
---       <prelude.lua>
+--       <base.lua> <prelude.lua>
 --       do <ratelimit.lua> fg_register(commands) end
 --       do <the next family> fg_register(commands) end ...
 --       return run
@@ -43,7 +43,7 @@ end
 
 -- The commands that never write: no-writes lets FCALL_RO and a replica
 -- run them.
-local READ_ONLY = {['FG.PEEK'] = true, ['FG.INSPECT'] = true}
+local READ_ONLY = {['FG.PEEK'] = true, ['FG.INSPECT'] = true, ['FG.LOCKINFO'] = true}
 
 -- Registers the function of a command (at FUNCTION LOAD: string methods
 -- only, no globals).

@@ -3,9 +3,10 @@
 --
 -- The scripts are the second dialect of the remote backend: on a server
 -- that cannot load floodgate.so they answer what its commands answer, to
--- the nanosecond. The build puts this file in front of each family's file
--- (ratelimit.lua, ...), so a script is one self-contained chunk for
--- EVALSHA, and once in front of all of them for the Functions library.
+-- the nanosecond. The build puts this file, after base.lua, in front of
+-- each family's file that needs it (ratelimit.lua, policy.lua), so a
+-- script is one self-contained chunk for EVALSHA, and once in front of all
+-- of them for the Functions library.
 --
 -- Integers. Lua 5.1 has only doubles, exact up to 2^53, while the core
 -- computes in int64 nanoseconds (a time since the epoch is ~2^61). A value
@@ -19,8 +20,6 @@
 local B32 = 4294967296         -- 2^32
 local EXACT = 9007199254740992 -- 2^53
 local floor = math.floor
-
-if redis.replicate_commands then redis.replicate_commands() end -- 6.2: effects, for TIME
 
 local function big(h, l) return {h, l} end
 
@@ -198,8 +197,6 @@ local function out(v)
 end
 
 -- ---------------------------------------------------------------- arguments
-
-local function fail(msg) return error({err = msg}, 0) end
 
 -- A decimal integer as Redis reads one (string2ll): no sign but '-', no
 -- leading zero, no space, within int64. nil when it is not one.
@@ -567,27 +564,4 @@ local function sliding_decide(cur, p, now, cost)
     if lt(after, p.limit) then d.remaining = max(sub(sub(p.limit, after), weight), 0) end
     if not (fits and sign(cost) > 0) then return d, cur end
     return d, {start = v.start, count = after, prev = v.prev}
-end
-
-
--- The command of argv[1] (the EVALSHA form: argv[2..] are its arguments),
--- or the given one (a function of the library: all of argv). A refusal
--- raised by fail() is the reply; any other error is named as ours.
-local function run(command, keys, argv, first)
-    local ok, r = pcall(command, keys, argv, first)
-    if ok then return r end
-    if type(r) == 'table' and r.err then return r end
-    -- Redis 7.0's pcall hands an error table over as its message: one of
-    -- ours, or the server's for a redis.call (OOM ...), starts with its
-    -- code in capitals; Lua's own errors name the script ("user_script:").
-    if type(r) == 'string' and string.find(r, '^%u[%u_]* ') then return {err = r} end
-    return {err = 'ERR floodgate script failed: ' .. tostring(r)}
-end
-
-local function run_named(commands, keys, argv)
-    local command = commands[string.upper(argv[1] or '')]
-    if command == nil then
-        return {err = "ERR unknown command '" .. tostring(argv[1]) .. "' for this floodgate script"}
-    end
-    return run(command, keys, argv, 2)
 end

@@ -531,7 +531,7 @@ def test_async_on_a_stock_cluster(stock_cluster, async_program):
 
 def family_files():
     return sorted(f for f in os.listdir(SCRIPTS)
-                  if f.endswith(".lua") and f not in ("prelude.lua", "functions.lua"))
+                  if f.endswith(".lua") and f not in ("base.lua", "prelude.lua", "functions.lua"))
 
 
 def test_the_embedded_sha1s_are_the_servers(stock):
@@ -554,9 +554,10 @@ def test_the_embedded_sha1s_are_the_servers(stock):
 
 def commands_of(c, family):
     """The names in a family's `commands`, as the family itself lists them."""
-    with open(os.path.join(SCRIPTS, "prelude.lua")) as p, \
+    with open(os.path.join(SCRIPTS, "base.lua")) as b, \
+            open(os.path.join(SCRIPTS, "prelude.lua")) as p, \
             open(os.path.join(SCRIPTS, family)) as f:
-        text = p.read() + "\n" + f.read() + \
+        text = b.read() + "\n" + p.read() + "\n" + f.read() + \
             "\nlocal t = {} for k in pairs(commands) do t[#t + 1] = k end return t\n"
     return {s.decode() for s in c.eval(text, 0)}
 

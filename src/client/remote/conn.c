@@ -366,6 +366,22 @@ static void read_ready(fg_conn *conn, redisReply **reply) {
         take_buffered(conn, reply);
 }
 
+fg_code fg_conn_await(fg_conn *conn, redisReply **reply, int timeout_ms, fg_error *err) {
+    int64_t deadline = fg_monotonic_us() + (int64_t)timeout_ms * 1000;
+    *reply = NULL;
+    while (conn->ctx != NULL && take_buffered(conn, reply) && *reply == NULL) {
+        int64_t left_ms = (deadline - fg_monotonic_us() + 999) / 1000;
+        if (left_ms <= 0) return FG_CODE_OK;
+        struct pollfd fd = {.fd = conn->ctx->fd, .events = POLLIN};
+        int ready = poll(&fd, 1, (int)left_ms);
+        if (ready < 0 && errno != EINTR) break;
+        if (ready > 0 && redisBufferRead(conn->ctx) != REDIS_OK) break;
+    }
+    if (*reply != NULL) return FG_CODE_OK;
+    fg_conn_close(conn);
+    return fg_set_error(err, FG_CODE_IO, "the connection to the server failed while waiting");
+}
+
 void fg_conn_gather(fg_conn **conns, size_t n, redisReply **replies, int timeout_ms) {
     struct pollfd fds[FG_GATHER_MAX];
     size_t owner[FG_GATHER_MAX]; /* fds[k] is conns[owner[k]] */

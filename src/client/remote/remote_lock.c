@@ -277,6 +277,155 @@ static fg_code make_durable(channel *ch, const request *q, const fg_lock_options
     return rc == FG_CODE_OK ? rc : undo_grant(ch, q, rc, err);
 }
 
+static void add_keys(fg_argv *cmd, const char *const *keys, size_t count) {
+    fg_argv_num(cmd, (int64_t)count);
+    for (size_t i = 0; i < count; i++)
+        fg_argv_str(cmd, keys[i]);
+}
+
+/* ------------------------------------------------- waiting without the module */
+
+/* On a server without the module the request cannot block: lock.lua keeps
+ * the queue in the lock's key, and hands the lock to the waiters at its
+ * head when it frees, telling each on the key's channel. So a waiting call
+ * subscribes to its keys' channels on a connection of its own, then asks
+ * with "WAIT <stay>": queue me, or keep my place, for stay ms. Between two
+ * asks it waits for its message, at most RECHECK_MS, or until the lease
+ * in its way ends (which no command announces): a lost message costs at
+ * most that, and a waiter that dies leaves the queue within stay. A call
+ * that gives up sends FG.UNWAIT, which gives back a grant handed to it
+ * meanwhile. */
+#define RECHECK_MS 250
+
+/* A message of lock.lua on a key's channel: "g <token> <ttl_ms> <count>
+ * <owner>" (granted), "w <owner>" (a multi-key waiter's turn to ask), "e
+ * <owner>\n<why>" (refused). */
+typedef enum told { TOLD_NOTHING, TOLD_GRANTED, TOLD_ASK, TOLD_REFUSED } told;
+
+/* What a subscriber's reply tells `owner`. */
+static told read_message(const redisReply *r, const char *owner, fg_lock_grant *out,
+                         fg_error *err) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[2]->type != REDIS_REPLY_STRING)
+        return TOLD_NOTHING;
+    const char *m = r->element[2]->str, *end = m + r->element[2]->len;
+    size_t olen = strlen(owner);
+    if (m[0] == 'w' || m[0] == 'e') {
+        const char *who = m + 2, *stop = m[0] == 'e' ? memchr(who, '\n', (size_t)(end - who)) : end;
+        if (who > end || stop == NULL || (size_t)(stop - who) != olen || memcmp(who, owner, olen) != 0)
+            return TOLD_NOTHING;
+        if (m[0] == 'w') return TOLD_ASK;
+        fg_set_error(err, FG_CODE_INVALID, "%.*s", (int)(end - stop - 1), stop + 1);
+        return TOLD_REFUSED;
+    }
+    long long token, ttl, count;
+    int at = 0;
+    if (m[0] != 'g' || sscanf(m, "g %lld %lld %lld %n", &token, &ttl, &count, &at) != 3 ||
+        (size_t)(end - (m + at)) != olen || memcmp(m + at, owner, olen) != 0)
+        return TOLD_NOTHING;
+    *out = (fg_lock_grant){.acquired = true, .token = (uint64_t)token, .ttl_ms = ttl, .holds = count};
+    return TOLD_GRANTED;
+}
+
+/* Subscribes sub to the channels of the request's keys: sharded where the
+ * server has it (lock.lua publishes the same way). */
+static fg_code subscribe(const fg_locks *l, fg_conn *sub, const request *q, fg_error *err) {
+    static const char *const verbs[] = {"SSUBSCRIBE", "SUBSCRIBE"};
+    fg_code rc = fg_conn_ensure(sub, &l->addr, &l->cfg, err);
+    for (size_t v = 0; rc == FG_CODE_OK && v < 2; v++) {
+        fg_argv cmd;
+        fg_argv_init(&cmd, verbs[v]);
+        for (size_t i = 0; i < q->nkeys; i++)
+            fg_argv_str(&cmd, q->keys[i]);
+        redisReply *replies[FG_ARGV_MAX];
+        rc = fg_conn_append_argv(sub, &cmd, err);
+        if (rc == FG_CODE_OK) rc = fg_conn_flush(sub, err);
+        if (rc == FG_CODE_OK) rc = fg_conn_receive(sub, replies, 1, err);
+        if (rc != FG_CODE_OK) break;
+        bool refused = replies[0]->type == REDIS_REPLY_ERROR;
+        if (refused) rc = fg_reply_error(replies[0], err);
+        freeReplyObject(replies[0]);
+        if (refused) continue; /* a server before 7.0: no sharded channels */
+        if (q->nkeys > 1) rc = fg_conn_receive(sub, replies, q->nkeys - 1, err);
+        for (size_t i = 0; rc == FG_CODE_OK && i + 1 < q->nkeys; i++)
+            freeReplyObject(replies[i]);
+        return rc;
+    }
+    return rc;
+}
+
+/* One ask: the request with WAIT's value set to stay_ms. */
+static fg_code ask(channel *ch, const request *q, int64_t stay_ms, fg_lock_grant *out,
+                   fg_error *err) {
+    fg_argv cmd = q->cmds[0];
+    char stay[24];
+    snprintf(stay, sizeof(stay), "%lld", (long long)stay_ms);
+    cmd.argv[cmd.argc - 1] = stay; /* WAIT's value: add_wait put it last */
+    cmd.argvlen[cmd.argc - 1] = strlen(stay);
+    redisReply *reply;
+    fg_code rc = channel_exchange(ch, &cmd, 1, &reply, 0, err);
+    if (rc != FG_CODE_OK) return rc;
+    rc = fg_parse_grant(reply, out, err);
+    freeReplyObject(reply);
+    return rc;
+}
+
+/* Leaves the queues after a wait that timed out. */
+static fg_code give_up(channel *ch, const request *q, fg_error *err) {
+    fg_argv cmd;
+    fg_argv_init(&cmd, "FG.UNWAIT");
+    add_keys(&cmd, q->keys, q->nkeys);
+    fg_argv_str(&cmd, q->owner);
+    redisReply *reply;
+    fg_code rc = channel_exchange(ch, &cmd, 1, &reply, 0, err);
+    if (rc != FG_CODE_OK) return rc;
+    int64_t left = 0;
+    rc = parse_integer(reply, &left, err, "FG.UNWAIT");
+    freeReplyObject(reply);
+    return rc;
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The wait of a request on a server without the module; *granted_us as
+ * request_grant's: the sending of the last ask before the grant, which
+ * the grant followed. A grant told by message is asked for once more in
+ * durable mode, a write of this connection's for WAIT to count. */
+static fg_code wait_by_script(channel *ch, const request *q, const fg_lock_options *o,
+                              fg_lock_grant *out, int64_t *granted_us, fg_error *err) {
+    const fg_locks *l = ch->locks;
+    int64_t deadline = o->wait_ms < 0 ? INT64_MAX : fg_monotonic_us() + o->wait_ms * 1000;
+    fg_conn sub = {0};
+    fg_code rc = subscribe(l, &sub, q, err);
+    while (rc == FG_CODE_OK) {
+        int64_t left_ms = deadline == INT64_MAX ? INT64_MAX : (deadline - fg_monotonic_us()) / 1000;
+        int64_t nap_ms = min64(RECHECK_MS, left_ms > 0 ? left_ms : 0);
+        *granted_us = fg_monotonic_us();
+        rc = ask(ch, q, nap_ms + l->cfg.command_timeout_ms, out, err);
+        if (rc != FG_CODE_OK || out->acquired) break;
+        if (left_ms <= 0) {
+            rc = give_up(ch, q, err);
+            break;
+        }
+        if (out->ttl_ms > 0) nap_ms = min64(nap_ms, out->ttl_ms); /* a lease in the way ends */
+        redisReply *message = NULL;
+        int64_t until = fg_monotonic_us() + nap_ms * 1000;
+        told t = TOLD_NOTHING;
+        while (rc == FG_CODE_OK && t == TOLD_NOTHING && fg_monotonic_us() < until) {
+            rc = fg_conn_await(&sub, &message, (int)((until - fg_monotonic_us() + 999) / 1000), err);
+            if (message == NULL) break;
+            t = read_message(message, q->owner, out, err);
+            freeReplyObject(message);
+        }
+        if (t == TOLD_REFUSED) rc = err != NULL ? err->code : FG_CODE_INVALID;
+        if (t == TOLD_GRANTED && o->durable_replicas > 0) continue; /* ask: the claim */
+        if (t == TOLD_GRANTED) break;
+    }
+    if (rc != FG_CODE_OK) *out = (fg_lock_grant){0};
+    fg_conn_close(&sub);
+    return rc;
+}
+
 /* Sends the request (and its WAIT) on ch and reads the grant; *granted_us
  * is when its lease began at the earliest (monotonic): the request's
  * sending, or for a request that waited, the arrival of its reply (later
@@ -284,6 +433,14 @@ static fg_code make_durable(channel *ch, const request *q, const fg_lock_options
 static fg_code request_grant(channel *ch, const request *q, const fg_lock_options *o,
                              fg_lock_grant *out, int64_t *granted_us, fg_error *err) {
     bool waits = o->wait_ms != 0, durable = o->durable_replicas > 0;
+    if (waits && fg_conn_ensure(ch->conn, &ch->locks->addr, &ch->locks->cfg, err) == FG_CODE_OK &&
+        ch->conn->dialect == FG_DIALECT_SCRIPT) {
+        fg_code rc = wait_by_script(ch, q, o, out, granted_us, err);
+        if (rc != FG_CODE_OK || !out->acquired || !durable) return rc;
+        rc = make_durable(ch, q, o, NULL, err);
+        if (rc != FG_CODE_OK) *out = (fg_lock_grant){0};
+        return rc;
+    }
     size_t n = durable && !waits ? 2 : 1;
     int64_t wait_ms = waits ? o->wait_ms : durable ? o->durable_timeout_ms : 0;
     redisReply *replies[2] = {NULL, NULL};
@@ -324,12 +481,6 @@ static fg_code acquire(fg_locks *l, request *q, const fg_lock_options *o, fg_loc
     }
     channel_close(&ch);
     return rc;
-}
-
-static void add_keys(fg_argv *cmd, const char *const *keys, size_t count) {
-    fg_argv_num(cmd, (int64_t)count);
-    for (size_t i = 0; i < count; i++)
-        fg_argv_str(cmd, keys[i]);
 }
 
 /* ------------------------------------------------------------ releasing */

@@ -25,6 +25,8 @@
  * one with the module's message. */
 #define LIMIT(command, key) {command, NULL, key, 1, "ratelimit", FG_KEYS_NAMED}
 #define POLICY(sub)         {"FG.POLICY", sub, 2, FG_POLICY_KEYS, "policy", FG_KEYS_POLICY}
+#define LOCK(command)       {command, NULL, 1, 1, "lock", FG_KEYS_NAMED}
+#define LOCKS(command)      {command, NULL, 2, 0, "lock", FG_KEYS_COUNTED}
 
 const fg_script_route fg_script_routes[] = {
     LIMIT("FG.TOKEN", 1),    LIMIT("FG.LEAKY", 1),   LIMIT("FG.GCRA", 1),
@@ -34,6 +36,11 @@ const fg_script_route fg_script_routes[] = {
     POLICY("SET"),           POLICY("DEL"),          POLICY("GET"),
     POLICY("ALLOW"),         POLICY("DENY"),         POLICY("UNLIST"),
     POLICY("LOOKUP"),        {"FG.CHECK", NULL, 2, 1, "policy", FG_KEYS_CHECK},
+    LOCK("FG.LOCK"),         LOCK("FG.UNLOCK"),      LOCK("FG.ACQUIRE"),
+    LOCK("FG.RELEASE"),      LOCK("FG.EXTEND"),      LOCK("FG.FORCEUNLOCK"),
+    LOCK("FG.LOCKINFO"),     LOCK("FG.FENCE"),       LOCK("FG.FSET"),
+    LOCK("FG.FGET"),         LOCKS("FG.MLOCK"),      LOCKS("FG.MUNLOCK"),
+    LOCKS("FG.UNWAIT"),
 };
 const size_t fg_nscript_routes = sizeof(fg_script_routes) / sizeof(fg_script_routes[0]);
 
@@ -52,7 +59,7 @@ const fg_script *fg_script_for(int argc, const char *const *argv, const size_t *
     if (argc < 1) return NULL;
     for (size_t i = 0; i < fg_nscript_routes; i++) {
         const fg_script_route *rt = &fg_script_routes[i];
-        int named = rt->keys == FG_KEYS_NAMED ? rt->nkeys : 1;
+        int named = rt->keys == FG_KEYS_NAMED ? rt->nkeys : rt->keys == FG_KEYS_COUNTED ? 0 : 1;
         if (!same_word(rt->command, argv[0], lens[0]) || argc < rt->key + named) continue;
         if (rt->sub != NULL && !same_word(rt->sub, argv[1], lens[1])) continue;
         *route = rt;
@@ -75,13 +82,31 @@ static bool has_rules(int argc, const char *const *argv, const size_t *lens) {
     return false;
 }
 
+/* How many keys a route moves out of argv: a counted route's numkeys when
+ * it is a number of the arguments that follow it (else none, and the
+ * script refuses the numkeys with the module's words). */
+static int moved_keys(const fg_script_route *rt, int argc, const char *const *argv,
+                      const size_t *lens) {
+    if (rt->keys == FG_KEYS_POLICY) return 0;
+    if (rt->keys != FG_KEYS_COUNTED) return rt->nkeys;
+    char digits[8];
+    size_t len = lens[rt->key - 1];
+    if (len < 1 || len >= sizeof(digits)) return 0;
+    memcpy(digits, argv[rt->key - 1], len);
+    digits[len] = '\0';
+    char *end;
+    long n = strtol(digits, &end, 10);
+    if (*end != '\0' || digits[0] < '1' || digits[0] > '9') return 0;
+    return n > argc - rt->key ? argc - rt->key : (int)n;
+}
+
 int fg_script_args(int argc, const char *const *argv, const size_t *lens, bool eval,
                    const char **out, size_t *outlens, char *nkeys) {
     const fg_script_route *rt;
     const fg_script *s = fg_script_for(argc, argv, lens, &rt);
     if (s == NULL) return 0;
     /* The keys moved out of the arguments, and those derived from a name. */
-    int moved = rt->keys == FG_KEYS_POLICY ? 0 : rt->nkeys;
+    int moved = moved_keys(rt, argc, argv, lens);
     int derived_from = rt->keys == FG_KEYS_POLICY                                      ? rt->key
                        : rt->keys == FG_KEYS_CHECK && !has_rules(argc, argv, lens) ? rt->key - 1
                                                                                     : -1;

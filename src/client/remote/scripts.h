@@ -47,9 +47,10 @@ extern const size_t fg_functions_len;
  * policy's keys too unless it carries RULES (a cluster's check, whose
  * policy is on another slot: remote_policy.c). */
 typedef enum fg_script_keys {
-    FG_KEYS_NAMED,  /* argv[key .. key + nkeys) */
-    FG_KEYS_POLICY, /* the policy argv[key]'s three keys */
-    FG_KEYS_CHECK,  /* argv[key], then argv[key - 1]'s three keys without RULES */
+    FG_KEYS_NAMED,   /* argv[key .. key + nkeys) */
+    FG_KEYS_COUNTED, /* argv[key .. key + n), n the integer at argv[key - 1] (FG.MLOCK) */
+    FG_KEYS_POLICY,  /* the policy argv[key]'s three keys */
+    FG_KEYS_CHECK,   /* argv[key], then argv[key - 1]'s three keys without RULES */
 } fg_script_keys;
 
 /* A command that a family's script runs: argv[0] names it, and argv[1]

@@ -1,0 +1,36 @@
+-- base.lua - what every family's script begins with: effects replication,
+-- refusals, and the run of a command by name.
+--
+-- The build (scripts/gen-scripts.sh) puts this file first in each EVALSHA
+-- script and once in the Functions library, then prelude.lua (the exact
+-- 64-bit arithmetic and the rate limits' grammar) for the families that
+-- need it: a family that declares "--@ no prelude" (lock.lua) is this file
+-- and its own, so that a call does not make a hundred functions it never
+-- uses.
+
+if redis.replicate_commands then redis.replicate_commands() end -- 6.2: effects, for TIME
+
+-- A refusal: its message is the reply, and nothing has been written.
+local function fail(msg) return error({err = msg}, 0) end
+
+-- The command of argv[1] (the EVALSHA form: argv[2..] are its arguments),
+-- or the given one (a function of the library: all of argv). A refusal
+-- raised by fail() is the reply; any other error is named as ours.
+local function run(command, keys, argv, first)
+    local ok, r = pcall(command, keys, argv, first)
+    if ok then return r end
+    if type(r) == 'table' and r.err then return r end
+    -- Redis 7.0's pcall hands an error table over as its message: one of
+    -- ours, or the server's for a redis.call (OOM ...), starts with its
+    -- code in capitals; Lua's own errors name the script ("user_script:").
+    if type(r) == 'string' and string.find(r, '^%u[%u_]* ') then return {err = r} end
+    return {err = 'ERR floodgate script failed: ' .. tostring(r)}
+end
+
+local function run_named(commands, keys, argv)
+    local command = commands[string.upper(argv[1] or '')]
+    if command == nil then
+        return {err = "ERR unknown command '" .. tostring(argv[1]) .. "' for this floodgate script"}
+    end
+    return run(command, keys, argv, 2)
+end

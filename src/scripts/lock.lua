@@ -1,0 +1,755 @@
+-- lock.lua - locks, read/write locks, semaphores, multi-key locks and
+-- fenced values on a server without the module: the commands of
+-- src/module/t_lock.c with the rules of src/core/lock.c, which this file
+-- mirrors (docs/locks.md; docs/scripts.md, "Locks").
+--@ no prelude
+--
+-- State. A lock key is a hash: its holders, its queue of waiters and a
+-- few fields of its own, in one key so that every command declares just
+-- the keys it names and a cluster never needs a second slot.
+--
+--   kind, cap        'lock' or 'semaphore', and a semaphore's capacity
+--   token            the last fencing token given on this key
+--   seq              the last waiter's number: the queue's order
+--   h<owner>         a hold: "<mode> <count> <expires_us> <token> <grant> <handed>"
+--   w<owner>         a waiter: "<seq> <mode> <count> <lease_us> <alive_until_us>
+--                    <since_us> <nkeys> <reentrant> <cap>"
+--
+-- The key expires when its last lease and its last waiter's stay end, so
+-- an abandoned lock goes by itself. A call reads the whole hash, so it
+-- costs O(holders + waiters); MAX_ENTRIES bounds both (the module's
+-- search trees make its calls O(log holders), for up to 100,000).
+--
+-- Tokens. A grant takes max(last token + 1, now in us): above every token
+-- of the key while it exists, and above every earlier one once it has
+-- expired, since a lease lasts at least a millisecond and no more than one
+-- token a microsecond is given. A restart keeps the key (RDB, AOF); a
+-- replica promoted with a clock behind the old master's by more than the
+-- time since the key emptied could give a token again (docs/locks.md,
+-- "Without the module").
+--
+-- Waiting. A script cannot block, so the library waits (remote_lock.c),
+-- subscribed to the key's channel (the key's name, sharded pub/sub where
+-- the server has it, so a cluster keeps it on the key's node). Here, a
+-- request with WAIT t that cannot be granted joins the queue, or refreshes
+-- its place, for t ms: a waiter that stops asking leaves by itself. As on
+-- the module, whatever frees the lock serves the queue at once, in FIFO
+-- order: the single-key waiters at the head that now fit are granted there
+-- (a hold marked handed) and each is told on the channel, "g <token>
+-- <ttl_ms> <count> <owner>"; a multi-key waiter at the head is only told
+-- "w <owner>", since this call has not declared its other keys, and takes
+-- them with its own FG.MLOCK. A waiter that missed its message finds its
+-- handed hold at its next try; one that gives up sends FG.UNWAIT, which
+-- takes it out of the queue and gives back a hold handed to it meanwhile.
+-- A lease that runs out is noticed by the next call on the key: waiters
+-- try again when the holder's lease ends, which their replies tell.
+
+local OWNER_MAX = 256
+local MAX_LEASE_MS = 1000000000000
+local MAX_CAPACITY = 1000000
+local MAX_REENTRY = 1000000000
+local MAX_KEYS = 64
+local MAX_ENTRIES = 1000 -- holders and waiters of one key
+local DEFAULT_STAY_US = 1000000 -- WAIT 0: the queue keeps a waiter a second
+local INT64_MAX = '9223372036854775807'
+local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+local ERR_UPGRADE = 'ERR owner holds a shared lock: release it before asking for the exclusive lock'
+
+-- -------------------------------------------------------------- arguments
+
+-- Whether s is an integer as Redis reads one (string2ll), within int64.
+local function int64_text(s)
+    if s == '0' then return true end
+    local digits = string.match(s, '^%-?([1-9]%d*)$')
+    if digits == nil or #digits > 19 then return false end
+    return #digits < 19 or digits <= (string.sub(s, 1, 1) == '-' and '9223372036854775808' or INT64_MAX)
+end
+
+-- An integer argument in [lo, hi] (both below 2^53), with the module's words.
+local function integer(s, name, lo, hi)
+    if not int64_text(s) then fail('ERR ' .. name .. ' must be an integer') end
+    local v = tonumber(s)
+    if v < lo or v > hi then
+        fail(string.format('ERR %s must be between %d and %d', name, lo, hi))
+    end
+    return v
+end
+
+local function owner_arg(s)
+    if #s < 1 or #s > OWNER_MAX then fail('ERR owner must be 1 to 256 bytes') end
+    return s
+end
+
+local function lease_arg(s) return integer(s, 'lease_ms', 1, MAX_LEASE_MS) * 1000 end
+
+-- The options after a request's positional arguments (t_lock.c's
+-- parse_lock_options): the request, and WAIT's stay in us or nil.
+local function lock_options(argv, i, r, mode_options)
+    local stay
+    while i <= #argv do
+        local word = string.upper(argv[i])
+        if mode_options and word == 'SHARED' then
+            r.mode = 's'
+        elseif mode_options and word == 'REENTRANT' then
+            r.reentrant = true
+        elseif word == 'WAIT' then
+            if argv[i + 1] == nil then fail('ERR WAIT needs a timeout_ms') end
+            i = i + 1
+            stay = integer(argv[i], 'timeout_ms', 0, MAX_LEASE_MS) * 1000
+            if stay == 0 then stay = DEFAULT_STAY_US end
+        elseif mode_options then
+            fail('ERR syntax error: the options are SHARED, REENTRANT and WAIT timeout_ms')
+        else
+            fail('ERR syntax error: the only option is WAIT timeout_ms')
+        end
+        i = i + 1
+    end
+    return stay
+end
+
+local function wrong_arity(command)
+    fail("ERR wrong number of arguments for '" .. command .. "' command")
+end
+
+-- The arguments after a command's key(s) are argv[i..]: how many.
+local function nargs(argv, i) return #argv - i + 1 end
+
+-- "numkeys key [key ...]" then `after` arguments (or more, unless exact),
+-- numkeys at argv[i] and the keys moved to KEYS (t_lock.c's parse_multi,
+-- on the command's arguments as the module counts them).
+local function key_count(command, keys, argv, i, after, exact)
+    local argc = 1 + #keys + nargs(argv, i)
+    if argc < 3 + after then wrong_arity(command) end
+    local n = integer(argv[i], 'numkeys', 1, MAX_KEYS)
+    if n > #keys then fail('ERR numkeys is larger than the number of keys given') end
+    if n < #keys then fail('ERR numkeys must be the number of keys the script is given') end
+    for a = 2, n do
+        for b = 1, a - 1 do
+            if keys[a] == keys[b] then fail('ERR duplicate key') end
+        end
+    end
+    local rest = argc - n - 2
+    if (exact and rest ~= after) or rest < after then wrong_arity(command) end
+    return n
+end
+
+-- ------------------------------------------------------------------ state
+
+local function server_us()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- ceil(us / 1000) ms from now until at_us, 0 when past (fg_lock_ttl_ms).
+local function ttl_ms(at_us, now) return at_us > now and math.ceil((at_us - now) / 1000) or 0 end
+
+local function holder_text(h)
+    return string.format('%s %d %d %d %d %d', h.mode, h.count, h.expires, h.token, h.grant,
+                         h.handed and 1 or 0)
+end
+
+local function waiter_text(w)
+    return string.format('%d %s %d %d %d %d %d %d %d', w.seq, w.mode, w.count, w.lease, w.alive,
+                         w.since, w.nkeys, w.reentrant and 1 or 0, w.cap)
+end
+
+-- The state of a lock key; WRONGTYPE for another kind of key, and for a
+-- lock of another kind than `kind` (nil: any) while anyone holds or waits.
+local function load(key, kind)
+    local flat = redis.call('HGETALL', key)
+    local s = {key = key, kind = nil, cap = 0, token = 0, seq = 0, grants = 0,
+               holders = {}, nholders = 0, waiters = {}, nwaiters = 0, dirty = {}}
+    for i = 1, #flat, 2 do
+        local f, v = flat[i], flat[i + 1]
+        local tag, owner = string.sub(f, 1, 1), string.sub(f, 2)
+        if tag == 'h' then
+            local mode, count, expires, token, grant, handed =
+                string.match(v, '^(%a) (%d+) (%d+) (%d+) (%d+) (%d)$')
+            s.holders[owner] = {owner = owner, mode = mode, count = tonumber(count),
+                                expires = tonumber(expires), token = tonumber(token),
+                                grant = tonumber(grant), handed = handed == '1'}
+            s.nholders = s.nholders + 1
+            if s.holders[owner].grant > s.grants then s.grants = s.holders[owner].grant end
+        elseif tag == 'w' then
+            local seq, mode, count, lease, alive, since, nkeys, reentrant, cap =
+                string.match(v, '^(%d+) (%a) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d+)$')
+            s.waiters[owner] = {owner = owner, seq = tonumber(seq), mode = mode,
+                                count = tonumber(count), lease = tonumber(lease),
+                                alive = tonumber(alive), since = tonumber(since),
+                                nkeys = tonumber(nkeys), reentrant = reentrant == '1',
+                                cap = tonumber(cap)}
+            s.nwaiters = s.nwaiters + 1
+        elseif f == 'kind' then
+            s.kind = v
+        elseif f == 'cap' then
+            s.cap = tonumber(v)
+        elseif f == 'token' then
+            s.token = tonumber(v)
+        elseif f == 'seq' then
+            s.seq = tonumber(v)
+        end
+    end
+    if #flat > 0 and s.kind == nil then fail(WRONGTYPE) end
+    if kind and s.kind and s.kind ~= kind then fail(WRONGTYPE) end
+    return s
+end
+
+-- A field to write (a string) or delete (false) when the state is saved.
+local function mark(s, field, value) s.dirty[field] = value end
+
+local function put_holder(s, h)
+    if s.holders[h.owner] == nil then s.nholders = s.nholders + 1 end
+    s.holders[h.owner] = h
+    mark(s, 'h' .. h.owner, holder_text(h))
+end
+
+local function drop_holder(s, owner)
+    s.holders[owner] = nil
+    s.nholders = s.nholders - 1
+    mark(s, 'h' .. owner, false)
+end
+
+local function drop_waiter(s, owner)
+    s.waiters[owner] = nil
+    s.nwaiters = s.nwaiters - 1
+    mark(s, 'w' .. owner, false)
+end
+
+-- Writes what changed, and the key's expiry: its last lease end or
+-- waiter's stay; an empty state is no key at all.
+local function save(s)
+    if next(s.dirty) == nil then return end
+    local latest = 0
+    for _, h in pairs(s.holders) do if h.expires > latest then latest = h.expires end end
+    for _, w in pairs(s.waiters) do if w.alive > latest then latest = w.alive end end
+    if latest == 0 then
+        redis.call('DEL', s.key)
+        return
+    end
+    local sets, dels = {}, {}
+    for f, v in pairs(s.dirty) do
+        if v then
+            sets[#sets + 1] = f
+            sets[#sets + 1] = v
+        else
+            dels[#dels + 1] = f
+        end
+    end
+    if #dels > 0 then redis.call('HDEL', s.key, unpack(dels)) end
+    redis.call('HSET', s.key, 'kind', s.kind, 'cap', s.cap, 'token', s.token, 'seq', s.seq,
+               unpack(sets))
+    redis.call('PEXPIREAT', s.key, math.ceil(latest / 1000))
+end
+
+-- Removes the holds whose lease ended and the waiters whose stay did.
+local function prune(s, now)
+    local pruned = false
+    for owner, h in pairs(s.holders) do
+        if h.expires <= now then drop_holder(s, owner) pruned = true end
+    end
+    for owner, w in pairs(s.waiters) do
+        if w.alive <= now then drop_waiter(s, owner) pruned = true end
+    end
+    return pruned
+end
+
+local function used(s)
+    local n = 0
+    for _, h in pairs(s.holders) do n = n + h.count end
+    return n
+end
+
+-- The holders, or the waiters, in order (grant, or arrival).
+local function in_order(t, field)
+    local list = {}
+    for _, e in pairs(t) do list[#list + 1] = e end
+    table.sort(list, function(a, b) return a[field] < b[field] end)
+    return list
+end
+
+-- ---------------------------------------------------------------- deciding
+
+-- A decision (lock.c's fg_lock_decide) of request r = {kind, mode, owner,
+-- count, cap, lease, reentrant} on a pruned state: {outcome = 'granted' |
+-- 'reentered' | 'busy' | 'never', busy_until (busy), why (never), hold}.
+local function lease_end(now, lease) return math.max(now + lease, 1) end
+
+local function add_to_hold(held, r, now)
+    return {outcome = 'reentered', hold = {owner = held.owner, mode = held.mode,
+            count = held.count + r.count, expires = math.max(held.expires, lease_end(now, r.lease)),
+            token = held.token, grant = held.grant, handed = held.handed}}
+end
+
+local function grant(r, now)
+    return {outcome = 'granted', hold = {owner = r.owner, mode = r.mode, count = r.count,
+            expires = lease_end(now, r.lease), token = 0, grant = 0, handed = false}}
+end
+
+local function latest_end(s)
+    local t = 0
+    for _, h in pairs(s.holders) do if h.expires > t then t = h.expires end end
+    return t
+end
+
+local function soonest_end(s)
+    local t
+    for _, h in pairs(s.holders) do if t == nil or h.expires < t then t = h.expires end end
+    return t or 0
+end
+
+local function lock_decide(s, r, now, queued_ahead)
+    local mine = s.holders[r.owner]
+    if mine and mine.mode == 's' and r.mode == 'x' then return {outcome = 'never', why = ERR_UPGRADE} end
+    if mine and r.reentrant then
+        if mine.count > MAX_REENTRY - r.count then
+            return {outcome = 'never', why = 'ERR reentrancy limit reached'}
+        end
+        return add_to_hold(mine, r, now)
+    end
+    local writer = false
+    for _, h in pairs(s.holders) do if h.mode == 'x' then writer = true break end end
+    local blocked, busy_until = true, 0
+    if s.nholders > 0 and (r.mode == 'x' or writer) then
+        busy_until = latest_end(s)
+    elseif mine then
+        busy_until = mine.expires
+    elseif s.nholders >= MAX_ENTRIES then
+        busy_until = soonest_end(s)
+    else
+        blocked = false
+    end
+    if blocked or queued_ahead then return {outcome = 'busy', busy_until = busy_until} end
+    return grant(r, now)
+end
+
+-- When `needed` permits are back: the lease end at which the running sum
+-- of counts, in lease order, reaches it (lock.c's permits_back_at).
+local function permits_back_at(s, needed)
+    local list = in_order(s.holders, 'expires')
+    local sum = 0
+    for _, h in ipairs(list) do
+        sum = sum + h.count
+        if sum >= needed then return h.expires end
+    end
+    return 0
+end
+
+local function semaphore_decide(s, r, now, queued_ahead)
+    if r.count > r.cap then return {outcome = 'never', why = 'ERR permits exceed the capacity'} end
+    local needed = used(s) + r.count - r.cap
+    local mine = s.holders[r.owner]
+    if needed > 0 then return {outcome = 'busy', busy_until = permits_back_at(s, needed)} end
+    if mine == nil and s.nholders >= MAX_ENTRIES then return {outcome = 'busy', busy_until = soonest_end(s)} end
+    if queued_ahead then return {outcome = 'busy', busy_until = 0} end
+    if mine then return add_to_hold(mine, r, now) end
+    return grant(r, now)
+end
+
+local function decide(s, r, now, queued_ahead)
+    if r.kind == 'lock' then return lock_decide(s, r, now, queued_ahead) end
+    return semaphore_decide(s, r, now, queued_ahead)
+end
+
+-- The token a grant takes now (fg_lock_next_token, per key).
+local function next_token(s, now) return math.max(s.token + 1, now) end
+
+-- Puts the hold of a decision that granted; a new hold takes `token`
+-- (nil: the key's next one).
+local function take(s, r, d, now, token)
+    local h = d.hold
+    if d.outcome == 'granted' then
+        h.token = token or next_token(s, now)
+        s.grants = s.grants + 1
+        h.grant = s.grants
+    end
+    if h.token > s.token then s.token = h.token end
+    s.kind = r.kind
+    if r.kind == 'semaphore' then s.cap = r.cap end
+    put_holder(s, h)
+    return h
+end
+
+-- ---------------------------------------------------------------- waiting
+
+local publish_command = (redis.REDIS_VERSION_NUM or 0) >= 0x070000 and 'SPUBLISH' or 'PUBLISH'
+
+local function tell(s, message) redis.call(publish_command, s.key, message) end
+
+local function request_of(s, w)
+    return {kind = s.kind, mode = w.mode, owner = w.owner, count = w.count, cap = w.cap,
+            lease = w.lease, reentrant = w.reentrant}
+end
+
+-- Grants the single-key waiters at the head of the queue that now fit, in
+-- order, up to the first that does not (strict FIFO: nobody overtakes),
+-- and tells each; a multi-key waiter at the head that fits here is told to
+-- try (t_lock.c's serve).
+local function serve(s, now)
+    if s.nwaiters == 0 then return end
+    for _, w in ipairs(in_order(s.waiters, 'seq')) do
+        local r = request_of(s, w)
+        local d = decide(s, r, now, false)
+        if d.outcome == 'busy' then return end
+        if w.nkeys > 1 then
+            if d.outcome ~= 'never' then tell(s, 'w ' .. w.owner) end
+            return
+        end
+        drop_waiter(s, w.owner)
+        if d.outcome == 'never' then
+            tell(s, 'e ' .. w.owner .. '\n' .. d.why)
+        else
+            d.hold.handed = true
+            local h = take(s, r, d, now)
+            tell(s, string.format('g %d %d %d %s', h.token, ttl_ms(h.expires, now), h.count, w.owner))
+        end
+    end
+end
+
+-- Whether a waiter is ahead of `owner` (any waiter, when it waits not).
+local function queued_ahead(s, owner)
+    local mine = s.waiters[owner]
+    for _, w in pairs(s.waiters) do
+        if mine == nil or w.seq < mine.seq then return true end
+    end
+    return false
+end
+
+-- Joins the queue, or keeps the place held, for `stay` us from now.
+local function enqueue(s, r, stay, now, nkeys)
+    local w = s.waiters[r.owner]
+    if w == nil then
+        if s.nholders + s.nwaiters >= MAX_ENTRIES then return end
+        s.seq = s.seq + 1
+        w = {owner = r.owner, seq = s.seq, since = now}
+        s.waiters[r.owner] = w
+        s.nwaiters = s.nwaiters + 1
+        s.kind = s.kind or r.kind
+        if r.kind == 'semaphore' and s.nholders == 0 then s.cap = r.cap end
+    end
+    w.mode, w.count, w.lease, w.alive = r.mode, r.count, r.lease, now + stay
+    w.nkeys, w.reentrant, w.cap = nkeys, r.reentrant or false, r.cap
+    mark(s, 'w' .. r.owner, waiter_text(w))
+end
+
+-- ---------------------------------------------------------------- commands
+
+local function grant_reply(h, now) return {1, h.token, ttl_ms(h.expires, now), h.count} end
+
+local function busy_reply(d, now) return {0, 0, ttl_ms(d.busy_until, now), 0} end
+
+-- A waiter's hold that was handed to it while it waited, claimed now.
+local function claim(s, owner)
+    local h = s.holders[owner]
+    if h == nil or not h.handed then return nil end
+    h.handed = false
+    mark(s, 'h' .. owner, holder_text(h))
+    return h
+end
+
+-- FG.LOCK and FG.ACQUIRE on the state of one key.
+local function acquire(key, r, stay)
+    local now = server_us()
+    local s = load(key, r.kind)
+    prune(s, now)
+    serve(s, now)
+    local reply
+    local handed = claim(s, r.owner)
+    if handed then
+        reply = grant_reply(handed, now)
+    else
+        local d = decide(s, r, now, queued_ahead(s, r.owner))
+        if d.outcome == 'never' then
+            save(s)
+            fail(d.why)
+        elseif d.outcome == 'busy' then
+            if stay then enqueue(s, r, stay, now, 1) end
+            reply = busy_reply(d, now)
+        else
+            if s.waiters[r.owner] then drop_waiter(s, r.owner) end
+            reply = grant_reply(take(s, r, d, now), now)
+        end
+    end
+    save(s)
+    return reply
+end
+
+local commands = {}
+
+-- FG.LOCK key owner lease_ms [SHARED] [REENTRANT] [WAIT timeout_ms]
+commands['FG.LOCK'] = function(keys, argv, i)
+    if nargs(argv, i) < 2 then wrong_arity('FG.LOCK') end
+    local r = {kind = 'lock', mode = 'x', owner = owner_arg(argv[i]), count = 1, cap = 0,
+               lease = lease_arg(argv[i + 1])}
+    local stay = lock_options(argv, i + 2, r, true)
+    return acquire(keys[1], r, stay)
+end
+
+-- FG.ACQUIRE key capacity owner permits lease_ms [WAIT timeout_ms]
+commands['FG.ACQUIRE'] = function(keys, argv, i)
+    if nargs(argv, i) < 4 then wrong_arity('FG.ACQUIRE') end
+    local r = {kind = 'semaphore', mode = 'x', cap = integer(argv[i], 'capacity', 1, MAX_CAPACITY),
+               owner = owner_arg(argv[i + 1]), count = integer(argv[i + 2], 'permits', 1, MAX_CAPACITY),
+               lease = lease_arg(argv[i + 3])}
+    local stay = lock_options(argv, i + 4, r, false)
+    if r.count > r.cap then fail('ERR permits exceed the capacity') end
+    return acquire(keys[1], r, stay)
+end
+
+-- Gives back `count` of the owner's hold (0: all of it): what it still
+-- holds, or -1 (lock.c's fg_lock_release); serves the queue.
+local function release(s, owner, count, now)
+    local h = s.holders[owner]
+    local left = -1
+    if h then
+        if count == 0 or count >= h.count then
+            drop_holder(s, owner)
+            left = 0
+        else
+            h.count = h.count - count
+            h.handed = false
+            put_holder(s, h)
+            left = h.count
+        end
+    end
+    serve(s, now)
+    return left
+end
+
+local function release_one(key, kind, owner, count)
+    local now = server_us()
+    local s = load(key, kind)
+    prune(s, now)
+    local left = release(s, owner, count, now)
+    save(s)
+    return left
+end
+
+-- FG.UNLOCK key owner
+commands['FG.UNLOCK'] = function(keys, argv, i)
+    if nargs(argv, i) ~= 1 then wrong_arity('FG.UNLOCK') end
+    return release_one(keys[1], 'lock', owner_arg(argv[i]), 1)
+end
+
+-- FG.RELEASE key owner [permits]
+commands['FG.RELEASE'] = function(keys, argv, i)
+    if nargs(argv, i) ~= 1 and nargs(argv, i) ~= 2 then wrong_arity('FG.RELEASE') end
+    local permits = argv[i + 1] and integer(argv[i + 1], 'permits', 1, MAX_CAPACITY) or 0
+    return release_one(keys[1], 'semaphore', owner_arg(argv[i]), permits)
+end
+
+-- FG.EXTEND key owner lease_ms
+commands['FG.EXTEND'] = function(keys, argv, i)
+    if nargs(argv, i) ~= 2 then wrong_arity('FG.EXTEND') end
+    local owner, lease = owner_arg(argv[i]), lease_arg(argv[i + 1])
+    local now = server_us()
+    local s = load(keys[1], nil)
+    prune(s, now)
+    local h = s.holders[owner]
+    if h then
+        h.expires = lease_end(now, lease)
+        h.handed = false
+        put_holder(s, h)
+    end
+    serve(s, now)
+    save(s)
+    return h and 1 or 0
+end
+
+-- FG.FORCEUNLOCK key
+commands['FG.FORCEUNLOCK'] = function(keys, argv, i)
+    if nargs(argv, i) ~= 0 then wrong_arity('FG.FORCEUNLOCK') end
+    local now = server_us()
+    local s = load(keys[1], nil)
+    prune(s, now)
+    local removed = s.nholders
+    for owner in pairs(s.holders) do drop_holder(s, owner) end
+    serve(s, now)
+    save(s)
+    return removed
+end
+
+-- FG.LOCKINFO key: field/value pairs, a flat array (docs/scripts.md).
+commands['FG.LOCKINFO'] = function(keys, argv, i)
+    if nargs(argv, i) ~= 0 then wrong_arity('FG.LOCKINFO') end
+    local now = server_us()
+    local s = load(keys[1], nil)
+    local holders, waiters, n = {}, {}, 0
+    for _, h in ipairs(in_order(s.holders, 'grant')) do
+        if h.expires > now then
+            holders[#holders + 1] = {h.owner, h.mode == 's' and 'shared' or 'exclusive', h.count,
+                                     ttl_ms(h.expires, now), h.token}
+            n = n + h.count
+        end
+    end
+    for _, w in ipairs(in_order(s.waiters, 'seq')) do
+        if w.alive > now then
+            waiters[#waiters + 1] = {w.owner, w.mode == 's' and 'shared' or 'exclusive', w.count,
+                                     math.floor((now - w.since) / 1000)}
+        end
+    end
+    if #holders == 0 and #waiters == 0 then return false end
+    return {'kind', s.kind, 'capacity', s.cap, 'used', n, 'holders', holders,
+            'waiters', waiters, 'next_token', next_token(s, now)}
+end
+
+-- ---------------------------------------------------------- multi-key locks
+
+-- The states of the keys, each pruned and served.
+local function load_all(keys, now)
+    local states = {}
+    for k = 1, #keys do states[k] = load(keys[k], 'lock') end
+    for k = 1, #keys do
+        prune(states[k], now)
+        serve(states[k], now)
+    end
+    return states
+end
+
+local function save_all(states)
+    for k = 1, #states do save(states[k]) end
+end
+
+-- FG.MLOCK numkeys key [key ...] owner lease_ms [WAIT timeout_ms]
+commands['FG.MLOCK'] = function(keys, argv, i)
+    local n = key_count('FG.MLOCK', keys, argv, i, 2, false)
+    local r = {kind = 'lock', mode = 'x', owner = owner_arg(argv[i + 1]), count = 1, cap = 0,
+               lease = lease_arg(argv[i + 2])}
+    local stay = lock_options(argv, i + 3, r, false)
+    local now = server_us()
+    local states = load_all(keys, now)
+    -- lock.c's fg_lock_decide_all: refused at the first key that never
+    -- can be; granted when every key is; else busy until the latest.
+    local all, busy_until, token = true, 0, now
+    for k = 1, n do
+        local d = decide(states[k], r, now, queued_ahead(states[k], r.owner))
+        if d.outcome == 'never' then
+            save_all(states)
+            fail(d.why)
+        end
+        all = all and d.outcome == 'granted'
+        if d.outcome == 'busy' and d.busy_until > busy_until then busy_until = d.busy_until end
+        token = math.max(token, states[k].token + 1)
+    end
+    local reply
+    if all then
+        for k = 1, n do
+            local s = states[k]
+            if s.waiters[r.owner] then drop_waiter(s, r.owner) end
+            take(s, r, grant(r, now), now, token)
+        end
+        reply = {1, token, ttl_ms(lease_end(now, r.lease), now), n}
+    else
+        if stay then
+            for k = 1, n do enqueue(states[k], r, stay, now, n) end
+        end
+        reply = {0, 0, ttl_ms(busy_until, now), 0}
+    end
+    save_all(states)
+    return reply
+end
+
+-- FG.MUNLOCK numkeys key [key ...] owner
+commands['FG.MUNLOCK'] = function(keys, argv, i)
+    local n = key_count('FG.MUNLOCK', keys, argv, i, 1, true)
+    local owner = owner_arg(argv[i + 1])
+    local now = server_us()
+    local states = {}
+    for k = 1, n do states[k] = load(keys[k], 'lock') end
+    local released = 0
+    for k = 1, n do
+        prune(states[k], now)
+        if release(states[k], owner, 1, now) >= 0 then released = released + 1 end
+    end
+    save_all(states)
+    return released
+end
+
+-- FG.UNWAIT numkeys key [key ...] owner: a waiter that gives up leaves the
+-- queues of its keys, giving back what was handed to it meanwhile; answers
+-- how many keys it left or gave back. Scripts only: the module's waiters
+-- leave by their connection.
+commands['FG.UNWAIT'] = function(keys, argv, i)
+    local n = key_count('FG.UNWAIT', keys, argv, i, 1, true)
+    local owner = owner_arg(argv[i + 1])
+    local now = server_us()
+    local left = 0
+    for k = 1, n do
+        local s = load(keys[k], nil)
+        prune(s, now)
+        local gone = false
+        if s.waiters[owner] then drop_waiter(s, owner) gone = true end
+        local h = s.holders[owner]
+        if h and h.handed then drop_holder(s, owner) gone = true end
+        serve(s, now)
+        save(s)
+        if gone then left = left + 1 end
+    end
+    return left
+end
+
+-- ----------------------------------------------------------- fenced values
+
+-- A fenced value is a hash: t, the highest token seen (decimal text, up to
+-- 2^63 - 1, compared as text: a longer one is larger), and v, the value.
+-- It has no expiry: it is the resource itself, not a lease.
+local function token_arg(s)
+    if not int64_text(s) or string.sub(s, 1, 1) == '-' or s == '0' then
+        if int64_text(s) then fail('ERR token must be between 1 and ' .. INT64_MAX) end
+        fail('ERR token must be an integer')
+    end
+    return s
+end
+
+local function token_lt(a, b) return #a < #b or (#a == #b and a < b) end
+
+local function load_fenced(key)
+    local flat = redis.call('HGETALL', key)
+    local f = {}
+    for k = 1, #flat, 2 do f[flat[k]] = flat[k + 1] end
+    if #flat > 0 and f.t == nil then fail(WRONGTYPE) end
+    return f
+end
+
+-- A write fenced by `token`: current when no larger token was seen; a
+-- current token is stored, with value (nil: none), when larger, or when
+-- equal for a value (t_lock.c's fenced_write).
+local function fenced_write(key, token, value)
+    local f = load_fenced(key)
+    local current = f.t == nil or not token_lt(token, f.t)
+    if current and (f.t == nil or token_lt(f.t, token) or value) then
+        if value then
+            redis.call('HSET', key, 't', token, 'v', value)
+        else
+            redis.call('HSET', key, 't', token)
+        end
+    end
+    return current and 1 or 0
+end
+
+-- FG.FENCE key token
+commands['FG.FENCE'] = function(keys, argv, i)
+    if nargs(argv, i) ~= 1 then wrong_arity('FG.FENCE') end
+    return fenced_write(keys[1], token_arg(argv[i]), nil)
+end
+
+-- FG.FSET key token value
+commands['FG.FSET'] = function(keys, argv, i)
+    if nargs(argv, i) ~= 2 then wrong_arity('FG.FSET') end
+    return fenced_write(keys[1], token_arg(argv[i]), argv[i + 1])
+end
+
+-- FG.FGET key [token]: [ok, highest_token, value]; the token, as text
+-- beyond 2^53 (docs/scripts.md).
+commands['FG.FGET'] = function(keys, argv, i)
+    if nargs(argv, i) > 1 then wrong_arity('FG.FGET') end
+    local token = argv[i] and token_arg(argv[i])
+    local f = load_fenced(keys[1])
+    local current = f.t == nil or token == nil or not token_lt(token, f.t)
+    if token and current and (f.t == nil or token_lt(f.t, token)) then
+        redis.call('HSET', keys[1], 't', token)
+        f.t = token
+    end
+    local highest = f.t or '0'
+    if #highest < 16 then highest = tonumber(highest) end
+    return {current and 1 or 0, highest, (current and f.v) or false}
+end
