@@ -19,13 +19,15 @@ fail before, or stop a node, the next test finds the slot map or the node
 changed and gets a new cluster.
 
 What the stock backends do not have (docs/scripts.md, "What differs from
-the module") stays with the module: FG.* commands sent with redis-py,
-counters (FG.POLICY GET's allowed, denied...), Bloom lists, the FIFO order
-of WAIT, effect commands, keyspace events and INFO floodgate.
+the module") stays with the module: counters (FG.POLICY GET's allowed,
+denied...), Bloom lists, a policy check's FIFO WAIT, effect commands,
+keyspace events and INFO floodgate. A test's own FG.* lock commands reach
+a stock server as lock.lua's EVALSHA through script_client().
 """
 
 import atexit
 import glob
+import hashlib
 import os
 import threading
 
@@ -211,3 +213,49 @@ def of_param(request, flush_session=False):
             request.getfixturevalue("r")
         return target("module", module=request.getfixturevalue("server"))
     return target(request.param)
+
+
+# ------------------------------------------------ a test's own lock commands
+
+LOCK_COMMANDS = {"FG.LOCK", "FG.UNLOCK", "FG.ACQUIRE", "FG.RELEASE", "FG.EXTEND",
+                 "FG.FORCEUNLOCK", "FG.LOCKINFO", "FG.FENCE", "FG.FSET", "FG.FGET",
+                 "FG.MLOCK", "FG.MUNLOCK", "FG.UNWAIT"}
+COUNTED_KEYS = {"FG.MLOCK", "FG.MUNLOCK", "FG.UNWAIT"}  # numkeys key [key ...]
+
+
+def lock_script_sha():
+    with open(os.path.join(SCRIPTS, "lock.lua"), "rb") as f:
+        return hashlib.sha1(f.read()).hexdigest()
+
+
+def lock_script_form(args):
+    """A lock command as the library sends it to a server without the
+    module (scripts.c): EVALSHA <lock.lua> <keys> <the rest in order>."""
+    name = str(args[0]).upper()
+    if name in COUNTED_KEYS:
+        n = int(args[1]) if str(args[1]).isdigit() else 0
+        keys, rest = list(args[2:2 + n]), [args[0], args[1], *args[2 + n:]]
+    else:
+        keys, rest = list(args[1:2]), [args[0], *args[2:]]
+    return ["EVALSHA", lock_script_sha(), len(keys), *keys, *rest]
+
+
+class ScriptRedis(redis.Redis):
+    """redis-py whose FG.* lock commands run as lock.lua (the script must
+    be loaded: a Target's stock nodes have it)."""
+
+    def execute_command(self, *args, **options):
+        if args and str(args[0]).upper() in LOCK_COMMANDS:
+            args = lock_script_form(args)
+        return super().execute_command(*args, **options)
+
+
+def script_client(node, **kw):
+    """A client of a harness Server whose lock commands run as scripts
+    when it has no module (its own commands otherwise)."""
+    if node.module:
+        return node.client(**kw)
+    c = ScriptRedis(host="127.0.0.1", port=node.port, **kw)
+    for text in _scripts():
+        c.script_load(text)
+    return c

@@ -3,6 +3,11 @@ exact replies, waiting calls that leave the client's shared connection
 free, renewal and its three ways of losing a lock, durable mode with a real
 replica, and Redlock over three servers.
 
+Each runs on the module and on a stock server, where the library speaks
+lock.lua (docs/scripts.md, "Locks"); the test's own FG.* commands go there
+as the same script (backends.script_client). Redlock runs on three
+module servers, three stock ones, and a mix.
+
 The C program is tests/client/lock_client.c (a line protocol, see its top
 comment); it is built when missing.
 """
@@ -17,6 +22,7 @@ import time
 import pytest
 import redis
 
+import backends
 from harness import Server, free_port, s, wait_for, wait_replica_synced
 from test_client import program
 
@@ -78,9 +84,29 @@ def grant(answer):
     return [int(x) for x in fields[1:]]
 
 
+@pytest.fixture(params=("module", "stock"))
+def target(request, server):
+    """The session's module server, flushed, or the shared stock one."""
+    if request.param == "stock":
+        return backends.target("stock")
+    if not server.alive():
+        server.start()
+    c = server.client()
+    c.flushall()
+    c.close()
+    return backends.target("module", module=server)
+
+
 @pytest.fixture
-def client(server, r):
-    c = LockClient(url(server))
+def r(target):
+    c = backends.script_client(target.server)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def client(target, r):
+    c = LockClient(target.url)
     assert c.opened == "open ok"
     yield c
     c.close()
@@ -317,11 +343,12 @@ def test_renewal_reports_an_unreachable_server(own_server):
 
 # ----------------------------------------------------------------- durable
 
-@pytest.fixture
-def replicated():
-    master = Server(["--repl-diskless-sync-delay", "0"]).start()
-    replica = Server(["--replicaof", "127.0.0.1", str(master.port)]).start()
-    m, rep = master.client(), replica.client()
+@pytest.fixture(params=("module", "stock"))
+def replicated(request):
+    module = request.param == "module"
+    master = Server(["--repl-diskless-sync-delay", "0"], module=module).start()
+    replica = Server(["--replicaof", "127.0.0.1", str(master.port)], module=module).start()
+    m, rep = backends.script_client(master), backends.script_client(replica)
     wait_replica_synced(m, rep)
     c = LockClient(url(master))
     yield c, m, rep, replica
@@ -385,9 +412,12 @@ def test_durable_grant_refused_while_the_replica_is_paused(replicated):
 
 # ----------------------------------------------------------------- redlock
 
-@pytest.fixture
-def three():
-    servers = [Server().start() for _ in range(3)]
+@pytest.fixture(params=("module", "stock", "mixed"))
+def three(request):
+    modules = {"module": (True,) * 3, "stock": (False,) * 3, "mixed": (True, False, True)}
+    servers = [Server(module=m).start() for m in modules[request.param]]
+    for srv in servers:  # lock.lua cached, as on a server that has seen it
+        backends.script_client(srv).close()
     yield servers
     for srv in servers:
         if srv.alive():
@@ -413,15 +443,15 @@ def test_redlock_all_up(three):
     c = redlock(three)
     acquired, validity, votes, token = rgrant(c("rlock rk o 10000"))
     assert (acquired, votes) == (1, 3) and 0 < validity < 10000
-    tokens = [lockinfo(x.client(), "rk")["holders"][0][4] for x in three]
-    assert [lockinfo(x.client(), "rk")["holders"][0][0] for x in three] == ["o"] * 3
+    tokens = [lockinfo(backends.script_client(x), "rk")["holders"][0][4] for x in three]
+    assert [lockinfo(backends.script_client(x), "rk")["holders"][0][0] for x in three] == ["o"] * 3
     assert token == max(tokens)
     assert rgrant(c("rlock rk other 10000")) == [0, 0, 0, 0]  # retried once, then given up
     acquired, validity, votes, token = rgrant(c("rextend rk o 20000"))
     assert (acquired, votes, token) == (1, 3, 0) and 10000 < validity < 20000
-    assert all(10000 < lockinfo(x.client(), "rk")["holders"][0][3] <= 20000 for x in three)
+    assert all(10000 < lockinfo(backends.script_client(x), "rk")["holders"][0][3] <= 20000 for x in three)
     assert c("runlock rk o") == "ok"
-    assert all(lockinfo(x.client(), "rk") is None for x in three)
+    assert all(lockinfo(backends.script_client(x), "rk") is None for x in three)
     assert rgrant(c("rextend rk o 1000")) == [0, 0, 0, 0]
     c.close()
 
@@ -431,10 +461,10 @@ def test_redlock_one_server_down(three):
     three[2].stop()
     acquired, validity, votes, token = rgrant(c("rlock rk o 10000"))
     assert (acquired, votes) == (1, 2) and 0 < validity < 10000
-    assert [holders(x.client(), "rk") for x in three[:2]] == [["o"], ["o"]]
+    assert [holders(backends.script_client(x), "rk") for x in three[:2]] == [["o"], ["o"]]
     a = c("runlock rk o")
     assert a.startswith("err io 1 of 3 servers did not answer")
-    assert all(lockinfo(x.client(), "rk") is None for x in three[:2])
+    assert all(lockinfo(backends.script_client(x), "rk") is None for x in three[:2])
     c.close()
 
 
@@ -448,9 +478,9 @@ def test_redlock_stopped_server_costs_its_timeout_only(three):
         os.kill(three[2].proc.pid, signal.SIGCONT)
     # The request it got while stopped is granted late, and released by the
     # unlock on a new connection.
-    wait_for(lambda: holders(three[2].client(), "rk") == ["o"])
+    wait_for(lambda: holders(backends.script_client(three[2]), "rk") == ["o"])
     assert c("runlock rk o") == "ok"
-    assert all(lockinfo(x.client(), "rk") is None for x in three)
+    assert all(lockinfo(backends.script_client(x), "rk") is None for x in three)
     c.close()
 
 
@@ -459,15 +489,35 @@ def test_redlock_without_a_majority_leaves_nothing_held(three):
     three[1].stop()
     three[2].stop()
     assert rgrant(c("rlock rk o 10000")) == [0, 0, 1, 0]
-    assert lockinfo(three[0].client(), "rk") is None
+    assert lockinfo(backends.script_client(three[0]), "rk") is None
     c.close()
 
 
 def test_redlock_majority_held_by_another(three):
     c = redlock(three)
     for x in three[:2]:
-        x.client().execute_command("FG.LOCK", "rk", "other", 60000)
+        backends.script_client(x).execute_command("FG.LOCK", "rk", "other", 60000)
     assert rgrant(c("rlock rk o 10000")) == [0, 0, 1, 0]
-    assert lockinfo(three[2].client(), "rk") is None
-    assert [holders(x.client(), "rk") for x in three[:2]] == [["other"], ["other"]]
+    assert lockinfo(backends.script_client(three[2]), "rk") is None
+    assert [holders(backends.script_client(x), "rk") for x in three[:2]] == [["other"], ["other"]]
     c.close()
+
+
+def test_redlock_on_servers_that_lost_the_script():
+    """Regression: Redlock sent EVALSHA alone, so a server without the
+    module that had lost lock.lua (a restart, SCRIPT FLUSH) answered
+    NOSCRIPT and gave no vote, however long it had been up."""
+    servers = [Server(module=False).start() for _ in range(3)]
+    try:
+        c = redlock(servers)
+        acquired, validity, votes, token = rgrant(c("rlock rk o 10000"))
+        assert (acquired, votes) == (1, 3) and token > 0
+        for srv in servers:
+            srv.client().script_flush()
+        assert rgrant(c("rextend rk o 20000"))[:3:2] == [1, 3]
+        assert c("runlock rk o") == "ok"
+        assert all(lockinfo(backends.script_client(x), "rk") is None for x in servers)
+        c.close()
+    finally:
+        for srv in servers:
+            srv.cleanup()

@@ -269,6 +269,10 @@ fg_code fg_conn_append_argv(fg_conn *conn, const fg_argv *cmd, fg_error *err) {
     return append_args(conn, argv_args(cmd, 0), false, err);
 }
 
+fg_code fg_conn_append_argv_eval(fg_conn *conn, const fg_argv *cmd, fg_error *err) {
+    return append_args(conn, argv_args(cmd, 0), true, err);
+}
+
 fg_code fg_conn_flush(fg_conn *conn, fg_error *err) {
     int done = 0;
     while (!done)

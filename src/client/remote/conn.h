@@ -120,6 +120,7 @@ fg_code fg_conn_set_timeout(fg_conn *conn, int64_t ms, fg_error *err);
 fg_code fg_conn_append(fg_conn *conn, const fg_command *cmd, fg_error *err);
 fg_code fg_conn_append_eval(fg_conn *conn, const fg_command *cmd, fg_error *err);
 fg_code fg_conn_append_argv(fg_conn *conn, const fg_argv *cmd, fg_error *err);
+fg_code fg_conn_append_argv_eval(fg_conn *conn, const fg_argv *cmd, fg_error *err);
 fg_code fg_conn_flush(fg_conn *conn, fg_error *err);
 
 /* Reads n replies into replies[]. On FG_CODE_OK every reply is set (the

@@ -136,7 +136,10 @@ void fg_redlock_close(fg_redlock *rl) {
 
 /* ------------------------------------------------------------- one round */
 
-/* Sends cmd to every server, then gathers their replies (NULL: none). */
+/* Sends cmd to every server, then gathers their replies (NULL: none). A
+ * server without the module that lost lock.lua (a restart, SCRIPT FLUSH)
+ * answers NOSCRIPT: it is sent the EVAL form at once, which caches the
+ * script again, and its second reply is its vote. */
 static void broadcast(fg_redlock *rl, const fg_argv *cmd, redisReply **replies) {
     fg_conn *conns[FG_GATHER_MAX];
     for (size_t i = 0; i < rl->n; i++) {
@@ -147,6 +150,24 @@ static void broadcast(fg_redlock *rl, const fg_argv *cmd, redisReply **replies) 
         conns[i] = sent ? &s->conn : NULL;
     }
     fg_conn_gather(conns, rl->n, replies, rl->opts.server_timeout_ms);
+    bool again = false;
+    for (size_t i = 0; i < rl->n; i++) {
+        bool lost = replies[i] != NULL && fg_reply_noscript(replies[i]);
+        if (lost) {
+            freeReplyObject(replies[i]);
+            replies[i] = NULL;
+        }
+        conns[i] = lost && fg_conn_append_argv_eval(conns[i], cmd, NULL) == FG_CODE_OK &&
+                           fg_conn_flush(conns[i], NULL) == FG_CODE_OK
+                       ? conns[i]
+                       : NULL;
+        again = again || conns[i] != NULL;
+    }
+    if (!again) return;
+    redisReply *second[FG_GATHER_MAX];
+    fg_conn_gather(conns, rl->n, second, rl->opts.server_timeout_ms);
+    for (size_t i = 0; i < rl->n; i++)
+        if (conns[i] != NULL) replies[i] = second[i];
 }
 
 /* A grant (FG.LOCK) or an extension (FG.EXTEND answering 1) is a vote. */

@@ -1,0 +1,522 @@
+"""lock.lua against the module: on a stock server the script must answer
+every lock, semaphore, multi-key and fencing command as floodgate.so does
+(docs/locks.md), errors included, and wait as docs/scripts.md ("Locks")
+says.
+
+A seeded random walk (reproducible: the seed is the test's name) drives
+both servers with the same commands: locks shared and exclusive,
+reentrant or not, semaphores of several capacities, multi-key locks,
+extends, forced unlocks, fenced writes with tokens up to 2^63 - 1, and
+refusals of every argument at and beyond its bounds. Leases are long, so
+no lease ends during a walk (test_leases_end_alike has those). After
+every step the replies must be equal but for
+
+- tokens: each server's own counter (the module's one per server, the
+  script's one per key, both floored by the clock), so a token is
+  compared by its rank among the tokens that server gave: both give them
+  in grant order;
+- remaining times: counted from each server's clock, so they may differ
+  by the time between the two calls, which is measured;
+- FG.FGET's token above 2^53, which a script answers as its decimal text.
+
+and so must FG.LOCKINFO of every key (next_token compared with the
+tokens given). Every lock key of the stock server has an expiry; a
+fenced value has none, on both.
+"""
+
+import hashlib
+import random
+import select
+import time
+
+import pytest
+import redis
+
+import backends
+import harness
+from harness import RawClient, RespError, Server, wait_for
+
+STEPS = 1500
+LOCKS = ["a", "b", "{m}x", "{m}y"]
+SEMAPHORES = ["s", "t"]
+FENCED = ["f", "g"]
+OWNERS = ["o1", "o2", "o3", "o\x00 4"]
+LONG_MS = 100_000_000          # no lease ends during a walk
+MAX_LEASE = 10 ** 12
+I64 = 2 ** 63 - 1
+SCRIPT = harness.built_script("lock")
+SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def servers():
+    module, stock = Server().start(), Server(module=False).start()
+    yield module, stock
+    module.cleanup()
+    stock.cleanup()
+
+
+@pytest.fixture
+def pair(servers):
+    module, stock = servers
+    p = Pair(module, stock)
+    p.m.execute("FLUSHALL")
+    p.s.execute("FLUSHALL")
+    p.s.execute("SCRIPT", "LOAD", SCRIPT)
+    yield p
+    p.close()
+
+
+def outcome(c, args):
+    try:
+        return c.execute(*args)
+    except RespError as e:
+        return e
+
+
+def plain(v):
+    """Bytes as text, errors as their message, all the way down."""
+    if isinstance(v, RespError):
+        return ("error", str(v))
+    if isinstance(v, bytes):
+        return v.decode("latin-1")
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    return v
+
+
+class Tokens:
+    """A server's tokens by rank: the n-th distinct token it gave is n."""
+
+    def __init__(self):
+        self.rank = {}
+
+    def of(self, token):
+        if token == 0:
+            return 0
+        return self.rank.setdefault(token, len(self.rank) + 1)
+
+
+class Pair:
+    """The module's server and the stock one, each command sent to both."""
+
+    def __init__(self, module, stock):
+        self.m, self.s = RawClient(module.port), RawClient(stock.port)
+        self.mt, self.st = Tokens(), Tokens()
+        self.grant_slack = 0  # the most two grants' lease ends have differed by
+
+    def close(self):
+        self.m.close()
+        self.s.close()
+
+    def both(self, *cmd):
+        """The two replies, and the time between the two calls (ms)."""
+        cmd = [str(x) if isinstance(x, int) else x for x in cmd]
+        t0 = time.monotonic()
+        a = outcome(self.m, cmd)
+        b = outcome(self.s, backends.lock_script_form(cmd))
+        slack = (time.monotonic() - t0) * 1000 + 1
+        self.grant_slack = max(self.grant_slack, slack)
+        return plain(a), plain(b), slack
+
+    def same(self, *cmd):
+        a, b, slack = self.both(*cmd)
+        name = str(cmd[0]).upper()
+        if name in ("FG.LOCK", "FG.ACQUIRE", "FG.MLOCK") and isinstance(a, list):
+            assert isinstance(b, list) and len(b) == 4, (cmd, a, b)
+            a[1], b[1] = self.mt.of(a[1]), self.st.of(b[1])
+            assert abs(a[2] - b[2]) <= slack, (cmd, a, b)
+            a[2] = b[2]
+        if name == "FG.FGET" and isinstance(b, list) and isinstance(b[1], str):
+            b[1] = int(b[1])  # past 2^53: the script's decimal text
+        if name == "FG.LOCKINFO" and isinstance(a, list):
+            a, b = self.info(a, self.mt), self.info(b, self.st)
+            for ha, hb in zip(a["holders"], b["holders"]):
+                # a hold's end differs as its grant's did, and now as this call's
+                assert abs(ha[3] - hb[3]) <= slack + self.grant_slack, (cmd, a, b)
+                ha[3] = hb[3]
+        assert a == b, (cmd, a, b)
+        return a
+
+    @staticmethod
+    def info(flat, tokens):
+        d = dict(zip(flat[0::2], flat[1::2]))
+        d["holders"] = [[o, mode, n, ttl, tokens.of(t)] for o, mode, n, ttl, t in d["holders"]]
+        given = list(tokens.rank)
+        assert all(d["next_token"] > t for t in given if tokens.of(t) in
+                   {h[4] for h in d["holders"]}), d
+        del d["next_token"]
+        return d
+
+    def assert_expiries(self, keys):
+        for key in keys:
+            kind = self.s.execute("TYPE", key)
+            if kind == b"none":
+                assert self.m.execute("EXISTS", key) == 0, key
+                continue
+            assert self.m.execute("EXISTS", key) == 1, key
+            ttl = self.s.execute("PTTL", key)
+            fenced = self.s.execute("HEXISTS", key, "kind") == 0
+            assert (ttl == -1) if fenced else (ttl > 0), (key, ttl)
+
+
+# ------------------------------------------------------------- the walk
+
+def lease(rng):
+    return rng.choice([LONG_MS, LONG_MS * 2, MAX_LEASE, LONG_MS + rng.randrange(1000)])
+
+
+def bad_number(rng, lo, hi):
+    return rng.choice([lo - 1, hi + 1, "abc", "", "1.5", " 1", "+1", "01", "-0",
+                       "9223372036854775808", "-9223372036854775809", I64, -I64 - 1])
+
+
+def token_value(rng):
+    return rng.choice([1, 2, 3, 5, 2 ** 53 - 1, 2 ** 53, 2 ** 53 + 1, 10 ** 18, I64 - 1, I64])
+
+
+def step(rng):
+    o = rng.choice(OWNERS)
+    k = rng.choice(LOCKS)
+    sem = rng.choice(SEMAPHORES)
+    roll = rng.random()
+    if roll < 0.22:
+        opts = [w for w in ("SHARED", "REENTRANT") if rng.random() < 0.4]
+        rng.shuffle(opts)
+        return ["FG.LOCK", k, o, lease(rng), *opts]
+    if roll < 0.34:
+        return ["FG.UNLOCK", k, o]
+    if roll < 0.46:
+        cap = rng.randrange(1, 5)
+        return ["FG.ACQUIRE", sem, cap, o, rng.randrange(1, cap + 2), lease(rng)]
+    if roll < 0.54:
+        return ["FG.RELEASE", sem, o] + ([rng.randrange(1, 4)] if rng.random() < 0.5 else [])
+    if roll < 0.59:
+        return ["FG.EXTEND", rng.choice(LOCKS + SEMAPHORES), o, lease(rng)]
+    if roll < 0.62:
+        return ["FG.FORCEUNLOCK", rng.choice(LOCKS + SEMAPHORES)]
+    if roll < 0.68:
+        keys = rng.sample(["{m}x", "{m}y", "{m}z"], rng.randrange(1, 4))
+        return ["FG.MLOCK", len(keys), *keys, o, lease(rng)]
+    if roll < 0.72:
+        keys = rng.sample(["{m}x", "{m}y", "{m}z"], rng.randrange(1, 4))
+        return ["FG.MUNLOCK", len(keys), *keys, o]
+    if roll < 0.82:
+        f = rng.choice(FENCED)
+        return rng.choice([["FG.FENCE", f, token_value(rng)],
+                           ["FG.FSET", f, token_value(rng), "v%d" % rng.randrange(100)],
+                           ["FG.FGET", f], ["FG.FGET", f, token_value(rng)]])
+    if roll < 0.85:  # a key of another kind
+        return rng.choice([["FG.LOCK", sem, o, LONG_MS], ["FG.ACQUIRE", k, 2, o, 1, LONG_MS],
+                           ["FG.FENCE", k, 1], ["FG.UNLOCK", rng.choice(FENCED), o],
+                           ["FG.LOCKINFO", rng.choice(FENCED)]])
+    return refusal(rng, k, sem, o)
+
+
+def refusal(rng, k, sem, o):
+    """A command the module refuses, each argument in turn."""
+    return rng.choice([
+        ["FG.LOCK", k, o, bad_number(rng, 1, MAX_LEASE)],
+        ["FG.LOCK", k, "", LONG_MS], ["FG.LOCK", k, "x" * 257, LONG_MS],
+        ["FG.LOCK", k, o], ["FG.LOCK", k, o, LONG_MS, "EXCLUSIVE"],
+        ["FG.LOCK", k, o, LONG_MS, "WAIT"],
+        ["FG.LOCK", k, o, LONG_MS, "WAIT", bad_number(rng, 0, MAX_LEASE)],
+        ["FG.ACQUIRE", sem, bad_number(rng, 1, 10 ** 6), o, 1, LONG_MS],
+        ["FG.ACQUIRE", sem, 2, o, bad_number(rng, 1, 10 ** 6), LONG_MS],
+        ["FG.ACQUIRE", sem, 2, o, 3, LONG_MS], ["FG.ACQUIRE", sem, 2, o, 1],
+        ["FG.ACQUIRE", sem, 2, o, 1, LONG_MS, "SHARED"],
+        ["FG.RELEASE", sem, o, bad_number(rng, 1, 10 ** 6)], ["FG.RELEASE", sem],
+        ["FG.RELEASE", sem, o, 1, 2], ["FG.UNLOCK", k], ["FG.UNLOCK", k, o, o],
+        ["FG.EXTEND", k, o, bad_number(rng, 1, MAX_LEASE)], ["FG.EXTEND", k, o],
+        ["FG.FORCEUNLOCK", k, o], ["FG.LOCKINFO", k, o],
+        ["FG.MLOCK", bad_number(rng, 1, 64), "{m}x", o, LONG_MS],
+        ["FG.MLOCK", 2, "{m}x", "{m}x", o, LONG_MS], ["FG.MLOCK", 1, "{m}x", o],
+        ["FG.MLOCK", 1, "{m}x", o, LONG_MS, "SHARED"],
+        ["FG.MUNLOCK", 2, "{m}x", "{m}x", o], ["FG.MUNLOCK", 1, "{m}x", o, o],
+        ["FG.FENCE", rng.choice(FENCED), bad_number(rng, 1, I64)],
+        ["FG.FSET", rng.choice(FENCED), 1], ["FG.FGET", rng.choice(FENCED), 1, 2],
+        ["FG.FGET", rng.choice(FENCED), bad_number(rng, 1, I64)],
+    ])
+
+
+def test_a_walk_answers_as_the_module(pair):
+    rng = random.Random("test_a_walk_answers_as_the_module")
+    for _ in range(STEPS):
+        cmd = step(rng)
+        pair.same(*cmd)
+        for key in LOCKS + SEMAPHORES + ["{m}z"]:
+            pair.same("FG.LOCKINFO", key)
+        pair.assert_expiries(LOCKS + SEMAPHORES + FENCED + ["{m}z"])
+
+
+def test_a_refusal_changes_nothing(pair):
+    rng = random.Random("test_a_refusal_changes_nothing")
+    pair.same("FG.LOCK", "a", "o1", LONG_MS, "SHARED")
+    pair.same("FG.ACQUIRE", "s", 3, "o1", 2, LONG_MS)
+    pair.same("FG.MLOCK", 2, "{m}x", "{m}y", "o2", LONG_MS)
+    pair.same("FG.FSET", "f", 7, "v")
+    keys = ["a", "b", "s", "t", "{m}x", "{m}y", "f", "g"]
+    before = [pair.s.execute("DUMP", k) for k in keys]
+    for _ in range(300):
+        a, b, _ = pair.both(*refusal(rng, rng.choice(["a", "b"]), rng.choice(["s", "t"]), "o1"))
+        assert a == b and a[0] == "error", (a, b)
+    assert [pair.s.execute("DUMP", k) for k in keys] == before
+
+
+def test_an_upgrade_and_the_reentry_limit_are_refused_alike(pair):
+    pair.same("FG.LOCK", "a", "o1", LONG_MS, "SHARED")
+    err = pair.same("FG.LOCK", "a", "o1", LONG_MS, "REENTRANT")
+    assert err == ("error", "ERR owner holds a shared lock: release it before asking "
+                            "for the exclusive lock")
+    # The reentry count is kept exact up to 10^9 holds: set it by hand on
+    # the stock server (its state is a hash) and see the limit refused.
+    pair.same("FG.LOCK", "b", "o1", LONG_MS)
+    hold = pair.s.execute("HGET", "b", "ho1").decode().split()
+    hold[1] = str(10 ** 9)
+    pair.s.execute("HSET", "b", "ho1", " ".join(hold))
+    a = plain(outcome(pair.s, ["EVALSHA", SHA, 1, "b", "FG.LOCK", "o1", LONG_MS, "REENTRANT"]))
+    assert a == ("error", "ERR reentrancy limit reached")
+
+
+# ------------------------------------------------------------- time
+
+def server_us(c):
+    sec, us = c.execute("TIME")
+    return int(sec) * 1_000_000 + int(us)
+
+
+def until_server_passes(c, at_us):
+    """Waits until the server's clock has passed at_us."""
+    wait_for(lambda: server_us(c) > at_us, timeout=30, interval=0.01)
+
+
+def test_leases_end_alike(pair):
+    pair.same("FG.LOCK", "a", "o1", 300)
+    pair.same("FG.ACQUIRE", "s", 2, "o1", 2, 300)
+    end = max(server_us(pair.m), server_us(pair.s)) + 300_000
+    pair.same("FG.LOCK", "a", "o2", LONG_MS)  # busy until the lease ends
+    until_server_passes(pair.m, end)
+    until_server_passes(pair.s, end)
+    pair.same("FG.LOCKINFO", "a")
+    pair.same("FG.UNLOCK", "a", "o1")  # -1: lost
+    pair.same("FG.EXTEND", "s", "o1", LONG_MS)  # 0: lost
+    pair.same("FG.LOCK", "a", "o2", LONG_MS)
+    pair.same("FG.ACQUIRE", "s", 2, "o3", 2, LONG_MS)
+    pair.same("FG.LOCKINFO", "s")
+    pair.assert_expiries(["a", "s"])
+
+
+def test_tokens_never_repeat_for_a_key(servers):
+    """Across releases, the key's expiry and a restart: each grant's token
+    is above every earlier one of the key."""
+    _, stock = servers
+    c = backends.script_client(stock)
+    tokens = []
+    for _ in range(50):
+        tokens.append(c.execute_command("FG.LOCK", "tk", "o", 1000)[1])
+        assert c.execute_command("FG.UNLOCK", "tk", "o") == 0
+    assert c.exists("tk") == 0
+    tokens.append(c.execute_command("FG.LOCK", "tk", "o", 50)[1])
+    wait_for(lambda: c.exists("tk") == 0, timeout=10)  # expired
+    tokens.append(c.execute_command("FG.LOCK", "tk", "o", 60000)[1])
+    c.execute_command("FG.LOCK", "tk2", "o", 60000)
+    c.save()
+    stock.restart()
+    c = backends.script_client(stock)
+    assert c.execute_command("FG.LOCKINFO", "tk")[7][0][4] == tokens[-1]  # kept by the RDB file
+    c.execute_command("FG.FORCEUNLOCK", "tk")
+    tokens.append(c.execute_command("FG.LOCK", "tk", "p", 60000)[1])
+    assert tokens == sorted(set(tokens)) and 0 < tokens[0] and tokens[-1] < 2 ** 53
+    c.close()
+
+
+# ------------------------------------------------------------- waiting
+
+class Listener:
+    """The key's sharded channel, as lock.lua tells its waiters: every
+    message (redis-py 4.3 has no SSUBSCRIBE)."""
+
+    def __init__(self, node, key):
+        self.c = RawClient(node.port)
+        assert self.c.execute("SSUBSCRIBE", key)[0] == b"ssubscribe"
+
+    def messages(self, n, timeout=10):
+        got, deadline = [], time.monotonic() + timeout
+        while len(got) < n:
+            left = deadline - time.monotonic()
+            if not self.c.buf and (left <= 0 or not select.select([self.c.sock], [], [], left)[0]):
+                break
+            m = self.c.read_reply()
+            if m[0] == b"smessage":
+                got.append(m[2].decode("latin-1"))
+        return got
+
+    def none_for(self, seconds):
+        assert self.messages(1, timeout=seconds) == []
+
+    def close(self):
+        self.c.close()
+
+
+@pytest.fixture
+def stock(servers):
+    _, node = servers
+    c = backends.script_client(node)
+    c.flushall()
+    c.script_load(SCRIPT)
+    yield node, c
+    c.close()
+
+
+def ask(c, key, owner, stay_ms, *opts):
+    return c.execute_command("FG.LOCK", key, owner, LONG_MS, *opts, "WAIT", stay_ms)
+
+
+def waiters(c, key):
+    flat = c.execute_command("FG.LOCKINFO", key)
+    return [w[0].decode() for w in dict(zip(flat[0::2], flat[1::2]))[b"waiters"]]
+
+
+def holders(c, key):
+    flat = c.execute_command("FG.LOCKINFO", key)
+    if flat is None:
+        return []
+    return [h[0].decode() for h in dict(zip(flat[0::2], flat[1::2]))[b"holders"]]
+
+
+def test_the_queue_is_fifo_readers_go_together_and_nobody_overtakes(stock):
+    node, c = stock
+    listen = Listener(node, "q")
+    assert c.execute_command("FG.LOCK", "q", "w0", LONG_MS)[0] == 1
+    for owner, opts in (("r1", ["SHARED"]), ("r2", ["SHARED"]), ("w1", []), ("r3", ["SHARED"])):
+        assert ask(c, "q", owner, 60000, *opts)[0] == 0
+    assert waiters(c, "q") == ["r1", "r2", "w1", "r3"]
+    # A newcomer, and r3 asking again, wait behind the writer.
+    assert c.execute_command("FG.LOCK", "q", "r4", LONG_MS, "SHARED")[:2] == [0, 0]
+    assert ask(c, "q", "r3", 60000, "SHARED")[:2] == [0, 0]
+    assert c.execute_command("FG.UNLOCK", "q", "w0") == 0
+    told = listen.messages(2)
+    assert [m.split()[0] + m.split()[-1] for m in told] == ["gr1", "gr2"], told
+    listen.none_for(0.3)  # the writer is not woken, nor anyone behind it
+    assert holders(c, "q") == ["r1", "r2"] and waiters(c, "q") == ["w1", "r3"]
+    # A reader granted by message finds its hold when it asks again.
+    rep = ask(c, "q", "r1", 60000, "SHARED")
+    assert rep[0] == 1 and rep[1] == int(told[0].split()[1])
+    assert c.execute_command("FG.UNLOCK", "q", "r1") == 0
+    listen.none_for(0.3)
+    assert c.execute_command("FG.UNLOCK", "q", "r2") == 0
+    assert [m.split()[-1] for m in listen.messages(1)] == ["w1"]
+    assert c.execute_command("FG.UNLOCK", "q", "w1") == 0
+    assert [m.split()[-1] for m in listen.messages(1)] == ["r3"]
+    listen.close()
+
+
+def test_a_semaphore_serves_a_large_request_first(stock):
+    node, c = stock
+    listen = Listener(node, "sq")
+    assert c.execute_command("FG.ACQUIRE", "sq", 3, "a", 3, LONG_MS)[0] == 1
+    assert c.execute_command("FG.ACQUIRE", "sq", 3, "big", 2, LONG_MS, "WAIT", 60000)[0] == 0
+    assert c.execute_command("FG.ACQUIRE", "sq", 3, "small", 1, LONG_MS, "WAIT", 60000)[0] == 0
+    assert c.execute_command("FG.RELEASE", "sq", "a", 1) == 2
+    listen.none_for(0.3)  # one permit free: big does not fit, small may not pass it
+    assert c.execute_command("FG.RELEASE", "sq", "a", 1) == 1
+    assert [m.split()[-1] for m in listen.messages(1)] == ["big"]
+    assert c.execute_command("FG.RELEASE", "sq", "a") == 0
+    assert [m.split()[-1] for m in listen.messages(1)] == ["small"]
+    listen.close()
+
+
+def test_unwait_gives_back_a_grant_handed_meanwhile(stock):
+    node, c = stock
+    c.execute_command("FG.LOCK", "u", "holder", LONG_MS)
+    ask(c, "u", "gone", 60000)
+    ask(c, "u", "next", 60000)
+    assert c.execute_command("FG.UNLOCK", "u", "holder") == 0
+    assert holders(c, "u") == ["gone"]  # handed; its owner has not heard yet
+    assert c.execute_command("FG.UNWAIT", 1, "u", "gone") == 1
+    assert holders(c, "u") == ["next"] and waiters(c, "u") == []
+    assert c.execute_command("FG.UNWAIT", 1, "u", "nobody") == 0
+
+
+def test_a_waiter_that_stops_asking_leaves_within_its_stay(stock):
+    node, c = stock
+    c.execute_command("FG.LOCK", "d", "holder", LONG_MS)
+    raw = RawClient(node.port)
+    ask(c, "d", "dead", 200)
+    asked = server_us(raw)
+    ask(c, "d", "alive", 60000)
+    assert waiters(c, "d") == ["dead", "alive"]
+    until_server_passes(raw, asked + 200_000)
+    assert waiters(c, "d") == ["alive"]
+    assert c.execute_command("FG.UNLOCK", "d", "holder") == 0
+    assert holders(c, "d") == ["alive"]
+    raw.close()
+
+
+def test_a_multi_key_waiter_is_told_to_ask(stock):
+    node, c = stock
+    listen = Listener(node, "{w}a")
+    c.execute_command("FG.LOCK", "{w}a", "holder", LONG_MS)
+    assert c.execute_command("FG.MLOCK", 2, "{w}a", "{w}b", "m", LONG_MS, "WAIT", 60000)[0] == 0
+    ask(c, "{w}b", "single", 60000)  # behind m on {w}b
+    assert c.execute_command("FG.UNLOCK", "{w}a", "holder") == 0
+    assert listen.messages(1) == ["w m"]
+    assert holders(c, "{w}a") == []  # not handed: this call had not {w}b
+    rep = c.execute_command("FG.MLOCK", 2, "{w}a", "{w}b", "m", LONG_MS, "WAIT", 60000)
+    assert rep[0] == 1 and rep[3] == 2
+    assert waiters(c, "{w}a") == [] and waiters(c, "{w}b") == ["single"]
+    listen.close()
+
+
+def test_the_library_hands_off_in_fifo_order(servers):
+    """libfloodgate's waiting calls on the stock server: each is granted in
+    its turn, told by message (no poll in between: the grant comes long
+    before the next ask would)."""
+    from test_client_locks import LockClient, grant
+    _, node = servers
+    c = backends.script_client(node)
+    c.flushall()
+    url = "redis://127.0.0.1:%d" % node.port
+    clients = [LockClient(url) for _ in range(4)]
+    assert c.execute_command("FG.LOCK", "h", "holder", LONG_MS)[0] == 1
+    for i, lc in enumerate(clients):
+        assert lc("bg 1 lock h w%d 60000 wait=60000" % i) == "ok started"
+        wait_for(lambda: len(waiters(c, "h")) == i + 1)
+    assert waiters(c, "h") == ["w0", "w1", "w2", "w3"]
+    order, previous = [], "holder"
+    for lc in clients:
+        t0 = time.monotonic()
+        assert c.execute_command("FG.UNLOCK", "h", previous) == 0
+        g = grant(lc("join 1"))
+        assert g[0] == 1
+        order.append(holders(c, "h")[0])
+        previous = order[-1]
+        assert time.monotonic() - t0 < 0.25  # sooner than its next ask
+    assert order == ["w0", "w1", "w2", "w3"]
+    for lc in clients:
+        lc.close()
+    c.close()
+
+
+# ------------------------------------------------------------- cluster
+
+def test_on_a_stock_cluster(request):
+    """One slot a call: a multi-key lock across slots is CROSSSLOT, within
+    one it is granted, and a waiter on the key's node hears its grant on
+    the key's sharded channel there."""
+    t = backends.target("stock-cluster")
+    owner = t.owner("{c}a")
+    node = backends.script_client(owner)
+    try:
+        with pytest.raises(redis.ResponseError, match="CROSSSLOT"):
+            node.execute_command("FG.MLOCK", 2, "{c}a", "{d}b", "o", LONG_MS)
+        assert node.execute_command("FG.MLOCK", 2, "{c}a", "{c}b", "o", LONG_MS)[0] == 1
+        listen = Listener(owner, "{c}a")
+        assert ask(node, "{c}a", "w", 60000)[0] == 0
+        assert node.execute_command("FG.MUNLOCK", 2, "{c}a", "{c}b", "o") == 2
+        told = listen.messages(1)
+        assert [m.split()[0] + m.split()[-1] for m in told] == ["gw"]
+        assert holders(node, "{c}a") == ["w"] and 0 < node.pttl("{c}a") <= LONG_MS + 1
+        listen.close()
+    finally:
+        node.close()
