@@ -750,6 +750,8 @@ commands['FG.FGET'] = function(keys, argv, i)
         f.t = token
     end
     local highest = f.t or '0'
-    if #highest < 16 then highest = tonumber(highest) end
+    if #highest < 16 or (#highest == 16 and highest <= '9007199254740992') then
+        highest = tonumber(highest) -- exact: at most 2^53
+    end
     return {current and 1 or 0, highest, (current and f.v) or false}
 end

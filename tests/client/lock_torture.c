@@ -5,11 +5,17 @@
  * every step, so that the test can judge the outcome even when this process
  * is paused, killed, or loses its server.
  *
- *   lock_torture PORT WORKER THREADS SECONDS LEASE_MS COUNTERS LOG
+ *   lock_torture PORT WORKER THREADS SECONDS LEASE_MS COUNTERS LOG [SCRIPT SHA1]
  *
  * It speaks to the server through hiredis alone, not libfloodgate, so that
- * the test judges the module and nothing else. Each thread has its own
- * connection and, until SECONDS have passed, picks a counter C at random and:
+ * the test judges the module and nothing else. With SCRIPT (lock.lua's
+ * path) and its SHA1 the server has no module: the locks are then taken
+ * and released by libfloodgate, which waits for lock.lua's hand-off
+ * (docs/scripts.md, "Locks"), and the fenced reads and writes are lock.lua's
+ * by EVALSHA (EVAL after NOSCRIPT: a restarted server has lost its scripts),
+ * so that the test judges the script and the library's waiting. Each
+ * thread has its own connection (and client) and, until SECONDS have
+ * passed, picks a counter C at random and:
  *
  *   FG.LOCK lock:C OWNER LEASE_MS WAIT 2000   OWNER = wWORKER:THREAD:SEQ, new per request
  *   FG.FGET ctr:C TOKEN                       reads the value, records TOKEN
@@ -22,7 +28,9 @@
  * descriptor: lines of threads never mix, and a SIGKILL leaves every line
  * whole but perhaps the last.
  *
- *   G C OWNER TOKEN RUN_ID MS          granted by the server RUN_ID at MS (wall clock)
+ *   G C OWNER TOKEN RUN_ID MS          granted by the server RUN_ID at MS (wall clock);
+ *                                      RUN_ID "?" when the server restarted around a
+ *                                      grant of the library's (script mode)
  *   T C OWNER                          not granted within the wait
  *   R C OWNER TOKEN OK HIGHEST VALUE   the FG.FGET reply (VALUE 0 when nil)
  *   S C OWNER MS                       a stall of MS before the write
@@ -52,6 +60,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "floodgate.h"
+
 #define WAIT_MS 2000                     /* a waiter gives up after this */
 #define REPLY_TIMEOUT_MS (WAIT_MS + 10000) /* longer than any wait in the server */
 #define MAX_HOLD_US 10000                /* pause between the read and the write */
@@ -65,6 +75,7 @@ typedef struct thread_state { /* one per thread */
     uint64_t rng;
     long seq;                /* requests made: the last part of an owner */
     redisContext *conn;      /* NULL when broken */
+    fg_client *lib;          /* script mode: the client whose locks these are */
     char run_id[41];         /* of the server behind conn */
     int pending_counter;     /* a lock perhaps still held after a broken connection */
     char pending_owner[OWNER_LEN];
@@ -74,6 +85,9 @@ static const char *host = "127.0.0.1";
 static int port, worker_id, counters, log_fd;
 static long long lease_ms;
 static int64_t deadline_ms; /* CLOCK_MONOTONIC */
+static const char *script_sha; /* script mode: lock.lua's SHA1, NULL otherwise */
+static char *script_text;
+static size_t script_len;
 
 static int64_t clock_ms(clockid_t clock) {
     struct timespec ts;
@@ -115,15 +129,48 @@ static bool is_loading(const redisReply *r) {
 
 /* A reply, or NULL when the connection broke or the server is still loading
  * its AOF (then the connection is dropped too: both mean "start over"). */
+static redisReply *answered(thread_state *th, redisReply *r) {
+    if (r != NULL && !is_loading(r)) return r;
+    if (r != NULL) freeReplyObject(r);
+    disconnect(th);
+    return NULL;
+}
+
 static redisReply *command(thread_state *th, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     redisReply *r = redisvCommand(th->conn, fmt, ap);
     va_end(ap);
-    if (r != NULL && !is_loading(r)) return r;
-    if (r != NULL) freeReplyObject(r);
-    disconnect(th);
-    return NULL;
+    return answered(th, r);
+}
+
+/* FG.FGET or FG.FSET on ctr:C: the module's command, or lock.lua's. */
+static redisReply *fenced(thread_state *th, int c, const char *op, long long token,
+                          const long long *value) {
+    char key[32], tok[24], val[24];
+    snprintf(key, sizeof(key), "ctr:%d", c);
+    snprintf(tok, sizeof(tok), "%lld", token);
+    if (value != NULL) snprintf(val, sizeof(val), "%lld", *value);
+    const char *argv[7];
+    size_t lens[7];
+    int n = 0;
+    if (script_sha != NULL) {
+        argv[n++] = "EVALSHA", argv[n++] = script_sha, argv[n++] = "1";
+        argv[n++] = key, argv[n++] = op;
+    } else {
+        argv[n++] = op, argv[n++] = key;
+    }
+    argv[n++] = tok;
+    if (value != NULL) argv[n++] = val;
+    for (int i = 0; i < n; i++)
+        lens[i] = strlen(argv[i]);
+    redisReply *r = answered(th, redisCommandArgv(th->conn, n, argv, lens));
+    if (r == NULL || script_sha == NULL || r->type != REDIS_REPLY_ERROR ||
+        strncmp(r->str, "NOSCRIPT", 8) != 0)
+        return r;
+    freeReplyObject(r);
+    argv[0] = "EVAL", argv[1] = script_text, lens[0] = 4, lens[1] = script_len;
+    return answered(th, redisCommandArgv(th->conn, n, argv, lens));
 }
 
 static bool read_run_id(thread_state *th) {
@@ -179,8 +226,27 @@ static void unexpected(const char *what, const redisReply *r) {
     sleep_us(10000);
 }
 
+/* The library's unlock (script mode): false when the server could not be
+ * reached (the lock is then pending). */
+static bool release_by_library(thread_state *th, int c, const char *owner) {
+    char key[32];
+    snprintf(key, sizeof(key), "lock:%d", c);
+    int64_t left;
+    fg_error err;
+    fg_code rc = fg_unlock(th->lib, key, owner, &left, &err);
+    if (rc == FG_CODE_IO) {
+        remember_pending(th, c, owner);
+        disconnect(th);
+        return false;
+    }
+    if (rc == FG_CODE_OK) log_line("L %d %s %lld", c, owner, (long long)left);
+    else log_line("E fg_unlock: %s", err.message);
+    return true;
+}
+
 /* FG.UNLOCK; false when the connection broke (the lock is then pending). */
 static bool release(thread_state *th, int c, const char *owner) {
+    if (script_sha != NULL) return release_by_library(th, c, owner);
     redisReply *r = command(th, "FG.UNLOCK lock:%d %s", c, owner);
     if (r == NULL) {
         remember_pending(th, c, owner);
@@ -201,7 +267,7 @@ static bool release_pending(thread_state *th) {
 
 /* FG.FGET with the token: the value read, or -1 when stale or failed. */
 static long long fenced_read(thread_state *th, int c, const char *owner, long long token, bool *lost) {
-    redisReply *r = command(th, "FG.FGET ctr:%d %lld", c, token);
+    redisReply *r = fenced(th, c, "FG.FGET", token, NULL);
     if (r == NULL) {
         *lost = true;
         return -1;
@@ -237,7 +303,8 @@ static bool fenced_increment(thread_state *th, int c, const char *owner, long lo
     }
     sleep_us(hold_us);
     log_line("W %d %s %lld %lld", c, owner, token, value + 1);
-    redisReply *r = command(th, "FG.FSET ctr:%d %lld %lld", c, token, value + 1);
+    long long next = value + 1;
+    redisReply *r = fenced(th, c, "FG.FSET", token, &next);
     if (r == NULL) {
         log_line("U %d %s %lld %lld", c, owner, token, value + 1);
         return false;
@@ -250,7 +317,55 @@ static bool fenced_increment(thread_state *th, int c, const char *owner, long lo
     return true;
 }
 
+/* The rest of a grant: logged, the counter incremented, the lock released. */
+static void use_grant(thread_state *th, int c, const char *owner, long long token,
+                      const char *run_id) {
+    log_line("G %d %s %lld %s %lld", c, owner, token, run_id,
+             (long long)clock_ms(CLOCK_REALTIME));
+    if (fenced_increment(th, c, owner, token)) release(th, c, owner);
+    else remember_pending(th, c, owner);
+}
+
+/* The library's lock (script mode). Its grant came on the library's own
+ * connection: it is the server's whose run_id this thread read before and
+ * after it, when the two are the same. */
+static void take_lock_by_library(thread_state *th, int c, const char *owner) {
+    char key[32], before[sizeof(th->run_id)];
+    snprintf(key, sizeof(key), "lock:%d", c);
+    memcpy(before, th->run_id, sizeof(before));
+    fg_lock_options o;
+    fg_lock_options_init(&o);
+    o.lease_ms = lease_ms;
+    o.wait_ms = WAIT_MS;
+    fg_lock_grant g;
+    fg_error err;
+    fg_code rc = fg_lock(th->lib, key, owner, &o, &g, &err);
+    if (rc == FG_CODE_IO) {
+        remember_pending(th, c, owner); /* it may have been granted */
+        disconnect(th);
+        return;
+    }
+    if (rc != FG_CODE_OK) {
+        log_line("E fg_lock: %s", err.message);
+        sleep_us(10000);
+        return;
+    }
+    if (!g.acquired) {
+        log_line("T %d %s", c, owner);
+        return;
+    }
+    if (!read_run_id(th)) {
+        remember_pending(th, c, owner);
+        return;
+    }
+    use_grant(th, c, owner, (long long)g.token, strcmp(before, th->run_id) == 0 ? before : "?");
+}
+
 static void take_lock(thread_state *th, int c, const char *owner) {
+    if (script_sha != NULL) {
+        take_lock_by_library(th, c, owner);
+        return;
+    }
     redisReply *r = command(th, "FG.LOCK lock:%d %s %lld WAIT %d", c, owner, lease_ms, WAIT_MS);
     if (r == NULL) {
         remember_pending(th, c, owner); /* it may have been granted */
@@ -268,10 +383,7 @@ static void take_lock(thread_state *th, int c, const char *owner) {
         log_line("T %d %s", c, owner);
         return;
     }
-    log_line("G %d %s %lld %s %lld", c, owner, token, th->run_id,
-             (long long)clock_ms(CLOCK_REALTIME));
-    if (fenced_increment(th, c, owner, token)) release(th, c, owner);
-    else remember_pending(th, c, owner);
+    use_grant(th, c, owner, token, th->run_id);
 }
 
 static void *run(void *arg) {
@@ -284,13 +396,45 @@ static void *run(void *arg) {
         take_lock(th, (int)(next_random(th) % (uint64_t)counters), owner);
     }
     disconnect(th);
+    fg_close(th->lib);
     return NULL;
 }
 
+/* lock.lua's text, for EVAL after NOSCRIPT. */
+static bool read_script(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return false;
+    script_text = malloc(1 << 20);
+    script_len = script_text != NULL ? fread(script_text, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    return script_len > 0;
+}
+
+/* A thread's client of the server, speaking lock.lua. */
+static fg_client *open_library(void) {
+    char url[64];
+    snprintf(url, sizeof(url), "redis://%s:%d?backend=script", host, port);
+    fg_options o;
+    fg_options_init(&o);
+    o.command_timeout_ms = 1000;
+    fg_error err;
+    fg_client *c = fg_open(url, &o, &err);
+    if (c == NULL) fprintf(stderr, "lock_torture: %s\n", err.message);
+    return c;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 8) {
-        fprintf(stderr, "usage: %s PORT WORKER THREADS SECONDS LEASE_MS COUNTERS LOG\n", argv[0]);
+    if (argc != 8 && argc != 10) {
+        fprintf(stderr, "usage: %s PORT WORKER THREADS SECONDS LEASE_MS COUNTERS LOG [SCRIPT SHA1]\n",
+                argv[0]);
         return 2;
+    }
+    if (argc == 10) {
+        script_sha = argv[9];
+        if (!read_script(argv[8])) {
+            fprintf(stderr, "lock_torture: cannot read %s\n", argv[8]);
+            return 2;
+        }
     }
     port = atoi(argv[1]);
     worker_id = atoi(argv[2]);
@@ -310,10 +454,12 @@ int main(int argc, char **argv) {
         th[i].rng = ((uint64_t)worker_id << 32 | (uint64_t)i) * 0x9E3779B97F4A7C15ULL ^
                     (uint64_t)clock_ms(CLOCK_REALTIME);
         if (th[i].rng == 0) th[i].rng = 1;
+        if (script_sha != NULL && (th[i].lib = open_library()) == NULL) return 1;
         if (pthread_create(&th[i].thread, NULL, run, &th[i]) != 0) return 1;
     }
     for (int i = 0; i < nthreads; i++) pthread_join(th[i].thread, NULL);
     free(th);
+    free(script_text);
     close(log_fd);
     return 0;
 }

@@ -245,9 +245,14 @@ class ScriptRedis(redis.Redis):
     be loaded: a Target's stock nodes have it)."""
 
     def execute_command(self, *args, **options):
-        if args and str(args[0]).upper() in LOCK_COMMANDS:
-            args = lock_script_form(args)
-        return super().execute_command(*args, **options)
+        if not args or str(args[0]).upper() not in LOCK_COMMANDS:
+            return super().execute_command(*args, **options)
+        form = lock_script_form(args)
+        try:
+            return super().execute_command(*form, **options)
+        except redis.exceptions.NoScriptError:  # a restarted server: as the library does
+            with open(os.path.join(SCRIPTS, "lock.lua")) as f:
+                return super().execute_command("EVAL", f.read(), *form[2:], **options)
 
 
 def script_client(node, **kw):

@@ -128,7 +128,8 @@ class Pair:
             assert abs(a[2] - b[2]) <= slack, (cmd, a, b)
             a[2] = b[2]
         if name == "FG.FGET" and isinstance(b, list) and isinstance(b[1], str):
-            b[1] = int(b[1])  # past 2^53: the script's decimal text
+            assert int(b[1]) > 2 ** 53, (cmd, b)  # past 2^53 only: the script's decimal text
+            b[1] = int(b[1])
         if name == "FG.LOCKINFO" and isinstance(a, list):
             a, b = self.info(a, self.mt), self.info(b, self.st)
             for ha, hb in zip(a["holders"], b["holders"]):
@@ -261,6 +262,16 @@ def test_a_refusal_changes_nothing(pair):
         a, b, _ = pair.both(*refusal(rng, rng.choice(["a", "b"]), rng.choice(["s", "t"]), "o1"))
         assert a == b and a[0] == "error", (a, b)
     assert [pair.s.execute("DUMP", k) for k in keys] == before
+
+
+def test_fenced_tokens_around_2_53(pair):
+    """Up to 2^53 a token is an integer reply on both; beyond it the
+    script's is its decimal text (docs/scripts.md)."""
+    for token in (2 ** 53 - 1, 2 ** 53, 2 ** 53 + 1, 10 ** 18, I64):
+        pair.same("FG.FSET", "f", token, "v")
+        a, b, _ = pair.both("FG.FGET", "f")
+        assert a == [1, token, "v"]
+        assert b == [1, token if token <= 2 ** 53 else str(token), "v"], b
 
 
 def test_an_upgrade_and_the_reentry_limit_are_refused_alike(pair):
@@ -495,6 +506,43 @@ def test_the_library_hands_off_in_fifo_order(servers):
     assert order == ["w0", "w1", "w2", "w3"]
     for lc in clients:
         lc.close()
+    c.close()
+
+
+def test_a_waiter_paused_past_its_grant_takes_that_grant(servers):
+    """A waiting call whose process is paused while the lock is handed to
+    it, past the hold's lease and its own nap, takes the grant it was told
+    of when it resumes, and does not queue again (the holder paused past its
+    lease is fencing's business). The torture test in script mode found a
+    library that asked again first, when the pause came as it was between
+    two messages: it queued again behind those it had been ahead of
+    (fifo_violations); that window is too narrow to hit here at will."""
+    import os
+    import signal
+    from test_client_locks import LockClient, grant
+    _, node = servers
+    c = backends.script_client(node)
+    c.flushall()
+    listen = Listener(node, "p")
+    lc = LockClient("redis://127.0.0.1:%d" % node.port)
+    assert c.execute_command("FG.LOCK", "p", "holder", LONG_MS)[0] == 1
+    assert lc("bg 1 lock p paused 200 wait=60000") == "ok started"
+    wait_for(lambda: waiters(c, "p") == ["paused"])
+    os.kill(lc.proc.pid, signal.SIGSTOP)
+    try:
+        raw = RawClient(node.port)
+        assert c.execute_command("FG.UNLOCK", "p", "holder") == 0
+        told = listen.messages(1)
+        handed = server_us(raw)
+        until_server_passes(raw, handed + 600_000)  # past its lease and its nap
+        raw.close()
+    finally:
+        os.kill(lc.proc.pid, signal.SIGCONT)
+    g = grant(lc("join 1"))
+    assert g[0] == 1 and g[1] == int(told[0].split()[1]), (g, told)
+    assert holders(c, "p") == [] and c.execute_command("FG.LOCKINFO", "p") is None
+    lc.close()
+    listen.close()
     c.close()
 
 

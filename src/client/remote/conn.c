@@ -375,10 +375,10 @@ fg_code fg_conn_await(fg_conn *conn, redisReply **reply, int timeout_ms, fg_erro
     *reply = NULL;
     while (conn->ctx != NULL && take_buffered(conn, reply) && *reply == NULL) {
         int64_t left_ms = (deadline - fg_monotonic_us() + 999) / 1000;
-        if (left_ms <= 0) return FG_CODE_OK;
         struct pollfd fd = {.fd = conn->ctx->fd, .events = POLLIN};
-        int ready = poll(&fd, 1, (int)left_ms);
+        int ready = poll(&fd, 1, left_ms > 0 ? (int)left_ms : 0); /* 0: what has come */
         if (ready < 0 && errno != EINTR) break;
+        if (ready == 0 && left_ms <= 0) return FG_CODE_OK;
         if (ready > 0 && redisBufferRead(conn->ctx) != REDIS_OK) break;
     }
     if (*reply != NULL) return FG_CODE_OK;

@@ -154,10 +154,10 @@ fg_code fg_conn_exchange(fg_conn *conn, const fg_url *addr, const fg_conn_config
 
 void fg_conn_gather(fg_conn **conns, size_t n, redisReply **replies, int timeout_ms);
 
-/* Waits up to timeout_ms for one more reply on a connection whose commands
- * were all answered (a subscriber's next message): FG_CODE_OK with *reply
- * NULL when none came in time, the connection kept; FG_CODE_IO when it
- * failed (it is closed). */
+/* Waits up to timeout_ms (0: none, but what has come) for one more reply
+ * on a connection whose commands were all answered (a subscriber's next
+ * message): FG_CODE_OK with *reply NULL when none came in time, the
+ * connection kept; FG_CODE_IO when it failed (it is closed). */
 fg_code fg_conn_await(fg_conn *conn, redisReply **reply, int timeout_ms, fg_error *err);
 
 #endif

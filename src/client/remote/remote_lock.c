@@ -387,17 +387,45 @@ static fg_code give_up(channel *ch, const request *q, fg_error *err) {
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* The messages for the request that come within timeout_ms (0: those
+ * already here), up to the first that tells it something. */
+static told hear(fg_conn *sub, const request *q, int64_t timeout_ms, fg_lock_grant *out,
+                 fg_code *rc, fg_error *err) {
+    int64_t until = fg_monotonic_us() + timeout_ms * 1000;
+    told t = TOLD_NOTHING;
+    while (*rc == FG_CODE_OK && t == TOLD_NOTHING) {
+        int64_t left_ms = (until - fg_monotonic_us() + 999) / 1000;
+        redisReply *message = NULL;
+        *rc = fg_conn_await(sub, &message, left_ms > 0 ? (int)left_ms : 0, err);
+        if (message == NULL) break;
+        t = read_message(message, q->owner, out, err);
+        freeReplyObject(message);
+    }
+    if (t == TOLD_REFUSED) *rc = err != NULL ? err->code : FG_CODE_INVALID;
+    return t;
+}
+
 /* The wait of a request on a server without the module; *granted_us as
  * request_grant's: the sending of the last ask before the grant, which
- * the grant followed. A grant told by message is asked for once more in
- * durable mode, a write of this connection's for WAIT to count. */
+ * the grant followed. The messages that came meanwhile are read before
+ * each ask: a process paused past its nap would otherwise ask again after
+ * a grant told to it, and queue again behind those it was ahead of. A
+ * grant told by message is asked for once more in durable mode, a write
+ * of this connection's for WAIT to count. */
 static fg_code wait_by_script(channel *ch, const request *q, const fg_lock_options *o,
                               fg_lock_grant *out, int64_t *granted_us, fg_error *err) {
     const fg_locks *l = ch->locks;
     int64_t deadline = o->wait_ms < 0 ? INT64_MAX : fg_monotonic_us() + o->wait_ms * 1000;
     fg_conn sub = {0};
     fg_code rc = subscribe(l, &sub, q, err);
+    bool claim = false;
+    *granted_us = fg_monotonic_us();
     while (rc == FG_CODE_OK) {
+        if (!claim && hear(&sub, q, 0, out, &rc, err) == TOLD_GRANTED) {
+            if (o->durable_replicas == 0) break;
+            claim = true;
+        }
+        if (rc != FG_CODE_OK) break;
         int64_t left_ms = deadline == INT64_MAX ? INT64_MAX : (deadline - fg_monotonic_us()) / 1000;
         int64_t nap_ms = min64(RECHECK_MS, left_ms > 0 ? left_ms : 0);
         *granted_us = fg_monotonic_us();
@@ -408,18 +436,9 @@ static fg_code wait_by_script(channel *ch, const request *q, const fg_lock_optio
             break;
         }
         if (out->ttl_ms > 0) nap_ms = min64(nap_ms, out->ttl_ms); /* a lease in the way ends */
-        redisReply *message = NULL;
-        int64_t until = fg_monotonic_us() + nap_ms * 1000;
-        told t = TOLD_NOTHING;
-        while (rc == FG_CODE_OK && t == TOLD_NOTHING && fg_monotonic_us() < until) {
-            rc = fg_conn_await(&sub, &message, (int)((until - fg_monotonic_us() + 999) / 1000), err);
-            if (message == NULL) break;
-            t = read_message(message, q->owner, out, err);
-            freeReplyObject(message);
-        }
-        if (t == TOLD_REFUSED) rc = err != NULL ? err->code : FG_CODE_INVALID;
-        if (t == TOLD_GRANTED && o->durable_replicas > 0) continue; /* ask: the claim */
-        if (t == TOLD_GRANTED) break;
+        told t = hear(&sub, q, nap_ms, out, &rc, err);
+        if (t == TOLD_GRANTED && o->durable_replicas == 0) break;
+        claim = t == TOLD_GRANTED;
     }
     if (rc != FG_CODE_OK) *out = (fg_lock_grant){0};
     fg_conn_close(&sub);
