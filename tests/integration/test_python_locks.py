@@ -3,7 +3,9 @@ on mem: and on a real server, held to what test_client_locks.py holds the C
 library to: grants, refusals and fencing tokens, waiting in the server's
 queue while other Python threads run (ctypes releases the GIL), renewal and
 its three ways of losing a lock, the server's words for bad input, and
-Redlock over three servers.
+Redlock over three servers. The server is the module's and a stock one,
+where the library speaks lock.lua (docs/scripts.md, "Locks"), and
+Redlock's three are of either kind or mixed.
 
 Nothing here asserts after a fixed short sleep: a test waits for its
 condition with a deadline derived from the lease, or lets a number of
@@ -17,6 +19,7 @@ import time
 import pytest
 import redis
 
+import backends
 import floodgate
 from floodgate import LockNotAcquired, LostReason
 from harness import Server, free_port, s, wait_for
@@ -34,22 +37,53 @@ def url(server):
     return "redis://127.0.0.1:%d" % server.port
 
 
-@pytest.fixture(params=["mem", "redis"])
+@pytest.fixture(params=["module", "stock"])
+def target(request, server):
+    """The session's module server, flushed, or the shared stock one."""
+    if request.param == "stock":
+        return backends.target("stock")
+    c = server.client()
+    c.flushall()
+    c.close()
+    return backends.target("module", module=server)
+
+
+@pytest.fixture
+def r(target):
+    """redis-py on the target; its lock commands are lock.lua's on stock."""
+    c = backends.script_client(target.server)
+    yield c
+    c.close()
+
+
+@pytest.fixture(params=["mem", "module", "stock"])
 def client(request):
-    """A client on mem: or on the session server (flushed)."""
+    """A client on mem:, on the session server (flushed) or a stock one."""
     if request.param == "mem":
         c = floodgate.Client("mem:")
     else:
-        request.getfixturevalue("r")
-        c = floodgate.Client(url(request.getfixturevalue("server")))
+        if request.param == "stock":
+            target = backends.target("stock")
+        else:
+            server = request.getfixturevalue("server")
+            with server.client() as flush:
+                flush.flushall()
+            target = backends.target("module", module=server)
+        c = floodgate.Client(target.url)
+        c.test_node = target.server
     yield c
     c.close()
 
 
 @pytest.fixture
-def rr(client, request):
+def rr(client):
     """redis-py on the client's server; None on mem:."""
-    return request.getfixturevalue("r") if client.is_remote else None
+    if not client.is_remote:
+        yield None
+        return
+    c = backends.script_client(client.test_node)
+    yield c
+    c.close()
 
 
 def lockinfo(c, key):
@@ -291,8 +325,8 @@ def test_renewal_keeps_short_leases_alive_and_a_release_is_quiet(client, rr):
     during(3 * LEASE_S, lambda: lost.calls == [])
 
 
-def test_renewal_reports_a_lock_taken_away(server, r):
-    c = floodgate.Client(url(server))
+def test_renewal_reports_a_lock_taken_away(target, r):
+    c = floodgate.Client(target.url)
     lost, kept = Lost(), Lost()
     lk = c.lock("fk", owner="o", lease_ms=LEASE_MS, renew=True, on_lost=lost)
     assert lk.acquire() and lk.release() == 0  # taken again: its callback still counts
@@ -371,10 +405,10 @@ BAD_INPUT = [
 
 
 @pytest.mark.parametrize("call,command", BAD_INPUT)
-def test_bad_input_is_the_servers_error_on_every_backend(server, r, call, command):
+def test_bad_input_is_the_servers_error_on_every_backend(target, r, call, command):
     with pytest.raises(redis.ResponseError) as e:
         r.execute_command(*command)
-    for where in ("mem:", url(server)):
+    for where in ("mem:", target.url):
         with floodgate.Client(where) as c:
             with pytest.raises(floodgate.InvalidError) as got:
                 call(c)
@@ -416,9 +450,10 @@ def test_locks_unsupported_on_a_cluster_url():
 
 # ---------------------------------------------------------------- redlock
 
-@pytest.fixture
-def three():
-    servers = [Server().start() for _ in range(3)]
+@pytest.fixture(params=("module", "stock", "mixed"))
+def three(request):
+    modules = {"module": (True,) * 3, "stock": (False,) * 3, "mixed": (True, False, True)}
+    servers = [Server(module=m).start() for m in modules[request.param]]
     yield servers
     for srv in servers:
         srv.cleanup()
@@ -430,7 +465,7 @@ def redlock(servers):
 
 
 def rinfo(srv, key):
-    with srv.client() as c:
+    with backends.script_client(srv) as c:
         return lockinfo(c, key)
 
 
