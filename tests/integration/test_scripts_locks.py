@@ -568,3 +568,21 @@ def test_on_a_stock_cluster(request):
         listen.close()
     finally:
         node.close()
+
+
+def test_the_functions_library_answers_as_the_scripts(stock):
+    """FCALL fg_lock, fg_mlock (keys counted) and fg_lockinfo (no-writes,
+    so FCALL_RO) answer as the EVALSHA form does."""
+    node, c = stock
+    with open(harness.os.path.join(harness.REPO, "build", "floodgate-functions.lua")) as f:
+        c.function_load(f.read(), replace=True)
+    rep = c.execute_command("FCALL", "fg_lock", 1, "fa", "o", LONG_MS, "SHARED")
+    assert rep[0] == 1 and rep[3] == 1
+    rep = c.execute_command("FCALL", "fg_mlock", 2, "{fm}a", "{fm}b", 2, "o", LONG_MS)
+    assert rep[0] == 1 and rep[3] == 2
+    info = c.execute_command("FCALL_RO", "fg_lockinfo", 1, "fa")
+    assert info[0:2] == [b"kind", b"lock"] and info[7][0][1] == b"shared"
+    with pytest.raises(redis.ResponseError, match="numkeys is larger"):
+        c.execute_command("FCALL", "fg_munlock", 1, "{fm}a", 2, "o")
+    assert c.execute_command("FCALL", "fg_munlock", 2, "{fm}a", "{fm}b", 2, "o") == 2
+    c.function_flush()
