@@ -352,6 +352,6 @@ def test_cluster_url_loads_every_master():
         p = run("functions", "load", cluster_url, "--replace")
         assert p.returncode == 0, p.stderr
         assert re.match(r"library floodgate loaded on (127\.0\.0\.1:\d+, ){2}127\.0\.0\.1:\d+: "
-                        r"14 functions\n", p.stdout), p.stdout
+                        r"19 functions\n", p.stdout), p.stdout
     finally:
         cl.stop()

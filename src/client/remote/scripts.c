@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "floodgate.h"
 
@@ -25,6 +26,7 @@
  * one with the module's message. */
 #define LIMIT(command, key) {command, NULL, key, 1, "ratelimit", FG_KEYS_NAMED}
 #define POLICY(sub)         {"FG.POLICY", sub, 2, FG_POLICY_KEYS, "policy", FG_KEYS_POLICY}
+#define UV(command)         {command, NULL, 1, 1, "uv", FG_KEYS_UV}
 
 const fg_script_route fg_script_routes[] = {
     LIMIT("FG.TOKEN", 1),    LIMIT("FG.LEAKY", 1),   LIMIT("FG.GCRA", 1),
@@ -34,6 +36,9 @@ const fg_script_route fg_script_routes[] = {
     POLICY("SET"),           POLICY("DEL"),          POLICY("GET"),
     POLICY("ALLOW"),         POLICY("DENY"),         POLICY("UNLIST"),
     POLICY("LOOKUP"),        {"FG.CHECK", NULL, 2, 1, "policy", FG_KEYS_CHECK},
+    /* unique counters (uv.lua) */
+    UV("FG.UVCREATE"),       UV("FG.UVADD"),         UV("FG.UVADDAT"),
+    UV("FG.UVCOUNT"),        UV("FG.UVEXPORT"),
 };
 const size_t fg_nscript_routes = sizeof(fg_script_routes) / sizeof(fg_script_routes[0]);
 
@@ -75,11 +80,87 @@ static bool has_rules(int argc, const char *const *argv, const size_t *lens) {
     return false;
 }
 
+/* An argument as an integer; false when it is none (the script refuses it). */
+static bool integer_of(const char *s, size_t len, int64_t *v) {
+    char buf[24], *end;
+    if (len == 0 || len >= sizeof(buf)) return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    *v = strtoll(buf, &end, 10);
+    return *end == '\0';
+}
+
+/* What a counter's command asks, read as far as its keys need (the script
+ * checks it all): false when its words are not a call's. */
+static bool uv_call_of(int argc, const char *const *argv, const size_t *lens, fg_uv_call *call) {
+    static const struct {
+        const char *word;
+        int64_t seconds;
+    } units[] = {{"SECONDS", 1}, {"SECOND", 1}, {"MINUTES", 60}, {"MINUTE", 60},
+                 {"HOURS", 3600}, {"HOUR", 3600}, {"DAYS", 86400}, {"DAY", 86400}};
+    int64_t a, b;
+    *call = (fg_uv_call){.kind = FG_UV_CALL_ADD};
+    if (same_word("FG.UVCREATE", argv[0], lens[0])) call->kind = FG_UV_CALL_ALL;
+    if (same_word("FG.UVADDAT", argv[0], lens[0])) {
+        call->kind = FG_UV_CALL_ADDAT;
+        if (argc < 3 || !integer_of(argv[2], lens[2], &a) || a < 0) return false;
+        call->at = a / FG_UV_US_PER_SEC;
+    }
+    if (!same_word("FG.UVCOUNT", argv[0], lens[0]) && !same_word("FG.UVEXPORT", argv[0], lens[0]))
+        return true;
+    call->kind = FG_UV_CALL_WINDOW;
+    if (argc < 5 || !integer_of(argv[3], lens[3], &a) || a < 0) return false;
+    if (same_word("LAST", argv[2], lens[2])) {
+        if (a < 1 || a > FG_UV_MAX_SPAN) return false;
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+            if (same_word(units[i].word, argv[4], lens[4]))
+                call->window = (fg_uv_window){.last = true, .seconds = a * units[i].seconds};
+        return call->window.last;
+    }
+    if (!same_word("BETWEEN", argv[2], lens[2]) || !integer_of(argv[4], lens[4], &b)) return false;
+    call->window = (fg_uv_window){.start = a / FG_UV_US_PER_SEC, .end = b / FG_UV_US_PER_SEC};
+    return call->window.start < call->window.end;
+}
+
+/* A counter's command: EVALSHA <sha> <nkeys> <the counter> <its buckets
+ * at the client's clock> <the command without its first key>. */
+static int uv_script_args(const fg_script *s, int argc, const char *const *argv,
+                          const size_t *lens, bool eval, const char **out, size_t *outlens,
+                          char *nkeys) {
+    char(*derived)[FG_UV_BUCKET_KEY_MAX] = (char(*)[FG_UV_BUCKET_KEY_MAX])(nkeys + 8);
+    struct timespec ts;
+    fg_uv_call call;
+    size_t nderived = 0;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (uv_call_of(argc, argv, lens, &call))
+        nderived = fg_uv_script_keys(argv[1], lens[1], &call, (int64_t)ts.tv_sec, derived);
+    int n = 0;
+    out[n] = eval ? "EVAL" : "EVALSHA";
+    outlens[n++] = eval ? 4 : 7;
+    out[n] = eval ? s->text : s->sha;
+    outlens[n++] = eval ? s->len : 40;
+    out[n] = nkeys;
+    outlens[n++] = (size_t)snprintf(nkeys, 8, "%zu", 1 + nderived);
+    out[n] = argv[1];
+    outlens[n++] = lens[1];
+    for (size_t i = 0; i < nderived; i++, n++) {
+        out[n] = derived[i];
+        outlens[n] = strlen(derived[i]);
+    }
+    for (int i = 0; i < argc; i++) {
+        if (i == 1) continue;
+        out[n] = argv[i];
+        outlens[n++] = lens[i];
+    }
+    return n;
+}
+
 int fg_script_args(int argc, const char *const *argv, const size_t *lens, bool eval,
                    const char **out, size_t *outlens, char *nkeys) {
     const fg_script_route *rt;
     const fg_script *s = fg_script_for(argc, argv, lens, &rt);
     if (s == NULL) return 0;
+    if (rt->keys == FG_KEYS_UV) return uv_script_args(s, argc, argv, lens, eval, out, outlens, nkeys);
     /* The keys moved out of the arguments, and those derived from a name. */
     int moved = rt->keys == FG_KEYS_POLICY ? 0 : rt->nkeys;
     int derived_from = rt->keys == FG_KEYS_POLICY                                      ? rt->key
