@@ -53,8 +53,9 @@ local function server_second() return floor(server_us() / 1000000) end
 -- ------------------------------------------------------------ keys
 
 -- A counter: its name, the prefix of its buckets and the keys the call
--- declared (uv_keys.c's fg_uv_keys_base).
-local function counter(name, keys)
+-- declared (uv_keys.c's fg_uv_keys_base). A value under its name is
+-- `taken`: WRONGTYPE, or FG.UVCREATE's "key exists".
+local function counter(name, keys, taken)
     if #name == 0 or #name > UV_NAME_MAX then
         fail("ERR counter names are 1 to 64 bytes on the script backend: '" .. string.sub(name, 1, 100) .. "'")
     end
@@ -67,7 +68,7 @@ local function counter(name, keys)
         end
         base = '{' .. name .. '}'
     end
-    if redis.call('EXISTS', name) == 1 then fail(WRONGTYPE) end
+    if redis.call('EXISTS', name) == 1 then fail(taken or WRONGTYPE) end
     local declared = {}
     for _, k in ipairs(keys) do declared[k] = true end
     return {name = name, base = base, declared = declared}
@@ -165,7 +166,7 @@ commands['FG.UVCREATE'] = function(keys, argv, i)
                  .. 'SPAN 604800, MINUTES 60, HOURS 48, DAYS 31 and TZOFFSET 0')
         end
     end
-    local c = counter(keys[1], keys)
+    local c = counter(keys[1], keys, 'ERR key exists')
     if exists(c, keys) then fail('ERR key exists') end
     return {ok = 'OK'}
 end
