@@ -23,7 +23,8 @@ FLOODGATE = os.path.join(harness.REPO, "build", "floodgate")
 LIBRARY_FILE = os.path.join(harness.REPO, "build", "floodgate-functions.lua")
 FUNCTIONS = sorted(["fg_token", "fg_leaky", "fg_gcra", "fg_fixed", "fg_sliding", "fg_slidelog",
                     "cl_throttle", "gcra", "fg_peek", "fg_refund", "fg_reset", "fg_inspect",
-                    "fg_check", "fg_policy"])
+                    "fg_check", "fg_policy", "fg_uvcreate", "fg_uvadd", "fg_uvaddat", "fg_uvcount",
+                    "fg_uvexport"])
 READ_ONLY = {"fg_peek", "fg_inspect"}
 T0 = 1_700_000_000_000_000  # an explicit instant, unix us
 
