@@ -96,6 +96,24 @@ def grid():
 # ------------------------------------------------------------- mem: and server
 
 
+def off_grid(h, off):
+    """Windows of counter k, around hour h, that no grid has."""
+    return [("count k between %d %d" % ((h + 10) * US, (h + 20) * US),
+             off % ((h + 10) * US, "k", grid())),
+            ("count k between %d %d" % (h * US, (h + 90) * US), off % ((h + 90) * US, "k", grid()))]
+
+
+def last_windows():
+    """LAST windows of counter k, whose 8 items are 2 to 4 hours old."""
+    return [("count k last 1 minutes", "ok 0"),
+            ("count k last 4 hours", "ok 8"),
+            ("count k nokey last 4 hours", "ok 8"),
+            ("count nokey last 4 hours", "ok 0"),
+            ("count k last 8 days",
+             "err invalid ERR LAST window of 691200 seconds is longer than the SPAN of 'k' (604800 "
+             "seconds)")]
+
+
 def script(h):
     """(command, the answer both backends must give) with items around the
     hour h, two to three hours ago, and the real clock for LAST."""
@@ -112,16 +130,9 @@ def script(h):
         ("count k between %d %d" % (h * US, (h + 3600) * US), "ok 8"),
         ("count k between %d %d" % (h * US, (h + 60) * US), "ok 3"),
         ("count k between %d %d" % ((h + 60) * US, (h + 120) * US + 999999), "ok 2"),
-        ("count k between %d %d" % ((h + 10) * US, (h + 20) * US), off % ((h + 10) * US, "k", grid())),
-        ("count k between %d %d" % (h * US, (h + 90) * US), off % ((h + 90) * US, "k", grid())),
+        *off_grid(h, off),
         ("count k between %d %s" % ((h + 60) * US, future), "ok 5"),  # exact: ends after newest
-        ("count k last 1 minutes", "ok 0"),
-        ("count k last 4 hours", "ok 8"),
-        ("count k nokey last 4 hours", "ok 8"),
-        ("count nokey last 4 hours", "ok 0"),
-        ("count k last 8 days",
-         "err invalid ERR LAST window of 691200 seconds is longer than the SPAN of 'k' (604800 "
-         "seconds)"),
+        *last_windows(),
         ("count k last 0 hours", "err invalid ERR n must be between 1 and 15552000"),
         ("count k last 1 7", "err invalid ERR unit must be SECONDS, MINUTES, HOURS or DAYS"),
         ("count k between 5000000 5999999",
@@ -466,15 +477,8 @@ def stock_script(h):
         ("add k %s 0x 0x00 0x00ff" % at(3000), "ok 1"),
         ("count k between %d %d" % (h * US, (h + 3600) * US), "ok 6"),
         ("count k between %d %d" % (h * US, (h + 7200) * US), "ok 8"),
-        ("count k between %d %d" % ((h + 10) * US, (h + 20) * US), off % ((h + 10) * US, "k", grid())),
-        ("count k between %d %d" % (h * US, (h + 90) * US), off % ((h + 90) * US, "k", grid())),
-        ("count k last 1 minutes", "ok 0"),
-        ("count k last 4 hours", "ok 8"),
-        ("count k nokey last 4 hours", "ok 8"),
-        ("count nokey last 4 hours", "ok 0"),
-        ("count k last 8 days",
-         "err invalid ERR LAST window of 691200 seconds is longer than the SPAN of 'k' (604800 "
-         "seconds)"),
+        *off_grid(h, off),
+        *last_windows(),
         ("count k n1 n2 n3 n4 n5 n6 n7 n8 n9 last 1 days", "ok 8"),
         ("create k", "err invalid ERR key exists"),
         ("create b", "ok"),

@@ -80,6 +80,19 @@ static bool has_rules(int argc, const char *const *argv, const size_t *lens) {
     return false;
 }
 
+/* EVALSHA <sha> <nkeys> (or EVAL <text> ...): the head of every script
+ * form, its number of arguments. */
+static int script_head(const fg_script *s, bool eval, const char **out, size_t *outlens,
+                       char *nkeys, int total) {
+    out[0] = eval ? "EVAL" : "EVALSHA";
+    outlens[0] = eval ? 4 : 7;
+    out[1] = eval ? s->text : s->sha;
+    outlens[1] = eval ? s->len : 40;
+    out[2] = nkeys;
+    outlens[2] = (size_t)snprintf(nkeys, 8, "%d", total);
+    return 3;
+}
+
 /* An argument as an integer; false when it is none (the script refuses it). */
 static bool integer_of(const char *s, size_t len, int64_t *v) {
     char buf[24], *end;
@@ -134,13 +147,7 @@ static int uv_script_args(const fg_script *s, int argc, const char *const *argv,
     clock_gettime(CLOCK_REALTIME, &ts);
     if (uv_call_of(argc, argv, lens, &call))
         nderived = fg_uv_script_keys(argv[1], lens[1], &call, (int64_t)ts.tv_sec, derived);
-    int n = 0;
-    out[n] = eval ? "EVAL" : "EVALSHA";
-    outlens[n++] = eval ? 4 : 7;
-    out[n] = eval ? s->text : s->sha;
-    outlens[n++] = eval ? s->len : 40;
-    out[n] = nkeys;
-    outlens[n++] = (size_t)snprintf(nkeys, 8, "%zu", 1 + nderived);
+    int n = script_head(s, eval, out, outlens, nkeys, 1 + (int)nderived);
     out[n] = argv[1];
     outlens[n++] = lens[1];
     for (size_t i = 0; i < nderived; i++, n++) {
@@ -168,13 +175,7 @@ int fg_script_args(int argc, const char *const *argv, const size_t *lens, bool e
                                                                                     : -1;
     int total = moved + (derived_from >= 0 ? FG_POLICY_KEYS : 0);
     char(*derived)[FG_POLICY_KEY_MAX] = (char(*)[FG_POLICY_KEY_MAX])(nkeys + 8);
-    int n = 0;
-    out[n] = eval ? "EVAL" : "EVALSHA";
-    outlens[n++] = eval ? 4 : 7;
-    out[n] = eval ? s->text : s->sha;
-    outlens[n++] = eval ? s->len : 40;
-    out[n] = nkeys;
-    outlens[n++] = (size_t)snprintf(nkeys, 8, "%d", total);
+    int n = script_head(s, eval, out, outlens, nkeys, total);
     for (int i = rt->key; i < rt->key + moved; i++, n++) {
         out[n] = argv[i];
         outlens[n] = lens[i];
