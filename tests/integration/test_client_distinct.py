@@ -18,6 +18,7 @@ import time
 import pytest
 import redis
 
+import backends
 from harness import RawClient, RespError, Server
 from test_client import program
 
@@ -95,6 +96,24 @@ def grid():
 # ------------------------------------------------------------- mem: and server
 
 
+def off_grid(h, off):
+    """Windows of counter k, around hour h, that no grid has."""
+    return [("count k between %d %d" % ((h + 10) * US, (h + 20) * US),
+             off % ((h + 10) * US, "k", grid())),
+            ("count k between %d %d" % (h * US, (h + 90) * US), off % ((h + 90) * US, "k", grid()))]
+
+
+def last_windows():
+    """LAST windows of counter k, whose 8 items are 2 to 4 hours old."""
+    return [("count k last 1 minutes", "ok 0"),
+            ("count k last 4 hours", "ok 8"),
+            ("count k nokey last 4 hours", "ok 8"),
+            ("count nokey last 4 hours", "ok 0"),
+            ("count k last 8 days",
+             "err invalid ERR LAST window of 691200 seconds is longer than the SPAN of 'k' (604800 "
+             "seconds)")]
+
+
 def script(h):
     """(command, the answer both backends must give) with items around the
     hour h, two to three hours ago, and the real clock for LAST."""
@@ -111,16 +130,9 @@ def script(h):
         ("count k between %d %d" % (h * US, (h + 3600) * US), "ok 8"),
         ("count k between %d %d" % (h * US, (h + 60) * US), "ok 3"),
         ("count k between %d %d" % ((h + 60) * US, (h + 120) * US + 999999), "ok 2"),
-        ("count k between %d %d" % ((h + 10) * US, (h + 20) * US), off % ((h + 10) * US, "k", grid())),
-        ("count k between %d %d" % (h * US, (h + 90) * US), off % ((h + 90) * US, "k", grid())),
+        *off_grid(h, off),
         ("count k between %d %s" % ((h + 60) * US, future), "ok 5"),  # exact: ends after newest
-        ("count k last 1 minutes", "ok 0"),
-        ("count k last 4 hours", "ok 8"),
-        ("count k nokey last 4 hours", "ok 8"),
-        ("count nokey last 4 hours", "ok 0"),
-        ("count k last 8 days",
-         "err invalid ERR LAST window of 691200 seconds is longer than the SPAN of 'k' (604800 "
-         "seconds)"),
+        *last_windows(),
         ("count k last 0 hours", "err invalid ERR n must be between 1 and 15552000"),
         ("count k last 1 7", "err invalid ERR unit must be SECONDS, MINUTES, HOURS or DAYS"),
         ("count k between 5000000 5999999",
@@ -392,7 +404,7 @@ def test_mem_runs_by_the_injected_clock():
 
 def test_unreachable_server_and_server_without_the_module():
     s = Server(module=False).start()
-    c = DistinctClient(url(s))
+    c = DistinctClient(url(s) + "?backend=module")  # auto: the scripts (below)
     try:
         assert c("add k -1 a").startswith("err protocol ERR unknown command")
         assert c("count k last 1 hours").startswith("err protocol ERR unknown command")
@@ -447,3 +459,62 @@ def test_cluster(cluster):
         assert node.execute_command("FG.UVCOUNT", k, "LAST", 1, "HOURS") == 3
         node.close()
     assert differential(seeds, 7, 3000)["counted"] > 50
+
+
+# ------------------------------------------------------- servers without the module
+
+
+def stock_script(h):
+    """The lines of script(h) whose windows uv.lua answers as the module does
+    (docs/scripts.md, "Unique counters"): on the hour grid, or LAST windows whose items
+    lie far from their start; FG.UVCREATE with options needs the module."""
+    at = lambda s: str((h + s) * US + 123456)  # noqa: E731
+    off = "err invalid ERR BETWEEN edge %d is not on the grid of '%s' (%s)"
+    return [
+        ("add k %s a b c" % at(10), "ok 1"),
+        ("add k %s a" % at(10), "ok 0"),
+        ("add k %s d e" % at(3670), "ok 1"),
+        ("add k %s 0x 0x00 0x00ff" % at(3000), "ok 1"),
+        ("count k between %d %d" % (h * US, (h + 3600) * US), "ok 6"),
+        ("count k between %d %d" % (h * US, (h + 7200) * US), "ok 8"),
+        *off_grid(h, off),
+        *last_windows(),
+        ("count k n1 n2 n3 n4 n5 n6 n7 n8 n9 last 1 days", "ok 8"),
+        ("create k", "err invalid ERR key exists"),
+        ("create b", "ok"),
+        ("add k %s x" % str(int(time.time() + 3600) * US),
+         "err invalid ERR unix_us is more than 60 seconds in the future"),
+    ]
+
+
+@pytest.mark.parametrize("kind", backends.STOCK)
+def test_stock_backends_answer_as_the_module(r, server, kind):
+    """fg_distinct_* over the scripts (uv.lua) of a stock server and cluster:
+    the module's answers for these lines, exports of the same bytes, a union
+    of many keys in one round trip, and WRONGTYPE for another family's key."""
+    stock = backends.target(kind)
+    h = hour_start(3)
+    steps = stock_script(h)
+    module, scripts = DistinctClient(url(server)), DistinctClient(stock.url)
+    try:
+        for line, expected in steps:
+            assert module(line) == expected, line[:70]
+            assert scripts(line) == expected, line[:70]
+        for spec in ("k last 1 days", "k between %d %d" % (h * US, (h + 3600) * US),
+                     "k nokey last 4 hours"):
+            assert scripts.export(spec) == module.export(spec), spec
+        keys = ["{m}%d" % i for i in range(12)]
+        for i, k in enumerate(keys):
+            assert scripts("add %s -1 %s x%d" % (k, k, i)) == "ok 1"
+        before = scripts.round_trips()
+        assert scripts("count %s last 1 hours" % " ".join(keys)) == "ok 24"
+        assert scripts.round_trips() == before + 1
+        c = stock.client()
+        c.set("str", "v")
+        c.close()
+        assert scripts("add str -1 a") == \
+            "err wrongtype WRONGTYPE Operation against a key holding the wrong kind of value"
+        assert scripts("count k str last 1 hours").startswith("err wrongtype WRONGTYPE")
+    finally:
+        module.close()
+        scripts.close()

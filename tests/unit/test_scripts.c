@@ -27,13 +27,18 @@ static void test_embedded_scripts(void **state) {
         assert_int_equal(strlen(s->text), s->len);
         assert_true(s->len > strlen(RUN));
         assert_string_equal(s->text + s->len - strlen(RUN), RUN);
-        /* a family's fast path (src/scripts/fast/) comes first, when it has one */
-        assert_true(strncmp(s->text, "-- prelude.lua", 14) == 0 ||
-                    (strncmp(s->text, "do\n-- fast/", 11) == 0 && strstr(s->text, "\n-- prelude.lua")));
+        /* a family's fast path (src/scripts/fast/) comes first, when it has
+         * one, then base.lua, then the prelude unless the family says not */
+        assert_true(strncmp(s->text, "-- base.lua", 11) == 0 ||
+                    (strncmp(s->text, "do\n-- fast/", 11) == 0 && strstr(s->text, "\n-- base.lua")));
+        assert_true((strstr(s->text, "\n-- prelude.lua") == NULL) ==
+                    (strstr(s->text, "\n--@ no prelude\n") != NULL));
         assert_ptr_equal(fg_script_of_family(s->family), s);
     }
     assert_non_null(fg_script_of_family("ratelimit"));
     assert_null(fg_script_of_family("prelude"));
+    assert_null(fg_script_of_family("base"));
+    assert_non_null(fg_script_of_family("lock"));
     assert_null(fg_script_of_family("functions"));
 }
 
@@ -52,14 +57,16 @@ static const char *form(const char *words, bool eval) {
         lens[argc++] = strlen(w);
     }
     int n = fg_script_args(argc, argv, lens, eval, args, outlens, nkeys);
-    const fg_script *s = fg_script_of_family("ratelimit");
+    const fg_script *s = NULL;
     out[0] = '\0';
     for (int i = 0; i < n; i++) {
         if (i > 0) strcat(out, " ");
-        if (args[i] == s->text && outlens[i] == s->len)
+        for (size_t f = 0; f < fg_nscripts; f++)
+            if (args[i] == fg_scripts[f].text || args[i] == fg_scripts[f].sha) s = &fg_scripts[f];
+        if (s != NULL && args[i] == s->text && outlens[i] == s->len)
             strcat(out, "<text>");
-        else if (args[i] == s->sha && outlens[i] == 40)
-            strcat(out, "<sha>");
+        else if (s != NULL && args[i] == s->sha && outlens[i] == 40)
+            strcat(out, s == fg_script_of_family("ratelimit") ? "<sha>" : "<other sha>");
         else
             strncat(out, args[i], outlens[i]);
     }
@@ -80,7 +87,16 @@ static void test_script_form(void **state) {
     assert_string_equal(form("fg.leaky k 5 1", false), "EVALSHA <sha> 1 k fg.leaky 5 1");
     /* Not the scripts': sent as they are. */
     assert_string_equal(form("BF.ADD k x", false), "");
-    assert_string_equal(form("FG.LOCK k o 1000", false), "");
+    /* lock.lua's: one key, or numkeys keys, moved (numkeys stays). */
+    assert_string_equal(form("FG.LOCK k o 1000 WAIT 5", false),
+                        "EVALSHA <other sha> 1 k FG.LOCK o 1000 WAIT 5");
+    assert_string_equal(form("FG.MLOCK 2 {a}x {a}y o 1000", false),
+                        "EVALSHA <other sha> 2 {a}x {a}y FG.MLOCK 2 o 1000");
+    assert_string_equal(form("FG.UNWAIT 1 k o", true), "EVAL <text> 1 k FG.UNWAIT 1 o");
+    /* numkeys past the arguments: the keys there are; not a number: none
+     * (the script refuses it with the module's words). */
+    assert_string_equal(form("FG.MUNLOCK 5 a b", false), "EVALSHA <other sha> 2 a b FG.MUNLOCK 5");
+    assert_string_equal(form("FG.MLOCK x a o 1", false), "EVALSHA <other sha> 0 FG.MLOCK x a o 1");
     assert_string_equal(form("FG.TOKENS k 1 1", false), "");
     /* Too short to hold its key: the server's arity error, as sent. */
     assert_string_equal(form("FG.PEEK TOKEN", false), "");
@@ -104,7 +120,10 @@ static void test_routes(void **state) {
     }
     for (size_t i = 0; i < fg_nscript_routes; i++) {
         const fg_script_route *rt = &fg_script_routes[i];
-        assert_true(rt->key >= 1 && rt->nkeys >= 1 && rt->nkeys < 1000000);
+        if (rt->keys == FG_KEYS_COUNTED) /* numkeys just before the keys */
+            assert_true(rt->key == 2 && rt->nkeys == 0);
+        else
+            assert_true(rt->key >= 1 && rt->nkeys >= 1 && rt->nkeys < 1000000);
     }
 }
 

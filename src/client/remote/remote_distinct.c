@@ -21,6 +21,12 @@
  *     cluster's rule: keys in several slots are the server's CROSSSLOT,
  *     whatever their number.
  *
+ * A server without the module answers them as uv.lua, one counter per
+ * command, since each declares some hundred bucket keys (scripts.c): a
+ * union of several is their exports, merged here, and an export comes
+ * back as the buckets' HyperLogLog, sparse or dense, which is made dense
+ * here as the module's is.
+ *
  * Errors map as for limits (fg_reply_error): the module's "ERR ..." is
  * FG_CODE_INVALID, WRONGTYPE FG_CODE_WRONGTYPE, a module without the
  * commands FG_CODE_PROTOCOL; a cluster's CROSSSLOT is the caller's keys, so
@@ -159,7 +165,7 @@ static fg_code uv_add(void *s, const char *key, const void *const *items, const 
  * to 1 + MORE_KEYS keys, or FG.UVEXPORTs whose registers are merged. */
 typedef struct union_call {
     const char *const *keys;
-    size_t nkeys;
+    size_t nkeys, more; /* keys after the first in a command: 0 for uv.lua */
     const fg_window *w;
     const char *name; /* the command when there is one */
     int64_t count;
@@ -167,21 +173,51 @@ typedef struct union_call {
     uint8_t *regs; /* the merged registers, when there are several */
 } union_call;
 
-/* Command k: the first key, the window, then keys 1 + k * MORE_KEYS on. */
+/* Command k: the first key, the window, then keys 1 + k * more on; for
+ * uv.lua key k alone. */
 static void build_union(fg_command *cmd, size_t k, void *arg) {
     const union_call *call = arg;
-    fg_command_start(cmd, call->name, call->keys[0]);
+    fg_command_start(cmd, call->name, call->keys[call->more > 0 ? 0 : k]);
     add_window(cmd, call->w);
-    size_t first = 1 + k * MORE_KEYS;
-    for (size_t i = first; i < call->nkeys && i < first + MORE_KEYS; i++)
+    size_t first = 1 + k * call->more;
+    for (size_t i = first; i < call->nkeys && i < first + call->more; i++)
         fg_command_str(cmd, call->keys[i]);
 }
 
-/* A dense HLL string's registers (the inverse of fg_uv_to_redis_hll). */
+/* A sparse HLL string's registers (Redis's opcodes: ZERO 00xxxxxx and
+ * XZERO 01xxxxxx yyyyyyyy, runs of zeros; VAL 1vvvvvxx, xx + 1 registers
+ * of vvvvv + 1), which must cover the 16384 exactly. */
+static bool sparse_registers(const uint8_t *p, const uint8_t *end, uint8_t regs[FG_UV_REGISTERS]) {
+    size_t at = 0;
+    while (p < end) {
+        size_t run;
+        uint8_t value = 0;
+        if ((*p & 0xc0) == 0) {
+            run = (size_t)(*p++ & 0x3f) + 1;
+        } else if ((*p & 0xc0) == 0x40) {
+            if (p + 1 == end) return false;
+            run = ((size_t)(p[0] & 0x3f) << 8 | p[1]) + 1;
+            p += 2;
+        } else {
+            value = (uint8_t)((*p >> 2 & 0x1f) + 1);
+            run = (size_t)(*p++ & 3) + 1;
+        }
+        if (run > FG_UV_REGISTERS - at) return false;
+        memset(regs + at, value, run);
+        at += run;
+    }
+    return at == FG_UV_REGISTERS;
+}
+
+/* A HLL string's registers, dense (the inverse of fg_uv_to_redis_hll) or
+ * sparse. */
 static bool hll_registers(const redisReply *r, uint8_t regs[FG_UV_REGISTERS]) {
-    if (r->type != REDIS_REPLY_STRING || r->len != FG_UV_HLL_BYTES ||
-        memcmp(r->str, "HYLL", 4) != 0 || r->str[4] != 0)
+    if (r->type != REDIS_REPLY_STRING || r->len < HLL_HEADER || memcmp(r->str, "HYLL", 4) != 0)
         return false;
+    if (r->str[4] == 1)
+        return sparse_registers((const uint8_t *)r->str + HLL_HEADER,
+                                (const uint8_t *)r->str + r->len, regs);
+    if (r->len != FG_UV_HLL_BYTES || r->str[4] != 0) return false;
     const uint8_t *p = (const uint8_t *)r->str + HLL_HEADER;
     for (int i = 0; i < FG_UV_REGISTERS; i += 4, p += 3) {
         regs[i] = p[0] & 63;
@@ -212,11 +248,19 @@ static fg_code parse_union(const redisReply *r, size_t k, void *arg, fg_error *e
 
 static fg_code uv_union(void *s, const char *const *keys, size_t nkeys, const fg_window *w,
                         const fg_uv_window *range, int64_t *count, uint8_t *hll, fg_error *err) {
-    union_call call = {keys, nkeys, w, count != NULL ? "FG.UVCOUNT" : "FG.UVEXPORT", 0, hll, NULL};
+    fg_error why = {0};
+    fg_dialect d = fg_remote_dialect(s, &why);
+    if (d == FG_DIALECT_AUTO)
+        return fg_set_error(err, why.code != FG_CODE_OK ? why.code : FG_CODE_IO, "%s", why.message);
+    bool scripts = d == FG_DIALECT_SCRIPT;
+    union_call call = {keys, nkeys, scripts ? 0 : MORE_KEYS, w,
+                       count != NULL ? "FG.UVCOUNT" : "FG.UVEXPORT", 0, hll, NULL};
     (void)range;
-    /* ceil((nkeys - 1) / MORE_KEYS) commands, at least one */
-    size_t further = nkeys - 1, ncmds = further > 0 ? (further + MORE_KEYS - 1) / MORE_KEYS : 1;
-    if (ncmds == 1) {
+    /* ceil((nkeys - 1) / MORE_KEYS) commands, at least one; one a key for
+     * uv.lua, whose exports are always merged (made dense) */
+    size_t further = nkeys - 1,
+           ncmds = scripts ? nkeys : further > 0 ? (further + MORE_KEYS - 1) / MORE_KEYS : 1;
+    if (ncmds == 1 && (count != NULL || !scripts)) {
         fg_code rc = fg_pipeline(s, 1, build_union, reply_error, parse_union, &call, err);
         if (rc == FG_CODE_OK && count != NULL) *count = call.count;
         return rc;

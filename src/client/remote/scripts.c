@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "floodgate.h"
 
@@ -27,6 +28,7 @@
 #define POLICY(sub)         {"FG.POLICY", sub, 2, FG_POLICY_KEYS, "policy", FG_KEYS_POLICY}
 #define LOCK(command)       {command, NULL, 1, 1, "lock", FG_KEYS_NAMED}
 #define LOCKS(command)      {command, NULL, 2, 0, "lock", FG_KEYS_COUNTED}
+#define UV(command)         {command, NULL, 1, 1, "uv", FG_KEYS_UV}
 
 const fg_script_route fg_script_routes[] = {
     LIMIT("FG.TOKEN", 1),    LIMIT("FG.LEAKY", 1),   LIMIT("FG.GCRA", 1),
@@ -41,6 +43,9 @@ const fg_script_route fg_script_routes[] = {
     LOCK("FG.LOCKINFO"),     LOCK("FG.FENCE"),       LOCK("FG.FSET"),
     LOCK("FG.FGET"),         LOCKS("FG.MLOCK"),      LOCKS("FG.MUNLOCK"),
     LOCKS("FG.UNWAIT"),
+    /* unique counters (uv.lua) */
+    UV("FG.UVCREATE"),       UV("FG.UVADD"),         UV("FG.UVADDAT"),
+    UV("FG.UVCOUNT"),        UV("FG.UVEXPORT"),
 };
 const size_t fg_nscript_routes = sizeof(fg_script_routes) / sizeof(fg_script_routes[0]);
 
@@ -82,6 +87,29 @@ static bool has_rules(int argc, const char *const *argv, const size_t *lens) {
     return false;
 }
 
+/* EVALSHA <sha> <nkeys> (or EVAL <text> ...): the head of every script
+ * form, its number of arguments. */
+static int script_head(const fg_script *s, bool eval, const char **out, size_t *outlens,
+                       char *nkeys, int total) {
+    out[0] = eval ? "EVAL" : "EVALSHA";
+    outlens[0] = eval ? 4 : 7;
+    out[1] = eval ? s->text : s->sha;
+    outlens[1] = eval ? s->len : 40;
+    out[2] = nkeys;
+    outlens[2] = (size_t)snprintf(nkeys, 8, "%d", total);
+    return 3;
+}
+
+/* An argument as an integer; false when it is none (the script refuses it). */
+static bool integer_of(const char *s, size_t len, int64_t *v) {
+    char buf[24], *end;
+    if (len == 0 || len >= sizeof(buf)) return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    *v = strtoll(buf, &end, 10);
+    return *end == '\0';
+}
+
 /* How many keys a route moves out of argv: a counted route's numkeys when
  * it is a number of the arguments that follow it (else none, and the
  * script refuses the numkeys with the module's words). */
@@ -89,15 +117,68 @@ static int moved_keys(const fg_script_route *rt, int argc, const char *const *ar
                       const size_t *lens) {
     if (rt->keys == FG_KEYS_POLICY) return 0;
     if (rt->keys != FG_KEYS_COUNTED) return rt->nkeys;
-    char digits[8];
-    size_t len = lens[rt->key - 1];
-    if (len < 1 || len >= sizeof(digits)) return 0;
-    memcpy(digits, argv[rt->key - 1], len);
-    digits[len] = '\0';
-    char *end;
-    long n = strtol(digits, &end, 10);
-    if (*end != '\0' || digits[0] < '1' || digits[0] > '9') return 0;
+    int64_t n;
+    if (!integer_of(argv[rt->key - 1], lens[rt->key - 1], &n) || n < 1) return 0;
     return n > argc - rt->key ? argc - rt->key : (int)n;
+}
+
+/* What a counter's command asks, read as far as its keys need (the script
+ * checks it all): false when its words are not a call's. */
+static bool uv_call_of(int argc, const char *const *argv, const size_t *lens, fg_uv_call *call) {
+    static const struct {
+        const char *word;
+        int64_t seconds;
+    } units[] = {{"SECONDS", 1}, {"SECOND", 1}, {"MINUTES", 60}, {"MINUTE", 60},
+                 {"HOURS", 3600}, {"HOUR", 3600}, {"DAYS", 86400}, {"DAY", 86400}};
+    int64_t a, b;
+    *call = (fg_uv_call){.kind = FG_UV_CALL_ADD};
+    if (same_word("FG.UVCREATE", argv[0], lens[0])) call->kind = FG_UV_CALL_ALL;
+    if (same_word("FG.UVADDAT", argv[0], lens[0])) {
+        call->kind = FG_UV_CALL_ADDAT;
+        if (argc < 3 || !integer_of(argv[2], lens[2], &a) || a < 0) return false;
+        call->at = a / FG_UV_US_PER_SEC;
+    }
+    if (!same_word("FG.UVCOUNT", argv[0], lens[0]) && !same_word("FG.UVEXPORT", argv[0], lens[0]))
+        return true;
+    call->kind = FG_UV_CALL_WINDOW;
+    if (argc < 5 || !integer_of(argv[3], lens[3], &a) || a < 0) return false;
+    if (same_word("LAST", argv[2], lens[2])) {
+        if (a < 1 || a > FG_UV_MAX_SPAN) return false;
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+            if (same_word(units[i].word, argv[4], lens[4]))
+                call->window = (fg_uv_window){.last = true, .seconds = a * units[i].seconds};
+        return call->window.last;
+    }
+    if (!same_word("BETWEEN", argv[2], lens[2]) || !integer_of(argv[4], lens[4], &b)) return false;
+    call->window = (fg_uv_window){.start = a / FG_UV_US_PER_SEC, .end = b / FG_UV_US_PER_SEC};
+    return call->window.start < call->window.end;
+}
+
+/* A counter's command: EVALSHA <sha> <nkeys> <the counter> <its buckets
+ * at the client's clock> <the command without its first key>. */
+static int uv_script_args(const fg_script *s, int argc, const char *const *argv,
+                          const size_t *lens, bool eval, const char **out, size_t *outlens,
+                          char *nkeys) {
+    char(*derived)[FG_UV_BUCKET_KEY_MAX] = (char(*)[FG_UV_BUCKET_KEY_MAX])(nkeys + 8);
+    struct timespec ts;
+    fg_uv_call call;
+    size_t nderived = 0;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (uv_call_of(argc, argv, lens, &call))
+        nderived = fg_uv_script_keys(argv[1], lens[1], &call, (int64_t)ts.tv_sec, derived);
+    int n = script_head(s, eval, out, outlens, nkeys, 1 + (int)nderived);
+    out[n] = argv[1];
+    outlens[n++] = lens[1];
+    for (size_t i = 0; i < nderived; i++, n++) {
+        out[n] = derived[i];
+        outlens[n] = strlen(derived[i]);
+    }
+    for (int i = 0; i < argc; i++) {
+        if (i == 1) continue;
+        out[n] = argv[i];
+        outlens[n++] = lens[i];
+    }
+    return n;
 }
 
 int fg_script_args(int argc, const char *const *argv, const size_t *lens, bool eval,
@@ -105,6 +186,7 @@ int fg_script_args(int argc, const char *const *argv, const size_t *lens, bool e
     const fg_script_route *rt;
     const fg_script *s = fg_script_for(argc, argv, lens, &rt);
     if (s == NULL) return 0;
+    if (rt->keys == FG_KEYS_UV) return uv_script_args(s, argc, argv, lens, eval, out, outlens, nkeys);
     /* The keys moved out of the arguments, and those derived from a name. */
     int moved = moved_keys(rt, argc, argv, lens);
     int derived_from = rt->keys == FG_KEYS_POLICY                                      ? rt->key
@@ -112,13 +194,7 @@ int fg_script_args(int argc, const char *const *argv, const size_t *lens, bool e
                                                                                     : -1;
     int total = moved + (derived_from >= 0 ? FG_POLICY_KEYS : 0);
     char(*derived)[FG_POLICY_KEY_MAX] = (char(*)[FG_POLICY_KEY_MAX])(nkeys + 8);
-    int n = 0;
-    out[n] = eval ? "EVAL" : "EVALSHA";
-    outlens[n++] = eval ? 4 : 7;
-    out[n] = eval ? s->text : s->sha;
-    outlens[n++] = eval ? s->len : 40;
-    out[n] = nkeys;
-    outlens[n++] = (size_t)snprintf(nkeys, 8, "%d", total);
+    int n = script_head(s, eval, out, outlens, nkeys, total);
     for (int i = rt->key; i < rt->key + moved; i++, n++) {
         out[n] = argv[i];
         outlens[n] = lens[i];

@@ -24,6 +24,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "uv_keys.h"
+
 /* A family's script. */
 typedef struct fg_script {
     const char *family; /* "ratelimit": src/scripts/ratelimit.lua */
@@ -45,12 +47,15 @@ extern const size_t fg_functions_len;
  * FG.POLICY's subcommands name the policy at argv[key]; FG.CHECK names its
  * state key at argv[key] and the policy just before it, and takes the
  * policy's keys too unless it carries RULES (a cluster's check, whose
- * policy is on another slot: remote_policy.c). */
+ * policy is on another slot: remote_policy.c). A unique counter's keys are
+ * its name and the buckets a call may need at the client's clock
+ * (core/uv_keys.h). */
 typedef enum fg_script_keys {
     FG_KEYS_NAMED,   /* argv[key .. key + nkeys) */
     FG_KEYS_COUNTED, /* argv[key .. key + n), n the integer at argv[key - 1] (FG.MLOCK) */
     FG_KEYS_POLICY,  /* the policy argv[key]'s three keys */
     FG_KEYS_CHECK,   /* argv[key], then argv[key - 1]'s three keys without RULES */
+    FG_KEYS_UV,      /* argv[key], then its buckets */
 } fg_script_keys;
 
 /* A command that a family's script runs: argv[0] names it, and argv[1]
@@ -74,11 +79,13 @@ extern const fg_script_route fg_script_routes[];
 extern const size_t fg_nscript_routes;
 
 /* The script form takes at most this many arguments more than the command
- * (EVALSHA, the SHA1, the number of keys, a policy's keys). */
-#define FG_SCRIPT_EXTRA_ARGS (3 + FG_POLICY_KEYS)
+ * (EVALSHA, the SHA1, the number of keys, a policy's or a counter's keys). */
+#define FG_SCRIPT_EXTRA_ARGS (3 + FG_UV_SCRIPT_KEYS)
 /* Room for what the script form makes: the number of keys as text, and a
- * policy's keys. */
-#define FG_SCRIPT_NKEYS_MAX (8 + FG_POLICY_KEYS * FG_POLICY_KEY_MAX)
+ * policy's or a counter's derived keys. */
+#define FG_SCRIPT_NKEYS_MAX (8 + FG_UV_SCRIPT_KEYS * FG_UV_BUCKET_KEY_MAX)
+_Static_assert(FG_POLICY_KEYS * FG_POLICY_KEY_MAX <= FG_UV_SCRIPT_KEYS * FG_UV_BUCKET_KEY_MAX,
+               "a counter's keys take the most room");
 
 /* The script of a family, NULL when there is none. */
 const fg_script *fg_script_of_family(const char *family);
