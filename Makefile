@@ -537,9 +537,9 @@ $(BUILD)/bench/server_bench: bench/server_bench.c $(LIB_A) include/floodgate.h
 bench-locks: deps module $(BUILD)/bench/lock_bench
 	bash bench/lock_bench.sh
 
-$(BUILD)/bench/lock_bench: bench/lock_bench.c
+$(BUILD)/bench/lock_bench: bench/lock_bench.c $(LIB_A) include/floodgate.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -O2 -o $@ $< -lhiredis -lpthread
+	$(CC) $(CFLAGS) -O2 -Iinclude -o $@ $< $(LIB_A) -lhiredis -lpthread -lm
 
 # Locks at scale: one FG.UNLOCK granting 500-8,000 waiters, semaphores of
 # 1,000-40,000 holders; server CPU time (bench/lock_scale.py; a few minutes).

@@ -2,6 +2,12 @@
  * lock_bench.c - locks against a server: uncontended throughput and contended
  * hand-off latency, floodgate against the two usual Redis designs.
  *
+ * floodgate runs twice: the module's commands, and without the module:
+ * lock.lua (build/gen/scripts/, or $FLOODGATE_LOCK_SCRIPT) by EVALSHA on
+ * the same server, and for the hand-off libfloodgate's waiting calls over
+ * it (one fg_client a thread, ?backend=script), which wait for the
+ * script's hand-off message (docs/scripts.md, "Locks").
+ *
  * The baselines (scripts in bench/lua, written for this benchmark):
  *   - SET key owner NX PX lease, released by a compare-and-delete script;
  *     a waiter polls with SET NX and sleeps a fixed time between attempts.
@@ -54,6 +60,8 @@
  */
 #include <hiredis/hiredis.h>
 #include <poll.h>
+
+#include "floodgate.h"
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -86,6 +94,7 @@ static struct {
     char sha_release[41];      /* lock_release.lua */
     char sha_hash_acquire[41]; /* hash_lock_acquire.lua */
     char sha_hash_release[41]; /* hash_lock_release.lua */
+    char sha_lock[41];         /* lock.lua, floodgate without the module */
 } cfg;
 
 _Noreturn static void die(const char *fmt, ...) {
@@ -131,6 +140,8 @@ typedef enum op {
     OP_DEL_IF_OWNER, /* lock_release.lua */
     OP_HASH_LOCK,    /* hash_lock_acquire.lua */
     OP_HASH_UNLOCK,  /* hash_lock_release.lua */
+    OP_SCRIPT_LOCK,  /* lock.lua's FG.LOCK key owner lease */
+    OP_SCRIPT_UNLOCK,
 } op;
 
 static void append_op(redisContext *c, op o, const char *key, const char *owner) {
@@ -160,6 +171,12 @@ static void append_op(redisContext *c, op o, const char *key, const char *owner)
         redisAppendCommand(c, "EVALSHA %s 2 %s %s:released %s " LEASE_MS, cfg.sha_hash_release,
                            key, key, owner);
         break;
+    case OP_SCRIPT_LOCK:
+        redisAppendCommand(c, "EVALSHA %s 1 %s FG.LOCK %s " LEASE_MS, cfg.sha_lock, key, owner);
+        break;
+    case OP_SCRIPT_UNLOCK:
+        redisAppendCommand(c, "EVALSHA %s 1 %s FG.UNLOCK %s", cfg.sha_lock, key, owner);
+        break;
     }
 }
 
@@ -174,11 +191,13 @@ static bool succeeded(op o, const redisReply *r) {
         return r->type == REDIS_REPLY_INTEGER;
     case OP_FG_LOCK:
     case OP_FG_LOCK_WAIT:
+    case OP_SCRIPT_LOCK:
         return r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
                is_integer(r->element[0], 1) && r->element[1]->type == REDIS_REPLY_INTEGER &&
                r->element[1]->integer > 0;
     case OP_FG_UNLOCK:
     case OP_HASH_UNLOCK:
+    case OP_SCRIPT_UNLOCK:
         return is_integer(r, 0);
     case OP_SET_NX:
         return r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
@@ -228,18 +247,22 @@ static redisReply *command(redisContext *c, const char *fmt, ...) {
     return r;
 }
 
-static void load_script(redisContext *c, const char *name, char sha[41]) {
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/%s", cfg.lua_dir, name);
+static void load_script_file(redisContext *c, const char *path, char sha[41]) {
     FILE *f = fopen(path, "r");
     if (f == NULL) die("cannot open %s", path);
-    static char body[16384];
+    static char body[1 << 20];
     size_t len = fread(body, 1, sizeof(body), f);
     fclose(f);
     redisReply *r = command(c, "SCRIPT LOAD %b", body, len);
-    if (r->type != REDIS_REPLY_STRING || r->len != 40) die("SCRIPT LOAD %s: no SHA1", name);
+    if (r->type != REDIS_REPLY_STRING || r->len != 40) die("SCRIPT LOAD %s: no SHA1", path);
     memcpy(sha, r->str, 41);
     freeReplyObject(r);
+}
+
+static void load_script(redisContext *c, const char *name, char sha[41]) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", cfg.lua_dir, name);
+    load_script_file(c, path, sha);
 }
 
 static bool server_has_command(redisContext *c, const char *name) {
@@ -341,6 +364,10 @@ static const tp_case TP_CASES[] = {
     {"floodgate: FG.LOCK + FG.UNLOCK", true, {OP_FG_LOCK, OP_FG_UNLOCK}, 2, false, true},
     {"floodgate: FG.LOCK", true, {OP_FG_LOCK}, 1, false, false},
     {"floodgate: FG.UNLOCK", true, {OP_FG_UNLOCK}, 1, true, true},
+    {"floodgate without the module: lock.lua FG.LOCK + FG.UNLOCK", true,
+     {OP_SCRIPT_LOCK, OP_SCRIPT_UNLOCK}, 2, false, true},
+    {"floodgate without the module: lock.lua FG.LOCK", true, {OP_SCRIPT_LOCK}, 1, false, false},
+    {"floodgate without the module: lock.lua FG.UNLOCK", true, {OP_SCRIPT_UNLOCK}, 1, true, true},
     {"SET NX PX + compare-and-delete", false, {OP_SET_NX, OP_DEL_IF_OWNER}, 2, false, true},
     {"SET NX PX", false, {OP_SET_NX}, 1, false, false},
     {"compare-and-delete (EVALSHA)", false, {OP_DEL_IF_OWNER}, 1, true, true},
@@ -570,7 +597,7 @@ static void throughput(int rounds, unsigned long commands, int nconn, int pipeli
  * Contended hand-off
  * ------------------------------------------------------------------------- */
 
-typedef enum strategy_kind { ST_FLOODGATE, ST_POLL, ST_PUBSUB } strategy_kind;
+typedef enum strategy_kind { ST_FLOODGATE, ST_SCRIPT, ST_POLL, ST_PUBSUB } strategy_kind;
 
 typedef struct strategy {
     const char *name;
@@ -580,6 +607,8 @@ typedef struct strategy {
 
 static const strategy STRATEGIES[] = {
     {"floodgate: FG.LOCK ... WAIT (server FIFO)", ST_FLOODGATE, 0},
+    {"floodgate without the module: lock.lua + fg_lock's wait (FIFO, told by message)",
+     ST_SCRIPT, 0},
     {"SET NX PX, retry every 10 ms", ST_POLL, 10000},
     {"SET NX PX, retry every 1 ms", ST_POLL, 1000},
     {"Redisson-style: Lua + pub/sub wake-up", ST_PUBSUB, 0},
@@ -598,6 +627,7 @@ typedef struct contender {
     int id;
     const strategy *st;
     redisContext *c, *sub;
+    fg_client *lib; /* ST_SCRIPT */
     char owner[32];
     grant *grants;
     size_t len, cap;
@@ -685,8 +715,46 @@ static void wait_to_retry(contender *ct, int attempt, long long ttl_ms) {
         next_message(ct, ttl_ms > 0 ? (int)ttl_ms : 1);
 }
 
+/* The library's round trips so far, as this benchmark counts commands;
+ * a waiting call's subscription is one more. */
+static unsigned long library_commands(contender *ct) {
+    fg_stats st;
+    fg_get_stats(ct->lib, &st);
+    return (unsigned long)st.round_trips;
+}
+
+/* ST_SCRIPT: fg_lock waits (60 s at most, so that a lost grant fails the run). */
+static void acquire_by_library(contender *ct, grant *g) {
+    fg_lock_options o;
+    fg_lock_options_init(&o);
+    o.lease_ms = atoi(LEASE_MS);
+    o.wait_ms = 60000;
+    fg_lock_grant lg;
+    fg_error err;
+    unsigned long before = library_commands(ct);
+    g->asked_ns = g->sent_ns = now_ns();
+    if (fg_lock(ct->lib, CONTENDED_KEY, ct->owner, &o, &lg, &err) != FG_CODE_OK)
+        die("client %d: fg_lock: %s", ct->id, err.message);
+    if (!lg.acquired) die("client %d: fg_lock waited 60 s", ct->id);
+    g->granted_ns = now_ns();
+    unsigned long trips = library_commands(ct) - before;
+    ct->commands += trips + (trips > 1); /* waited: it subscribed too */
+}
+
+static void release_by_library(contender *ct) {
+    int64_t left;
+    fg_error err;
+    if (fg_unlock(ct->lib, CONTENDED_KEY, ct->owner, &left, &err) != FG_CODE_OK || left != 0)
+        die("client %d: fg_unlock: %s", ct->id, err.message);
+    ct->commands++;
+}
+
 /* Takes the lock the strategy's way; fills the times of *g. */
 static void acquire(contender *ct, grant *g) {
+    if (ct->st->kind == ST_SCRIPT) {
+        acquire_by_library(ct, g);
+        return;
+    }
     op o = ct->st->kind == ST_FLOODGATE ? OP_FG_LOCK_WAIT
            : ct->st->kind == ST_POLL    ? OP_SET_NX
                                         : OP_HASH_LOCK;
@@ -719,6 +787,10 @@ static void release(contender *ct) {
     atomic_store(&arena.holder, -1);
     atomic_store(&arena.releaser, ct->id);
     atomic_store(&arena.released_ns, now_ns());
+    if (ct->st->kind == ST_SCRIPT) {
+        release_by_library(ct);
+        return;
+    }
     append_op(ct->c, o, CONTENDED_KEY, ct->owner);
     redisReply *r = round_trip(ct, ct->c, NULL);
     if (!succeeded(o, r)) die("client %d: release -> %s", ct->id, describe(r));
@@ -769,6 +841,16 @@ typedef struct handoff_result {
     double others;             /* share of a CPU used by other processes */
 } handoff_result;
 
+/* A client of the benchmark's server that speaks lock.lua. */
+static fg_client *open_library(void) {
+    char url[128];
+    snprintf(url, sizeof(url), "redis://%s:%d?backend=script", cfg.host, cfg.port);
+    fg_error err;
+    fg_client *c = fg_open(url, NULL, &err);
+    if (c == NULL) die("fg_open %s: %s", url, err.message);
+    return c;
+}
+
 static handoff_result run_strategy(const strategy *st, int nclients, double seconds,
                                    redisContext *ctl) {
     static contender cts[MAX_CLIENTS];
@@ -786,6 +868,7 @@ static handoff_result run_strategy(const strategy *st, int nclients, double seco
         snprintf(ct->owner, sizeof(ct->owner), "owner-%02d-6f1c9a0e4b7d2853", i);
         ct->c = connect_server();
         if (st->kind == ST_PUBSUB) ct->sub = connect_server();
+        if (st->kind == ST_SCRIPT) ct->lib = open_library();
         if (pthread_create(&tid[i], NULL, contend, ct) != 0) die("pthread_create");
     }
     double server0 = server_cpu_seconds(ctl);
@@ -856,6 +939,7 @@ static handoff_result run_strategy(const strategy *st, int nclients, double seco
     for (int i = 0; i < nclients; i++) {
         redisFree(cts[i].c);
         if (cts[i].sub) redisFree(cts[i].sub);
+        fg_close(cts[i].lib);
         free(cts[i].grants);
     }
     free(gs);
@@ -893,7 +977,9 @@ static void handoff(double seconds, int nclients, int hold_us, int think_us) {
     double worst_others = 0;
     int repeated = 0;
     for (size_t i = 0; i < NSTRATEGIES; i++) {
-        if (STRATEGIES[i].kind == ST_FLOODGATE && cfg.baselines_only) continue;
+        if ((STRATEGIES[i].kind == ST_FLOODGATE || STRATEGIES[i].kind == ST_SCRIPT) &&
+            cfg.baselines_only)
+            continue;
         const handoff_result *r = &res[i];
         for (int attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
             res[i] = run_strategy(&STRATEGIES[i], nclients, seconds, ctl);
@@ -932,7 +1018,9 @@ static void handoff(double seconds, int nclients, int hold_us, int think_us) {
            "| commands per acquisition (release included) | server CPU us per acquisition |\n");
     printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t i = 0; i < NSTRATEGIES; i++) {
-        if (STRATEGIES[i].kind == ST_FLOODGATE && cfg.baselines_only) continue;
+        if ((STRATEGIES[i].kind == ST_FLOODGATE || STRATEGIES[i].kind == ST_SCRIPT) &&
+            cfg.baselines_only)
+            continue;
         const handoff_result *r = &res[i];
         printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f |\n",
                STRATEGIES[i].name, r->per_second, r->handoff[0], r->handoff[1], r->handoff[2],
@@ -946,7 +1034,9 @@ static void handoff(double seconds, int nclients, int hold_us, int think_us) {
            "releaser |\n");
     printf("|---|---:|---:|---:|---:|\n");
     for (size_t i = 0; i < NSTRATEGIES; i++) {
-        if (STRATEGIES[i].kind == ST_FLOODGATE && cfg.baselines_only) continue;
+        if ((STRATEGIES[i].kind == ST_FLOODGATE || STRATEGIES[i].kind == ST_SCRIPT) &&
+            cfg.baselines_only)
+            continue;
         const handoff_result *r = &res[i];
         char spread[32];
         if (r->min_client)
@@ -984,6 +1074,10 @@ int main(int argc, char **argv) {
     load_script(ctl, "lock_release.lua", cfg.sha_release);
     load_script(ctl, "hash_lock_acquire.lua", cfg.sha_hash_acquire);
     load_script(ctl, "hash_lock_release.lua", cfg.sha_hash_release);
+    if (!cfg.baselines_only) {
+        const char *lock = getenv("FLOODGATE_LOCK_SCRIPT");
+        load_script_file(ctl, lock ? lock : "build/gen/scripts/lock.lua", cfg.sha_lock);
+    }
     redisFree(ctl);
 
     if (strcmp(argv[4], "throughput") == 0)

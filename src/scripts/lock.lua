@@ -35,12 +35,17 @@
 -- its place, for t ms: a waiter that stops asking leaves by itself. As on
 -- the module, whatever frees the lock serves the queue at once, in FIFO
 -- order: the single-key waiters at the head that now fit are granted there
--- (a hold marked handed) and each is told on the channel, "g <token>
--- <ttl_ms> <count> <owner>"; a multi-key waiter at the head is only told
--- "w <owner>", since this call has not declared its other keys, and takes
--- them with its own FG.MLOCK. A waiter that missed its message finds its
--- handed hold at its next try; one that gives up sends FG.UNWAIT, which
--- takes it out of the queue and gives back a hold handed to it meanwhile.
+-- and each is told on the channel, "g <token> <ttl_ms> <count> <owner>"; a
+-- multi-key waiter at the head is only told "w <owner>", since this call
+-- has not declared its other keys, and takes them with its own FG.MLOCK.
+-- A hold granted so is handed, not given: it lasts only as long as its
+-- waiter's stay, until the waiter claims it by asking again, which it does
+-- on the message with CLAIM (or at its next try, had it missed it), and
+-- which gives the hold its lease. A CLAIM that comes too late answers
+-- [0, 0, 0, 0] and changes nothing else: the waiter had its turn. So a waiter that died, whose stay has not ended yet,
+-- keeps the lock no longer than that stay, not for a whole lease. One that
+-- gives up sends FG.UNWAIT, which takes it out of the queue and gives back
+-- a hold handed to it meanwhile.
 -- A lease that runs out is noticed by the next call on the key: waiters
 -- try again when the holder's lease ends, which their replies tell.
 
@@ -83,7 +88,8 @@ end
 local function lease_arg(s) return integer(s, 'lease_ms', 1, MAX_LEASE_MS) * 1000 end
 
 -- The options after a request's positional arguments (t_lock.c's
--- parse_lock_options): the request, and WAIT's stay in us or nil.
+-- parse_lock_options): the request, and WAIT's stay in us or nil. CLAIM,
+-- the library's alone, asks only for a hold handed to the owner (below).
 local function lock_options(argv, i, r, mode_options)
     local stay
     while i <= #argv do
@@ -97,6 +103,8 @@ local function lock_options(argv, i, r, mode_options)
             i = i + 1
             stay = integer(argv[i], 'timeout_ms', 0, MAX_LEASE_MS) * 1000
             if stay == 0 then stay = DEFAULT_STAY_US end
+        elseif word == 'CLAIM' then
+            r.claim = true
         elseif mode_options then
             fail('ERR syntax error: the options are SHARED, REENTRANT and WAIT timeout_ms')
         else
@@ -398,7 +406,9 @@ local function serve(s, now)
         if d.outcome == 'never' then
             tell(s, 'e ' .. w.owner .. '\n' .. d.why)
         else
+            local held = s.holders[w.owner] -- a semaphore's owner asking for more
             d.hold.handed = true
+            d.hold.expires = math.max(held and held.expires or 0, math.min(d.hold.expires, w.alive))
             local h = take(s, r, d, now)
             tell(s, string.format('g %d %d %d %s', h.token, ttl_ms(h.expires, now), h.count, w.owner))
         end
@@ -437,12 +447,14 @@ local function grant_reply(h, now) return {1, h.token, ttl_ms(h.expires, now), h
 
 local function busy_reply(d, now) return {0, 0, ttl_ms(d.busy_until, now), 0} end
 
--- A waiter's hold that was handed to it while it waited, claimed now.
-local function claim(s, owner)
-    local h = s.holders[owner]
+-- A waiter's hold that was handed to it while it waited, claimed now by
+-- request r: its lease is r's from now.
+local function claim(s, r, now)
+    local h = s.holders[r.owner]
     if h == nil or not h.handed then return nil end
     h.handed = false
-    mark(s, 'h' .. owner, holder_text(h))
+    h.expires = math.max(h.expires, lease_end(now, r.lease))
+    mark(s, 'h' .. r.owner, holder_text(h))
     return h
 end
 
@@ -453,9 +465,11 @@ local function acquire(key, r, stay)
     prune(s, now)
     serve(s, now)
     local reply
-    local handed = claim(s, r.owner)
+    local handed = claim(s, r, now)
     if handed then
         reply = grant_reply(handed, now)
+    elseif r.claim then -- too late: the hand-off's stay ended, it went on
+        reply = {0, 0, 0, 0}
     else
         local d = decide(s, r, now, queued_ahead(s, r.owner))
         if d.outcome == 'never' then

@@ -500,12 +500,17 @@ def test_bloom_reserve_add_exists_card(r, url):
     assert r.exists("bf:bad") == 0
 
 
-def test_distinct_add_and_count(r, url):
-    p = run("distinct", "add", "--url", url, "uv:{site}:home", "alice", "bob")
+def test_distinct_add_and_count(r, url, explicit_time):
+    # One instant for every add (regression: at the server's clock, a
+    # second add that fell in the next second could answer "changed", as
+    # FG.UVADD may when its staircase moves: the test failed in CI).
+    sec, usec = r.time()
+    at = str(sec * 1_000_000 + usec)
+    p = run("distinct", "add", "--url", url, "uv:{site}:home", "alice", "bob", "--at", at)
     assert p.returncode == 0 and p.stdout.strip() == "changed"
-    assert run_json("distinct", "add", "--url", url, "uv:{site}:home", "alice") == \
+    assert run_json("distinct", "add", "--url", url, "uv:{site}:home", "alice", "--at", at) == \
         (0, {"changed": False})
-    run("distinct", "add", "--url", url, "uv:{site}:about", "carol", "alice")
+    run("distinct", "add", "--url", url, "uv:{site}:about", "carol", "alice", "--at", at)
     assert run_json("distinct", "count", "--url", url, "uv:{site}:home", "uv:{site}:about",
                     "--last", "1d") == (0, {"count": 3})
     p = run("distinct", "count", "--url", url, "uv:{site}:home", "--last", "24h")

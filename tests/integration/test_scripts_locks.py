@@ -25,8 +25,11 @@ fenced value has none, on both.
 """
 
 import hashlib
+import os
 import random
 import select
+import shutil
+import signal
 import time
 
 import pytest
@@ -125,7 +128,9 @@ class Pair:
         if name in ("FG.LOCK", "FG.ACQUIRE", "FG.MLOCK") and isinstance(a, list):
             assert isinstance(b, list) and len(b) == 4, (cmd, a, b)
             a[1], b[1] = self.mt.of(a[1]), self.st.of(b[1])
-            assert abs(a[2] - b[2]) <= slack, (cmd, a, b)
+            # a grant's lease counts from now; a refusal's wait from an
+            # earlier grant's end, which differed as that grant's calls did
+            assert abs(a[2] - b[2]) <= slack + (0 if a[0] else self.grant_slack), (cmd, a, b)
             a[2] = b[2]
         if name == "FG.FGET" and isinstance(b, list) and isinstance(b[1], str):
             assert int(b[1]) > 2 ** 53, (cmd, b)  # past 2^53 only: the script's decimal text
@@ -509,39 +514,46 @@ def test_the_library_hands_off_in_fifo_order(servers):
     c.close()
 
 
-def test_a_waiter_paused_past_its_grant_takes_that_grant(servers):
-    """A waiting call whose process is paused while the lock is handed to
-    it, past the hold's lease and its own nap, takes the grant it was told
-    of when it resumes, and does not queue again (the holder paused past its
-    lease is fencing's business). The torture test in script mode found a
-    library that asked again first, when the pause came as it was between
-    two messages: it queued again behind those it had been ahead of
-    (fifo_violations); that window is too narrow to hit here at will."""
-    import os
-    import signal
+def test_a_waiter_that_stops_asking_keeps_a_hand_off_no_longer_than_its_stay(servers):
+    """The lock handed to a waiter whose process is stopped (dead, as far as
+    the server can tell) is held for it only until its stay ends, not for
+    its lease: then it goes to the next waiter. Resumed, the first answers
+    the grant it was handed, its lease gone, as the module's client paused
+    past its grant does: it had its turn (fencing tells it outlived its
+    lease), and it is not queued again. (The torture test in script mode
+    found the library asking again as a newcomer instead, and taking a
+    later turn behind those it had been ahead of.)"""
     from test_client_locks import LockClient, grant
     _, node = servers
     c = backends.script_client(node)
     c.flushall()
+    url = "redis://127.0.0.1:%d" % node.port
+    first, second = LockClient(url), LockClient(url)
     listen = Listener(node, "p")
-    lc = LockClient("redis://127.0.0.1:%d" % node.port)
     assert c.execute_command("FG.LOCK", "p", "holder", LONG_MS)[0] == 1
-    assert lc("bg 1 lock p paused 200 wait=60000") == "ok started"
-    wait_for(lambda: waiters(c, "p") == ["paused"])
-    os.kill(lc.proc.pid, signal.SIGSTOP)
+    assert first("bg 1 lock p first 600000 wait=60000") == "ok started"
+    wait_for(lambda: waiters(c, "p") == ["first"])
+    assert second("bg 1 lock p second 600000 wait=60000") == "ok started"
+    wait_for(lambda: waiters(c, "p") == ["first", "second"])
+    os.kill(first.proc.pid, signal.SIGSTOP)
     try:
-        raw = RawClient(node.port)
+        stay_until = int(c.hget("p", "wfirst").split()[4])  # lock.lua's waiter: its stay's end
         assert c.execute_command("FG.UNLOCK", "p", "holder") == 0
-        told = listen.messages(1)
-        handed = server_us(raw)
-        until_server_passes(raw, handed + 600_000)  # past its lease and its nap
+        assert holders(c, "p") == ["first"]  # handed, not claimed
+        handed = int(listen.messages(1)[0].split()[1])
+        g = grant(second("join 1"))
+        raw = RawClient(node.port)
+        assert g[0] == 1 and server_us(raw) >= stay_until  # only once first's stay ended
         raw.close()
+        assert holders(c, "p") == ["second"] and g[1] > handed
     finally:
-        os.kill(lc.proc.pid, signal.SIGCONT)
-    g = grant(lc("join 1"))
-    assert g[0] == 1 and g[1] == int(told[0].split()[1]), (g, told)
-    assert holders(c, "p") == [] and c.execute_command("FG.LOCKINFO", "p") is None
-    lc.close()
+        os.kill(first.proc.pid, signal.SIGCONT)
+    g1 = grant(first("join 1"))
+    assert g1[0] == 1 and g1[1] == handed and g1[2] < 600000, g1
+    assert waiters(c, "p") == [] and holders(c, "p") == ["second"]
+    assert first("unlock p first") == "ok -1"  # its lease had gone
+    first.close()
+    second.close()
     listen.close()
     c.close()
 
@@ -586,3 +598,88 @@ def test_the_functions_library_answers_as_the_scripts(stock):
         c.execute_command("FCALL", "fg_munlock", 1, "{fm}a", 2, "o")
     assert c.execute_command("FCALL", "fg_munlock", 2, "{fm}a", "{fm}b", 2, "o") == 2
     c.function_flush()
+
+
+# ------------------------------------------------ replication and failover
+
+@pytest.fixture
+def stock_pair():
+    """A stock master (AOF, fsync always) and its stock replica."""
+    master = Server(["--appendonly", "yes", "--appendfsync", "always"], module=False).start()
+    replica = Server(["--replicaof", "127.0.0.1", str(master.port)], module=False).start()
+    m, r = backends.script_client(master), backends.script_client(replica)
+    wait_for(lambda: r.info("replication")["master_link_status"] == "up", timeout=20)
+    yield master, replica, m, r
+    m.close()
+    r.close()
+    replica.cleanup()
+    master.cleanup()
+
+
+def test_replicas_and_aof_replay_hold_the_masters_locks(stock_pair, tmp_path):
+    """lock.lua replicates its writes with absolute expiries: after random
+    traffic (waiters and fenced values included) the replica, and a server
+    started on the master's AOF, hold exactly the master's keys."""
+    from topology import digest
+    master, replica, m, r = stock_pair
+    rng = random.Random("test_replicas_and_aof_replay_hold_the_masters_locks")
+    for _ in range(600):
+        try:
+            m.execute_command(*step(rng))
+        except redis.ResponseError:
+            pass
+        if rng.random() < 0.05:  # a waiter's place in a queue
+            m.execute_command("FG.LOCK", rng.choice(LOCKS), "waiter%d" % rng.randrange(3),
+                              LONG_MS, "WAIT", LONG_MS)
+    harness.wait_replica_synced(m, r)
+    assert m.dbsize() > 0 and digest(m) == digest(r)
+    m.bgrewriteaof()
+    wait_for(lambda: m.info("persistence")["aof_rewrite_in_progress"] == 0, timeout=30)
+    replay = Server(module=False, dir=str(tmp_path))
+    shutil.copytree(os.path.join(master.dir, "appendonlydir"), os.path.join(replay.dir, "appendonlydir"))
+    replay.extra_args = ["--appendonly", "yes"]
+    replay.start()
+    try:
+        assert digest(replay.client()) == digest(m)
+    finally:
+        replay.cleanup()
+
+
+def test_a_promoted_replica_keeps_the_durable_grant_its_token_and_the_fence(stock_pair):
+    """Failover without the module: a durable grant reached the replica, so
+    the promoted replica holds it with its token; a grant there after it
+    gets a larger token, and the old holder's fenced write is refused once
+    the new holder has read with its token. A library waiter of the old
+    master, demoted, gets an answer, not a hang."""
+    from test_client_locks import LockClient, grant
+    master, replica, m, r = stock_pair
+    old = LockClient("redis://127.0.0.1:%d" % master.port)
+    g = grant(old("lock res o1 600000 durable=1 durable_timeout=30000"))
+    assert g[0] == 1
+    t1 = g[1]
+    assert m.execute_command("FG.FGET", "ctr", t1)[0] == 1
+    assert m.execute_command("FG.FSET", "ctr", t1, "v1") == 1
+    assert old("bg 1 lock res waiter 600000 wait=600000") == "ok started"
+    wait_for(lambda: waiters(m, "res") == ["waiter"])
+    harness.wait_replica_synced(m, r)
+
+    assert r.execute_command("REPLICAOF", "NO", "ONE") in (b"OK", "OK")
+    assert m.execute_command("REPLICAOF", "127.0.0.1", replica.port) in (b"OK", "OK")
+    answer = old("join 1", timeout=60)
+    assert answer.startswith("err "), answer  # READONLY from the demoted master
+    assert holders(r, "res") == ["o1"]
+    flat = r.execute_command("FG.LOCKINFO", "res")
+    assert dict(zip(flat[0::2], flat[1::2]))[b"holders"][0][4] == t1
+
+    new = LockClient("redis://127.0.0.1:%d" % replica.port)
+    assert new("unlock res o1") == "ok 0"  # the old holder's lease, ended by hand
+    # The old master's waiter is queued here too until its stay ends (its
+    # FG.UNWAIT met READONLY): a waiting call is granted after it.
+    t2 = grant(new("lock res o2 600000 wait=30000"))[1]
+    assert t2 > t1 and waiters(r, "res") == []
+    assert r.execute_command("FG.FGET", "ctr", t2)[0] == 1
+    assert r.execute_command("FG.FSET", "ctr", t1, "stale") == 0
+    assert r.execute_command("FG.FGET", "ctr")[2] == b"v1"
+    assert r.execute_command("FG.FSET", "ctr", t2, "v2") == 1
+    old.close()
+    new.close()

@@ -302,8 +302,8 @@ static void add_keys(fg_argv *cmd, const char *const *keys, size_t count) {
  * <owner>\n<why>" (refused). */
 typedef enum told { TOLD_NOTHING, TOLD_GRANTED, TOLD_ASK, TOLD_REFUSED } told;
 
-/* What a subscriber's reply tells `owner`. */
-static told read_message(const redisReply *r, const char *owner, fg_lock_grant *out,
+/* What a subscriber's reply tells `owner`; a grant's figures in *handed. */
+static told read_message(const redisReply *r, const char *owner, fg_lock_grant *handed,
                          fg_error *err) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[2]->type != REDIS_REPLY_STRING)
@@ -323,7 +323,8 @@ static told read_message(const redisReply *r, const char *owner, fg_lock_grant *
     if (m[0] != 'g' || sscanf(m, "g %lld %lld %lld %n", &token, &ttl, &count, &at) != 3 ||
         (size_t)(end - (m + at)) != olen || memcmp(m + at, owner, olen) != 0)
         return TOLD_NOTHING;
-    *out = (fg_lock_grant){.acquired = true, .token = (uint64_t)token, .ttl_ms = ttl, .holds = count};
+    *handed = (fg_lock_grant){.acquired = true, .token = (uint64_t)token, .ttl_ms = ttl,
+                              .holds = count};
     return TOLD_GRANTED;
 }
 
@@ -370,6 +371,20 @@ static fg_code ask(channel *ch, const request *q, int64_t stay_ms, fg_lock_grant
     return rc;
 }
 
+/* The claim of a hold handed to the request: the request with CLAIM in
+ * place of its WAIT (lock.lua). */
+static fg_code claim(channel *ch, const request *q, fg_lock_grant *out, fg_error *err) {
+    fg_argv cmd = q->cmds[0];
+    cmd.argc -= 2; /* WAIT and its value: add_wait put them last */
+    fg_argv_str(&cmd, "CLAIM");
+    redisReply *reply;
+    fg_code rc = channel_exchange(ch, &cmd, 1, &reply, 0, err);
+    if (rc != FG_CODE_OK) return rc;
+    rc = fg_parse_grant(reply, out, err);
+    freeReplyObject(reply);
+    return rc;
+}
+
 /* Leaves the queues after a wait that timed out. */
 static fg_code give_up(channel *ch, const request *q, fg_error *err) {
     fg_argv cmd;
@@ -389,7 +404,7 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* The messages for the request that come within timeout_ms (0: those
  * already here), up to the first that tells it something. */
-static told hear(fg_conn *sub, const request *q, int64_t timeout_ms, fg_lock_grant *out,
+static told hear(fg_conn *sub, const request *q, int64_t timeout_ms, fg_lock_grant *handed,
                  fg_code *rc, fg_error *err) {
     int64_t until = fg_monotonic_us() + timeout_ms * 1000;
     told t = TOLD_NOTHING;
@@ -398,7 +413,7 @@ static told hear(fg_conn *sub, const request *q, int64_t timeout_ms, fg_lock_gra
         redisReply *message = NULL;
         *rc = fg_conn_await(sub, &message, left_ms > 0 ? (int)left_ms : 0, err);
         if (message == NULL) break;
-        t = read_message(message, q->owner, out, err);
+        t = read_message(message, q->owner, handed, err);
         freeReplyObject(message);
     }
     if (t == TOLD_REFUSED) *rc = err != NULL ? err->code : FG_CODE_INVALID;
@@ -406,39 +421,55 @@ static told hear(fg_conn *sub, const request *q, int64_t timeout_ms, fg_lock_gra
 }
 
 /* The wait of a request on a server without the module; *granted_us as
- * request_grant's: the sending of the last ask before the grant, which
- * the grant followed. The messages that came meanwhile are read before
- * each ask: a process paused past its nap would otherwise ask again after
- * a grant told to it, and queue again behind those it was ahead of. A
- * grant told by message is asked for once more in durable mode, a write
- * of this connection's for WAIT to count. */
+ * request_grant's: the sending of the ask (or claim) that was granted.
+ *
+ * A grant told by message is handed, not given (lock.lua): it lasts only
+ * the waiter's stay, or its lease if shorter, until claimed, so the call
+ * claims it at once and answers the claim's reply (a write of this
+ * connection's too, for durable mode's WAIT). A claim that comes too late
+ * (the process was stopped past the hand-off's lease) finds the hold gone,
+ * as the module's client paused past its grant reads a grant whose lease
+ * has ended: the call answers that grant, its time left counted from the
+ * ask before it (0 when gone). So a waiter keeps its turn, and whether it
+ * outlived its lease is fencing's to tell, as on the module. The messages
+ * that came meanwhile are read before each ask: a process paused past its
+ * nap must claim, not ask anew. */
 static fg_code wait_by_script(channel *ch, const request *q, const fg_lock_options *o,
                               fg_lock_grant *out, int64_t *granted_us, fg_error *err) {
     const fg_locks *l = ch->locks;
     int64_t deadline = o->wait_ms < 0 ? INT64_MAX : fg_monotonic_us() + o->wait_ms * 1000;
     fg_conn sub = {0};
     fg_code rc = subscribe(l, &sub, q, err);
-    bool claim = false;
-    *granted_us = fg_monotonic_us();
+    fg_lock_grant handed = {0};
+    told t = TOLD_NOTHING;
+    *granted_us = fg_monotonic_us(); /* a hand-off follows the ask sent then */
     while (rc == FG_CODE_OK) {
-        if (!claim && hear(&sub, q, 0, out, &rc, err) == TOLD_GRANTED) {
-            if (o->durable_replicas == 0) break;
-            claim = true;
-        }
+        if (t == TOLD_NOTHING) t = hear(&sub, q, 0, &handed, &rc, err);
         if (rc != FG_CODE_OK) break;
-        int64_t left_ms = deadline == INT64_MAX ? INT64_MAX : (deadline - fg_monotonic_us()) / 1000;
+        int64_t sent_us = fg_monotonic_us();
+        if (t == TOLD_GRANTED) {
+            rc = claim(ch, q, out, err);
+            if (rc == FG_CODE_OK && out->acquired) {
+                *granted_us = sent_us;
+            } else if (rc == FG_CODE_OK) { /* too late */
+                int64_t since_ms = (sent_us - *granted_us) / 1000;
+                *out = handed;
+                out->ttl_ms = handed.ttl_ms > since_ms ? handed.ttl_ms - since_ms : 0;
+            }
+            break;
+        }
+        int64_t left_ms = deadline == INT64_MAX ? INT64_MAX : (deadline - sent_us) / 1000;
         int64_t nap_ms = min64(RECHECK_MS, left_ms > 0 ? left_ms : 0);
-        *granted_us = fg_monotonic_us();
         rc = ask(ch, q, nap_ms + l->cfg.command_timeout_ms, out, err);
-        if (rc != FG_CODE_OK || out->acquired) break;
+        if (rc != FG_CODE_OK) break;
+        *granted_us = sent_us;
+        if (out->acquired) break;
         if (left_ms <= 0) {
             rc = give_up(ch, q, err);
             break;
         }
         if (out->ttl_ms > 0) nap_ms = min64(nap_ms, out->ttl_ms); /* a lease in the way ends */
-        told t = hear(&sub, q, nap_ms, out, &rc, err);
-        if (t == TOLD_GRANTED && o->durable_replicas == 0) break;
-        claim = t == TOLD_GRANTED;
+        t = hear(&sub, q, nap_ms, &handed, &rc, err);
     }
     if (rc != FG_CODE_OK) *out = (fg_lock_grant){0};
     fg_conn_close(&sub);
