@@ -8,9 +8,10 @@
 -- few fields of its own, in one key so that every command declares just
 -- the keys it names and a cluster never needs a second slot.
 --
---   kind, cap        'lock' or 'semaphore', and a semaphore's capacity
---   token            the last fencing token given on this key
---   seq              the last waiter's number: the queue's order
+--   m                "<kind> <cap> <token> <seq>": 'lock' or 'semaphore', a
+--                    semaphore's capacity (0 for a lock), the last fencing
+--                    token given on this key, the last waiter's number (the
+--                    queue's order); written only when it changes
 --   h<owner>         a hold: "<mode> <count> <expires_us> <token> <grant> <handed>"
 --   w<owner>         a waiter: "<seq> <mode> <count> <lease_us> <alive_until_us>
 --                    <since_us> <nkeys> <reentrant> <cap>"
@@ -49,30 +50,37 @@
 -- A lease that runs out is noticed by the next call on the key: waiters
 -- try again when the holder's lease ends, which their replies tell.
 
-local OWNER_MAX = 256
-local MAX_LEASE_MS = 1000000000000
-local MAX_CAPACITY = 1000000
-local MAX_REENTRY = 1000000000
-local MAX_KEYS = 64
-local MAX_ENTRIES = 1000 -- holders and waiters of one key
-local DEFAULT_STAY_US = 1000000 -- WAIT 0: the queue keeps a waiter a second
-local INT64_MAX = '9223372036854775807'
-local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
-local ERR_UPGRADE = 'ERR owner holds a shared lock: release it before asking for the exclusive lock'
+-- Everything below is a field of M, the one local its functions capture.
+-- An EVALSHA runs the whole chunk, making every function again, and Lua
+-- 5.1 links each captured local by a walk over the chunk's open upvalues:
+-- with sixty locals, that walk was most of a call (21 us for an FG.LOCKINFO
+-- of a missing key, against 5 for its TIME and HGETALL alone).
+local M = {}
+
+M.OWNER_MAX = 256
+M.MAX_LEASE_MS = 1000000000000
+M.MAX_CAPACITY = 1000000
+M.MAX_REENTRY = 1000000000
+M.MAX_KEYS = 64
+M.MAX_ENTRIES = 1000 -- holders and waiters of one key
+M.DEFAULT_STAY_US = 1000000 -- WAIT 0: the queue keeps a waiter a second
+M.INT64_MAX = '9223372036854775807'
+M.WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+M.ERR_UPGRADE = 'ERR owner holds a shared lock: release it before asking for the exclusive lock'
 
 -- -------------------------------------------------------------- arguments
 
 -- Whether s is an integer as Redis reads one (string2ll), within int64.
-local function int64_text(s)
+function M.int64_text(s)
     if s == '0' then return true end
     local digits = string.match(s, '^%-?([1-9]%d*)$')
     if digits == nil or #digits > 19 then return false end
-    return #digits < 19 or digits <= (string.sub(s, 1, 1) == '-' and '9223372036854775808' or INT64_MAX)
+    return #digits < 19 or digits <= (string.sub(s, 1, 1) == '-' and '9223372036854775808' or M.INT64_MAX)
 end
 
 -- An integer argument in [lo, hi] (both below 2^53), with the module's words.
-local function integer(s, name, lo, hi)
-    if not int64_text(s) then fail('ERR ' .. name .. ' must be an integer') end
+function M.integer(s, name, lo, hi)
+    if not M.int64_text(s) then fail('ERR ' .. name .. ' must be an integer') end
     local v = tonumber(s)
     if v < lo or v > hi then
         fail(string.format('ERR %s must be between %d and %d', name, lo, hi))
@@ -80,17 +88,17 @@ local function integer(s, name, lo, hi)
     return v
 end
 
-local function owner_arg(s)
-    if #s < 1 or #s > OWNER_MAX then fail('ERR owner must be 1 to 256 bytes') end
+function M.owner_arg(s)
+    if #s < 1 or #s > M.OWNER_MAX then fail('ERR owner must be 1 to 256 bytes') end
     return s
 end
 
-local function lease_arg(s) return integer(s, 'lease_ms', 1, MAX_LEASE_MS) * 1000 end
+function M.lease_arg(s) return M.integer(s, 'lease_ms', 1, M.MAX_LEASE_MS) * 1000 end
 
 -- The options after a request's positional arguments (t_lock.c's
 -- parse_lock_options): the request, and WAIT's stay in us or nil. CLAIM,
 -- the library's alone, asks only for a hold handed to the owner (below).
-local function lock_options(argv, i, r, mode_options)
+function M.lock_options(argv, i, r, mode_options)
     local stay
     while i <= #argv do
         local word = string.upper(argv[i])
@@ -101,8 +109,8 @@ local function lock_options(argv, i, r, mode_options)
         elseif word == 'WAIT' then
             if argv[i + 1] == nil then fail('ERR WAIT needs a timeout_ms') end
             i = i + 1
-            stay = integer(argv[i], 'timeout_ms', 0, MAX_LEASE_MS) * 1000
-            if stay == 0 then stay = DEFAULT_STAY_US end
+            stay = M.integer(argv[i], 'timeout_ms', 0, M.MAX_LEASE_MS) * 1000
+            if stay == 0 then stay = M.DEFAULT_STAY_US end
         elseif word == 'CLAIM' then
             r.claim = true
         elseif mode_options then
@@ -115,20 +123,20 @@ local function lock_options(argv, i, r, mode_options)
     return stay
 end
 
-local function wrong_arity(command)
+function M.wrong_arity(command)
     fail("ERR wrong number of arguments for '" .. command .. "' command")
 end
 
 -- The arguments after a command's key(s) are argv[i..]: how many.
-local function nargs(argv, i) return #argv - i + 1 end
+function M.nargs(argv, i) return #argv - i + 1 end
 
 -- "numkeys key [key ...]" then `after` arguments (or more, unless exact),
 -- numkeys at argv[i] and the keys moved to KEYS (t_lock.c's parse_multi,
 -- on the command's arguments as the module counts them).
-local function key_count(command, keys, argv, i, after, exact)
-    local argc = 1 + #keys + nargs(argv, i)
-    if argc < 3 + after then wrong_arity(command) end
-    local n = integer(argv[i], 'numkeys', 1, MAX_KEYS)
+function M.key_count(command, keys, argv, i, after, exact)
+    local argc = 1 + #keys + M.nargs(argv, i)
+    if argc < 3 + after then M.wrong_arity(command) end
+    local n = M.integer(argv[i], 'numkeys', 1, M.MAX_KEYS)
     if n > #keys then fail('ERR numkeys is larger than the number of keys given') end
     if n < #keys then fail('ERR numkeys must be the number of keys the script is given') end
     for a = 2, n do
@@ -137,33 +145,33 @@ local function key_count(command, keys, argv, i, after, exact)
         end
     end
     local rest = argc - n - 2
-    if (exact and rest ~= after) or rest < after then wrong_arity(command) end
+    if (exact and rest ~= after) or rest < after then M.wrong_arity(command) end
     return n
 end
 
 -- ------------------------------------------------------------------ state
 
-local function server_us()
+function M.server_us()
     local t = redis.call('TIME')
     return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 -- ceil(us / 1000) ms from now until at_us, 0 when past (fg_lock_ttl_ms).
-local function ttl_ms(at_us, now) return at_us > now and math.ceil((at_us - now) / 1000) or 0 end
+function M.ttl_ms(at_us, now) return at_us > now and math.ceil((at_us - now) / 1000) or 0 end
 
-local function holder_text(h)
+function M.holder_text(h)
     return string.format('%s %d %d %d %d %d', h.mode, h.count, h.expires, h.token, h.grant,
                          h.handed and 1 or 0)
 end
 
-local function waiter_text(w)
+function M.waiter_text(w)
     return string.format('%d %s %d %d %d %d %d %d %d', w.seq, w.mode, w.count, w.lease, w.alive,
                          w.since, w.nkeys, w.reentrant and 1 or 0, w.cap)
 end
 
 -- The state of a lock key; WRONGTYPE for another kind of key, and for a
 -- lock of another kind than `kind` (nil: any) while anyone holds or waits.
-local function load(key, kind)
+function M.load(key, kind)
     local flat = redis.call('HGETALL', key)
     local s = {key = key, kind = nil, cap = 0, token = 0, seq = 0, grants = 0,
                holders = {}, nholders = 0, waiters = {}, nwaiters = 0, dirty = {}}
@@ -171,11 +179,11 @@ local function load(key, kind)
         local f, v = flat[i], flat[i + 1]
         local tag, owner = string.sub(f, 1, 1), string.sub(f, 2)
         if tag == 'h' then
-            local mode, count, expires, token, grant, handed =
+            local mode, count, expires, token, grant_no, handed =
                 string.match(v, '^(%a) (%d+) (%d+) (%d+) (%d+) (%d)$')
             s.holders[owner] = {owner = owner, mode = mode, count = tonumber(count),
                                 expires = tonumber(expires), token = tonumber(token),
-                                grant = tonumber(grant), handed = handed == '1'}
+                                grant = tonumber(grant_no), handed = handed == '1'}
             s.nholders = s.nholders + 1
             if s.holders[owner].grant > s.grants then s.grants = s.holders[owner].grant end
         elseif tag == 'w' then
@@ -187,45 +195,40 @@ local function load(key, kind)
                                 nkeys = tonumber(nkeys), reentrant = reentrant == '1',
                                 cap = tonumber(cap)}
             s.nwaiters = s.nwaiters + 1
-        elseif f == 'kind' then
-            s.kind = v
-        elseif f == 'cap' then
-            s.cap = tonumber(v)
-        elseif f == 'token' then
-            s.token = tonumber(v)
-        elseif f == 'seq' then
-            s.seq = tonumber(v)
+        elseif f == 'm' then
+            local kind, cap, token, seq = string.match(v, '^(%a+) (%d+) (%d+) (%d+)$')
+            s.kind, s.cap, s.token, s.seq, s.meta = kind, tonumber(cap), tonumber(token), tonumber(seq), v
         end
     end
-    if #flat > 0 and s.kind == nil then fail(WRONGTYPE) end
-    if kind and s.kind and s.kind ~= kind then fail(WRONGTYPE) end
+    if #flat > 0 and s.kind == nil then fail(M.WRONGTYPE) end
+    if kind and s.kind and s.kind ~= kind then fail(M.WRONGTYPE) end
     return s
 end
 
 -- A field to write (a string) or delete (false) when the state is saved.
-local function mark(s, field, value) s.dirty[field] = value end
+function M.mark(s, field, value) s.dirty[field] = value end
 
-local function put_holder(s, h)
+function M.put_holder(s, h)
     if s.holders[h.owner] == nil then s.nholders = s.nholders + 1 end
     s.holders[h.owner] = h
-    mark(s, 'h' .. h.owner, holder_text(h))
+    M.mark(s, 'h' .. h.owner, M.holder_text(h))
 end
 
-local function drop_holder(s, owner)
+function M.drop_holder(s, owner)
     s.holders[owner] = nil
     s.nholders = s.nholders - 1
-    mark(s, 'h' .. owner, false)
+    M.mark(s, 'h' .. owner, false)
 end
 
-local function drop_waiter(s, owner)
+function M.drop_waiter(s, owner)
     s.waiters[owner] = nil
     s.nwaiters = s.nwaiters - 1
-    mark(s, 'w' .. owner, false)
+    M.mark(s, 'w' .. owner, false)
 end
 
 -- Writes what changed, and the key's expiry: its last lease end or
 -- waiter's stay; an empty state is no key at all.
-local function save(s)
+function M.save(s)
     if next(s.dirty) == nil then return end
     local latest = 0
     for _, h in pairs(s.holders) do if h.expires > latest then latest = h.expires end end
@@ -243,32 +246,36 @@ local function save(s)
             dels[#dels + 1] = f
         end
     end
+    local meta = string.format('%s %d %d %d', s.kind, s.cap, s.token, s.seq)
+    if meta ~= s.meta then
+        sets[#sets + 1] = 'm'
+        sets[#sets + 1] = meta
+    end
     if #dels > 0 then redis.call('HDEL', s.key, unpack(dels)) end
-    redis.call('HSET', s.key, 'kind', s.kind, 'cap', s.cap, 'token', s.token, 'seq', s.seq,
-               unpack(sets))
+    if #sets > 0 then redis.call('HSET', s.key, unpack(sets)) end
     redis.call('PEXPIREAT', s.key, math.ceil(latest / 1000))
 end
 
 -- Removes the holds whose lease ended and the waiters whose stay did.
-local function prune(s, now)
+function M.prune(s, now)
     local pruned = false
     for owner, h in pairs(s.holders) do
-        if h.expires <= now then drop_holder(s, owner) pruned = true end
+        if h.expires <= now then M.drop_holder(s, owner) pruned = true end
     end
     for owner, w in pairs(s.waiters) do
-        if w.alive <= now then drop_waiter(s, owner) pruned = true end
+        if w.alive <= now then M.drop_waiter(s, owner) pruned = true end
     end
     return pruned
 end
 
-local function used(s)
+function M.used(s)
     local n = 0
     for _, h in pairs(s.holders) do n = n + h.count end
     return n
 end
 
 -- The holders, or the waiters, in order (grant, or arrival).
-local function in_order(t, field)
+function M.in_order(t, field)
     local list = {}
     for _, e in pairs(t) do list[#list + 1] = e end
     table.sort(list, function(a, b) return a[field] < b[field] end)
@@ -280,60 +287,60 @@ end
 -- A decision (lock.c's fg_lock_decide) of request r = {kind, mode, owner,
 -- count, cap, lease, reentrant} on a pruned state: {outcome = 'granted' |
 -- 'reentered' | 'busy' | 'never', busy_until (busy), why (never), hold}.
-local function lease_end(now, lease) return math.max(now + lease, 1) end
+function M.lease_end(now, lease) return math.max(now + lease, 1) end
 
-local function add_to_hold(held, r, now)
+function M.add_to_hold(held, r, now)
     return {outcome = 'reentered', hold = {owner = held.owner, mode = held.mode,
-            count = held.count + r.count, expires = math.max(held.expires, lease_end(now, r.lease)),
+            count = held.count + r.count, expires = math.max(held.expires, M.lease_end(now, r.lease)),
             token = held.token, grant = held.grant, handed = held.handed}}
 end
 
-local function grant(r, now)
+function M.grant(r, now)
     return {outcome = 'granted', hold = {owner = r.owner, mode = r.mode, count = r.count,
-            expires = lease_end(now, r.lease), token = 0, grant = 0, handed = false}}
+            expires = M.lease_end(now, r.lease), token = 0, grant = 0, handed = false}}
 end
 
-local function latest_end(s)
+function M.latest_end(s)
     local t = 0
     for _, h in pairs(s.holders) do if h.expires > t then t = h.expires end end
     return t
 end
 
-local function soonest_end(s)
+function M.soonest_end(s)
     local t
     for _, h in pairs(s.holders) do if t == nil or h.expires < t then t = h.expires end end
     return t or 0
 end
 
-local function lock_decide(s, r, now, queued_ahead)
+function M.lock_decide(s, r, now, ahead)
     local mine = s.holders[r.owner]
-    if mine and mine.mode == 's' and r.mode == 'x' then return {outcome = 'never', why = ERR_UPGRADE} end
+    if mine and mine.mode == 's' and r.mode == 'x' then return {outcome = 'never', why = M.ERR_UPGRADE} end
     if mine and r.reentrant then
-        if mine.count > MAX_REENTRY - r.count then
+        if mine.count > M.MAX_REENTRY - r.count then
             return {outcome = 'never', why = 'ERR reentrancy limit reached'}
         end
-        return add_to_hold(mine, r, now)
+        return M.add_to_hold(mine, r, now)
     end
     local writer = false
     for _, h in pairs(s.holders) do if h.mode == 'x' then writer = true break end end
     local blocked, busy_until = true, 0
     if s.nholders > 0 and (r.mode == 'x' or writer) then
-        busy_until = latest_end(s)
+        busy_until = M.latest_end(s)
     elseif mine then
         busy_until = mine.expires
-    elseif s.nholders >= MAX_ENTRIES then
-        busy_until = soonest_end(s)
+    elseif s.nholders >= M.MAX_ENTRIES then
+        busy_until = M.soonest_end(s)
     else
         blocked = false
     end
-    if blocked or queued_ahead then return {outcome = 'busy', busy_until = busy_until} end
-    return grant(r, now)
+    if blocked or ahead then return {outcome = 'busy', busy_until = busy_until} end
+    return M.grant(r, now)
 end
 
 -- When `needed` permits are back: the lease end at which the running sum
 -- of counts, in lease order, reaches it (lock.c's permits_back_at).
-local function permits_back_at(s, needed)
-    local list = in_order(s.holders, 'expires')
+function M.permits_back_at(s, needed)
+    local list = M.in_order(s.holders, 'expires')
     local sum = 0
     for _, h in ipairs(list) do
         sum = sum + h.count
@@ -342,48 +349,48 @@ local function permits_back_at(s, needed)
     return 0
 end
 
-local function semaphore_decide(s, r, now, queued_ahead)
+function M.semaphore_decide(s, r, now, ahead)
     if r.count > r.cap then return {outcome = 'never', why = 'ERR permits exceed the capacity'} end
-    local needed = used(s) + r.count - r.cap
+    local needed = M.used(s) + r.count - r.cap
     local mine = s.holders[r.owner]
-    if needed > 0 then return {outcome = 'busy', busy_until = permits_back_at(s, needed)} end
-    if mine == nil and s.nholders >= MAX_ENTRIES then return {outcome = 'busy', busy_until = soonest_end(s)} end
-    if queued_ahead then return {outcome = 'busy', busy_until = 0} end
-    if mine then return add_to_hold(mine, r, now) end
-    return grant(r, now)
+    if needed > 0 then return {outcome = 'busy', busy_until = M.permits_back_at(s, needed)} end
+    if mine == nil and s.nholders >= M.MAX_ENTRIES then return {outcome = 'busy', busy_until = M.soonest_end(s)} end
+    if ahead then return {outcome = 'busy', busy_until = 0} end
+    if mine then return M.add_to_hold(mine, r, now) end
+    return M.grant(r, now)
 end
 
-local function decide(s, r, now, queued_ahead)
-    if r.kind == 'lock' then return lock_decide(s, r, now, queued_ahead) end
-    return semaphore_decide(s, r, now, queued_ahead)
+function M.decide(s, r, now, ahead)
+    if r.kind == 'lock' then return M.lock_decide(s, r, now, ahead) end
+    return M.semaphore_decide(s, r, now, ahead)
 end
 
 -- The token a grant takes now (fg_lock_next_token, per key).
-local function next_token(s, now) return math.max(s.token + 1, now) end
+function M.next_token(s, now) return math.max(s.token + 1, now) end
 
 -- Puts the hold of a decision that granted; a new hold takes `token`
 -- (nil: the key's next one).
-local function take(s, r, d, now, token)
+function M.take(s, r, d, now, token)
     local h = d.hold
     if d.outcome == 'granted' then
-        h.token = token or next_token(s, now)
+        h.token = token or M.next_token(s, now)
         s.grants = s.grants + 1
         h.grant = s.grants
     end
     if h.token > s.token then s.token = h.token end
     s.kind = r.kind
     if r.kind == 'semaphore' then s.cap = r.cap end
-    put_holder(s, h)
+    M.put_holder(s, h)
     return h
 end
 
 -- ---------------------------------------------------------------- waiting
 
-local publish_command = (redis.REDIS_VERSION_NUM or 0) >= 0x070000 and 'SPUBLISH' or 'PUBLISH'
+M.publish_command = (redis.REDIS_VERSION_NUM or 0) >= 0x070000 and 'SPUBLISH' or 'PUBLISH'
 
-local function tell(s, message) redis.call(publish_command, s.key, message) end
+function M.tell(s, message) redis.call(M.publish_command, s.key, message) end
 
-local function request_of(s, w)
+function M.request_of(s, w)
     return {kind = s.kind, mode = w.mode, owner = w.owner, count = w.count, cap = w.cap,
             lease = w.lease, reentrant = w.reentrant}
 end
@@ -392,31 +399,31 @@ end
 -- order, up to the first that does not (strict FIFO: nobody overtakes),
 -- and tells each; a multi-key waiter at the head that fits here is told to
 -- try (t_lock.c's serve).
-local function serve(s, now)
+function M.serve(s, now)
     if s.nwaiters == 0 then return end
-    for _, w in ipairs(in_order(s.waiters, 'seq')) do
-        local r = request_of(s, w)
-        local d = decide(s, r, now, false)
+    for _, w in ipairs(M.in_order(s.waiters, 'seq')) do
+        local r = M.request_of(s, w)
+        local d = M.decide(s, r, now, false)
         if d.outcome == 'busy' then return end
         if w.nkeys > 1 then
-            if d.outcome ~= 'never' then tell(s, 'w ' .. w.owner) end
+            if d.outcome ~= 'never' then M.tell(s, 'w ' .. w.owner) end
             return
         end
-        drop_waiter(s, w.owner)
+        M.drop_waiter(s, w.owner)
         if d.outcome == 'never' then
-            tell(s, 'e ' .. w.owner .. '\n' .. d.why)
+            M.tell(s, 'e ' .. w.owner .. '\n' .. d.why)
         else
             local held = s.holders[w.owner] -- a semaphore's owner asking for more
             d.hold.handed = true
             d.hold.expires = math.max(held and held.expires or 0, math.min(d.hold.expires, w.alive))
-            local h = take(s, r, d, now)
-            tell(s, string.format('g %d %d %d %s', h.token, ttl_ms(h.expires, now), h.count, w.owner))
+            local h = M.take(s, r, d, now)
+            M.tell(s, string.format('g %d %d %d %s', h.token, M.ttl_ms(h.expires, now), h.count, w.owner))
         end
     end
 end
 
 -- Whether a waiter is ahead of `owner` (any waiter, when it waits not).
-local function queued_ahead(s, owner)
+function M.queued_ahead(s, owner)
     local mine = s.waiters[owner]
     for _, w in pairs(s.waiters) do
         if mine == nil or w.seq < mine.seq then return true end
@@ -425,10 +432,10 @@ local function queued_ahead(s, owner)
 end
 
 -- Joins the queue, or keeps the place held, for `stay` us from now.
-local function enqueue(s, r, stay, now, nkeys)
+function M.enqueue(s, r, stay, now, nkeys)
     local w = s.waiters[r.owner]
     if w == nil then
-        if s.nholders + s.nwaiters >= MAX_ENTRIES then return end
+        if s.nholders + s.nwaiters >= M.MAX_ENTRIES then return end
         s.seq = s.seq + 1
         w = {owner = r.owner, seq = s.seq, since = now}
         s.waiters[r.owner] = w
@@ -438,52 +445,52 @@ local function enqueue(s, r, stay, now, nkeys)
     end
     w.mode, w.count, w.lease, w.alive = r.mode, r.count, r.lease, now + stay
     w.nkeys, w.reentrant, w.cap = nkeys, r.reentrant or false, r.cap
-    mark(s, 'w' .. r.owner, waiter_text(w))
+    M.mark(s, 'w' .. r.owner, M.waiter_text(w))
 end
 
 -- ---------------------------------------------------------------- commands
 
-local function grant_reply(h, now) return {1, h.token, ttl_ms(h.expires, now), h.count} end
+function M.grant_reply(h, now) return {1, h.token, M.ttl_ms(h.expires, now), h.count} end
 
-local function busy_reply(d, now) return {0, 0, ttl_ms(d.busy_until, now), 0} end
+function M.busy_reply(d, now) return {0, 0, M.ttl_ms(d.busy_until, now), 0} end
 
 -- A waiter's hold that was handed to it while it waited, claimed now by
 -- request r: its lease is r's from now.
-local function claim(s, r, now)
+function M.claim(s, r, now)
     local h = s.holders[r.owner]
     if h == nil or not h.handed then return nil end
     h.handed = false
-    h.expires = math.max(h.expires, lease_end(now, r.lease))
-    mark(s, 'h' .. r.owner, holder_text(h))
+    h.expires = math.max(h.expires, M.lease_end(now, r.lease))
+    M.mark(s, 'h' .. r.owner, M.holder_text(h))
     return h
 end
 
 -- FG.LOCK and FG.ACQUIRE on the state of one key.
-local function acquire(key, r, stay)
-    local now = server_us()
-    local s = load(key, r.kind)
-    prune(s, now)
-    serve(s, now)
+function M.acquire(key, r, stay)
+    local now = M.server_us()
+    local s = M.load(key, r.kind)
+    M.prune(s, now)
+    M.serve(s, now)
     local reply
-    local handed = claim(s, r, now)
+    local handed = M.claim(s, r, now)
     if handed then
-        reply = grant_reply(handed, now)
+        reply = M.grant_reply(handed, now)
     elseif r.claim then -- too late: the hand-off's stay ended, it went on
         reply = {0, 0, 0, 0}
     else
-        local d = decide(s, r, now, queued_ahead(s, r.owner))
+        local d = M.decide(s, r, now, M.queued_ahead(s, r.owner))
         if d.outcome == 'never' then
-            save(s)
+            M.save(s)
             fail(d.why)
         elseif d.outcome == 'busy' then
-            if stay then enqueue(s, r, stay, now, 1) end
-            reply = busy_reply(d, now)
+            if stay then M.enqueue(s, r, stay, now, 1) end
+            reply = M.busy_reply(d, now)
         else
-            if s.waiters[r.owner] then drop_waiter(s, r.owner) end
-            reply = grant_reply(take(s, r, d, now), now)
+            if s.waiters[r.owner] then M.drop_waiter(s, r.owner) end
+            reply = M.grant_reply(M.take(s, r, d, now), now)
         end
     end
-    save(s)
+    M.save(s)
     return reply
 end
 
@@ -491,111 +498,111 @@ local commands = {}
 
 -- FG.LOCK key owner lease_ms [SHARED] [REENTRANT] [WAIT timeout_ms]
 commands['FG.LOCK'] = function(keys, argv, i)
-    if nargs(argv, i) < 2 then wrong_arity('FG.LOCK') end
-    local r = {kind = 'lock', mode = 'x', owner = owner_arg(argv[i]), count = 1, cap = 0,
-               lease = lease_arg(argv[i + 1])}
-    local stay = lock_options(argv, i + 2, r, true)
-    return acquire(keys[1], r, stay)
+    if M.nargs(argv, i) < 2 then M.wrong_arity('FG.LOCK') end
+    local r = {kind = 'lock', mode = 'x', owner = M.owner_arg(argv[i]), count = 1, cap = 0,
+               lease = M.lease_arg(argv[i + 1])}
+    local stay = M.lock_options(argv, i + 2, r, true)
+    return M.acquire(keys[1], r, stay)
 end
 
 -- FG.ACQUIRE key capacity owner permits lease_ms [WAIT timeout_ms]
 commands['FG.ACQUIRE'] = function(keys, argv, i)
-    if nargs(argv, i) < 4 then wrong_arity('FG.ACQUIRE') end
-    local r = {kind = 'semaphore', mode = 'x', cap = integer(argv[i], 'capacity', 1, MAX_CAPACITY),
-               owner = owner_arg(argv[i + 1]), count = integer(argv[i + 2], 'permits', 1, MAX_CAPACITY),
-               lease = lease_arg(argv[i + 3])}
-    local stay = lock_options(argv, i + 4, r, false)
+    if M.nargs(argv, i) < 4 then M.wrong_arity('FG.ACQUIRE') end
+    local r = {kind = 'semaphore', mode = 'x', cap = M.integer(argv[i], 'capacity', 1, M.MAX_CAPACITY),
+               owner = M.owner_arg(argv[i + 1]), count = M.integer(argv[i + 2], 'permits', 1, M.MAX_CAPACITY),
+               lease = M.lease_arg(argv[i + 3])}
+    local stay = M.lock_options(argv, i + 4, r, false)
     if r.count > r.cap then fail('ERR permits exceed the capacity') end
-    return acquire(keys[1], r, stay)
+    return M.acquire(keys[1], r, stay)
 end
 
 -- Gives back `count` of the owner's hold (0: all of it): what it still
 -- holds, or -1 (lock.c's fg_lock_release); serves the queue.
-local function release(s, owner, count, now)
+function M.release(s, owner, count, now)
     local h = s.holders[owner]
     local left = -1
     if h then
         if count == 0 or count >= h.count then
-            drop_holder(s, owner)
+            M.drop_holder(s, owner)
             left = 0
         else
             h.count = h.count - count
             h.handed = false
-            put_holder(s, h)
+            M.put_holder(s, h)
             left = h.count
         end
     end
-    serve(s, now)
+    M.serve(s, now)
     return left
 end
 
-local function release_one(key, kind, owner, count)
-    local now = server_us()
-    local s = load(key, kind)
-    prune(s, now)
-    local left = release(s, owner, count, now)
-    save(s)
+function M.release_one(key, kind, owner, count)
+    local now = M.server_us()
+    local s = M.load(key, kind)
+    M.prune(s, now)
+    local left = M.release(s, owner, count, now)
+    M.save(s)
     return left
 end
 
 -- FG.UNLOCK key owner
 commands['FG.UNLOCK'] = function(keys, argv, i)
-    if nargs(argv, i) ~= 1 then wrong_arity('FG.UNLOCK') end
-    return release_one(keys[1], 'lock', owner_arg(argv[i]), 1)
+    if M.nargs(argv, i) ~= 1 then M.wrong_arity('FG.UNLOCK') end
+    return M.release_one(keys[1], 'lock', M.owner_arg(argv[i]), 1)
 end
 
 -- FG.RELEASE key owner [permits]
 commands['FG.RELEASE'] = function(keys, argv, i)
-    if nargs(argv, i) ~= 1 and nargs(argv, i) ~= 2 then wrong_arity('FG.RELEASE') end
-    local permits = argv[i + 1] and integer(argv[i + 1], 'permits', 1, MAX_CAPACITY) or 0
-    return release_one(keys[1], 'semaphore', owner_arg(argv[i]), permits)
+    if M.nargs(argv, i) ~= 1 and M.nargs(argv, i) ~= 2 then M.wrong_arity('FG.RELEASE') end
+    local permits = argv[i + 1] and M.integer(argv[i + 1], 'permits', 1, M.MAX_CAPACITY) or 0
+    return M.release_one(keys[1], 'semaphore', M.owner_arg(argv[i]), permits)
 end
 
 -- FG.EXTEND key owner lease_ms
 commands['FG.EXTEND'] = function(keys, argv, i)
-    if nargs(argv, i) ~= 2 then wrong_arity('FG.EXTEND') end
-    local owner, lease = owner_arg(argv[i]), lease_arg(argv[i + 1])
-    local now = server_us()
-    local s = load(keys[1], nil)
-    prune(s, now)
+    if M.nargs(argv, i) ~= 2 then M.wrong_arity('FG.EXTEND') end
+    local owner, lease = M.owner_arg(argv[i]), M.lease_arg(argv[i + 1])
+    local now = M.server_us()
+    local s = M.load(keys[1], nil)
+    M.prune(s, now)
     local h = s.holders[owner]
     if h then
-        h.expires = lease_end(now, lease)
+        h.expires = M.lease_end(now, lease)
         h.handed = false
-        put_holder(s, h)
+        M.put_holder(s, h)
     end
-    serve(s, now)
-    save(s)
+    M.serve(s, now)
+    M.save(s)
     return h and 1 or 0
 end
 
 -- FG.FORCEUNLOCK key
 commands['FG.FORCEUNLOCK'] = function(keys, argv, i)
-    if nargs(argv, i) ~= 0 then wrong_arity('FG.FORCEUNLOCK') end
-    local now = server_us()
-    local s = load(keys[1], nil)
-    prune(s, now)
+    if M.nargs(argv, i) ~= 0 then M.wrong_arity('FG.FORCEUNLOCK') end
+    local now = M.server_us()
+    local s = M.load(keys[1], nil)
+    M.prune(s, now)
     local removed = s.nholders
-    for owner in pairs(s.holders) do drop_holder(s, owner) end
-    serve(s, now)
-    save(s)
+    for owner in pairs(s.holders) do M.drop_holder(s, owner) end
+    M.serve(s, now)
+    M.save(s)
     return removed
 end
 
 -- FG.LOCKINFO key: field/value pairs, a flat array (docs/scripts.md).
 commands['FG.LOCKINFO'] = function(keys, argv, i)
-    if nargs(argv, i) ~= 0 then wrong_arity('FG.LOCKINFO') end
-    local now = server_us()
-    local s = load(keys[1], nil)
+    if M.nargs(argv, i) ~= 0 then M.wrong_arity('FG.LOCKINFO') end
+    local now = M.server_us()
+    local s = M.load(keys[1], nil)
     local holders, waiters, n = {}, {}, 0
-    for _, h in ipairs(in_order(s.holders, 'grant')) do
+    for _, h in ipairs(M.in_order(s.holders, 'grant')) do
         if h.expires > now then
             holders[#holders + 1] = {h.owner, h.mode == 's' and 'shared' or 'exclusive', h.count,
-                                     ttl_ms(h.expires, now), h.token}
+                                     M.ttl_ms(h.expires, now), h.token}
             n = n + h.count
         end
     end
-    for _, w in ipairs(in_order(s.waiters, 'seq')) do
+    for _, w in ipairs(M.in_order(s.waiters, 'seq')) do
         if w.alive > now then
             waiters[#waiters + 1] = {w.owner, w.mode == 's' and 'shared' or 'exclusive', w.count,
                                      math.floor((now - w.since) / 1000)}
@@ -603,41 +610,41 @@ commands['FG.LOCKINFO'] = function(keys, argv, i)
     end
     if #holders == 0 and #waiters == 0 then return false end
     return {'kind', s.kind, 'capacity', s.cap, 'used', n, 'holders', holders,
-            'waiters', waiters, 'next_token', next_token(s, now)}
+            'waiters', waiters, 'next_token', M.next_token(s, now)}
 end
 
 -- ---------------------------------------------------------- multi-key locks
 
 -- The states of the keys, each pruned and served.
-local function load_all(keys, now)
+function M.load_all(keys, now)
     local states = {}
-    for k = 1, #keys do states[k] = load(keys[k], 'lock') end
+    for k = 1, #keys do states[k] = M.load(keys[k], 'lock') end
     for k = 1, #keys do
-        prune(states[k], now)
-        serve(states[k], now)
+        M.prune(states[k], now)
+        M.serve(states[k], now)
     end
     return states
 end
 
-local function save_all(states)
-    for k = 1, #states do save(states[k]) end
+function M.save_all(states)
+    for k = 1, #states do M.save(states[k]) end
 end
 
 -- FG.MLOCK numkeys key [key ...] owner lease_ms [WAIT timeout_ms]
 commands['FG.MLOCK'] = function(keys, argv, i)
-    local n = key_count('FG.MLOCK', keys, argv, i, 2, false)
-    local r = {kind = 'lock', mode = 'x', owner = owner_arg(argv[i + 1]), count = 1, cap = 0,
-               lease = lease_arg(argv[i + 2])}
-    local stay = lock_options(argv, i + 3, r, false)
-    local now = server_us()
-    local states = load_all(keys, now)
+    local n = M.key_count('FG.MLOCK', keys, argv, i, 2, false)
+    local r = {kind = 'lock', mode = 'x', owner = M.owner_arg(argv[i + 1]), count = 1, cap = 0,
+               lease = M.lease_arg(argv[i + 2])}
+    local stay = M.lock_options(argv, i + 3, r, false)
+    local now = M.server_us()
+    local states = M.load_all(keys, now)
     -- lock.c's fg_lock_decide_all: refused at the first key that never
     -- can be; granted when every key is; else busy until the latest.
     local all, busy_until, token = true, 0, now
     for k = 1, n do
-        local d = decide(states[k], r, now, queued_ahead(states[k], r.owner))
+        local d = M.decide(states[k], r, now, M.queued_ahead(states[k], r.owner))
         if d.outcome == 'never' then
-            save_all(states)
+            M.save_all(states)
             fail(d.why)
         end
         all = all and d.outcome == 'granted'
@@ -648,33 +655,33 @@ commands['FG.MLOCK'] = function(keys, argv, i)
     if all then
         for k = 1, n do
             local s = states[k]
-            if s.waiters[r.owner] then drop_waiter(s, r.owner) end
-            take(s, r, grant(r, now), now, token)
+            if s.waiters[r.owner] then M.drop_waiter(s, r.owner) end
+            M.take(s, r, M.grant(r, now), now, token)
         end
-        reply = {1, token, ttl_ms(lease_end(now, r.lease), now), n}
+        reply = {1, token, M.ttl_ms(M.lease_end(now, r.lease), now), n}
     else
         if stay then
-            for k = 1, n do enqueue(states[k], r, stay, now, n) end
+            for k = 1, n do M.enqueue(states[k], r, stay, now, n) end
         end
-        reply = {0, 0, ttl_ms(busy_until, now), 0}
+        reply = {0, 0, M.ttl_ms(busy_until, now), 0}
     end
-    save_all(states)
+    M.save_all(states)
     return reply
 end
 
 -- FG.MUNLOCK numkeys key [key ...] owner
 commands['FG.MUNLOCK'] = function(keys, argv, i)
-    local n = key_count('FG.MUNLOCK', keys, argv, i, 1, true)
-    local owner = owner_arg(argv[i + 1])
-    local now = server_us()
+    local n = M.key_count('FG.MUNLOCK', keys, argv, i, 1, true)
+    local owner = M.owner_arg(argv[i + 1])
+    local now = M.server_us()
     local states = {}
-    for k = 1, n do states[k] = load(keys[k], 'lock') end
+    for k = 1, n do states[k] = M.load(keys[k], 'lock') end
     local released = 0
     for k = 1, n do
-        prune(states[k], now)
-        if release(states[k], owner, 1, now) >= 0 then released = released + 1 end
+        M.prune(states[k], now)
+        if M.release(states[k], owner, 1, now) >= 0 then released = released + 1 end
     end
-    save_all(states)
+    M.save_all(states)
     return released
 end
 
@@ -683,19 +690,19 @@ end
 -- how many keys it left or gave back. Scripts only: the module's waiters
 -- leave by their connection.
 commands['FG.UNWAIT'] = function(keys, argv, i)
-    local n = key_count('FG.UNWAIT', keys, argv, i, 1, true)
-    local owner = owner_arg(argv[i + 1])
-    local now = server_us()
+    local n = M.key_count('FG.UNWAIT', keys, argv, i, 1, true)
+    local owner = M.owner_arg(argv[i + 1])
+    local now = M.server_us()
     local left = 0
     for k = 1, n do
-        local s = load(keys[k], nil)
-        prune(s, now)
+        local s = M.load(keys[k], nil)
+        M.prune(s, now)
         local gone = false
-        if s.waiters[owner] then drop_waiter(s, owner) gone = true end
+        if s.waiters[owner] then M.drop_waiter(s, owner) gone = true end
         local h = s.holders[owner]
-        if h and h.handed then drop_holder(s, owner) gone = true end
-        serve(s, now)
-        save(s)
+        if h and h.handed then M.drop_holder(s, owner) gone = true end
+        M.serve(s, now)
+        M.save(s)
         if gone then left = left + 1 end
     end
     return left
@@ -706,31 +713,31 @@ end
 -- A fenced value is a hash: t, the highest token seen (decimal text, up to
 -- 2^63 - 1, compared as text: a longer one is larger), and v, the value.
 -- It has no expiry: it is the resource itself, not a lease.
-local function token_arg(s)
-    if not int64_text(s) or string.sub(s, 1, 1) == '-' or s == '0' then
-        if int64_text(s) then fail('ERR token must be between 1 and ' .. INT64_MAX) end
+function M.token_arg(s)
+    if not M.int64_text(s) or string.sub(s, 1, 1) == '-' or s == '0' then
+        if M.int64_text(s) then fail('ERR token must be between 1 and ' .. M.INT64_MAX) end
         fail('ERR token must be an integer')
     end
     return s
 end
 
-local function token_lt(a, b) return #a < #b or (#a == #b and a < b) end
+function M.token_lt(a, b) return #a < #b or (#a == #b and a < b) end
 
-local function load_fenced(key)
+function M.load_fenced(key)
     local flat = redis.call('HGETALL', key)
     local f = {}
     for k = 1, #flat, 2 do f[flat[k]] = flat[k + 1] end
-    if #flat > 0 and f.t == nil then fail(WRONGTYPE) end
+    if #flat > 0 and f.t == nil then fail(M.WRONGTYPE) end
     return f
 end
 
 -- A write fenced by `token`: current when no larger token was seen; a
 -- current token is stored, with value (nil: none), when larger, or when
 -- equal for a value (t_lock.c's fenced_write).
-local function fenced_write(key, token, value)
-    local f = load_fenced(key)
-    local current = f.t == nil or not token_lt(token, f.t)
-    if current and (f.t == nil or token_lt(f.t, token) or value) then
+function M.fenced_write(key, token, value)
+    local f = M.load_fenced(key)
+    local current = f.t == nil or not M.token_lt(token, f.t)
+    if current and (f.t == nil or M.token_lt(f.t, token) or value) then
         if value then
             redis.call('HSET', key, 't', token, 'v', value)
         else
@@ -742,24 +749,24 @@ end
 
 -- FG.FENCE key token
 commands['FG.FENCE'] = function(keys, argv, i)
-    if nargs(argv, i) ~= 1 then wrong_arity('FG.FENCE') end
-    return fenced_write(keys[1], token_arg(argv[i]), nil)
+    if M.nargs(argv, i) ~= 1 then M.wrong_arity('FG.FENCE') end
+    return M.fenced_write(keys[1], M.token_arg(argv[i]), nil)
 end
 
 -- FG.FSET key token value
 commands['FG.FSET'] = function(keys, argv, i)
-    if nargs(argv, i) ~= 2 then wrong_arity('FG.FSET') end
-    return fenced_write(keys[1], token_arg(argv[i]), argv[i + 1])
+    if M.nargs(argv, i) ~= 2 then M.wrong_arity('FG.FSET') end
+    return M.fenced_write(keys[1], M.token_arg(argv[i]), argv[i + 1])
 end
 
 -- FG.FGET key [token]: [ok, highest_token, value]; the token, as text
 -- beyond 2^53 (docs/scripts.md).
 commands['FG.FGET'] = function(keys, argv, i)
-    if nargs(argv, i) > 1 then wrong_arity('FG.FGET') end
-    local token = argv[i] and token_arg(argv[i])
-    local f = load_fenced(keys[1])
-    local current = f.t == nil or token == nil or not token_lt(token, f.t)
-    if token and current and (f.t == nil or token_lt(f.t, token)) then
+    if M.nargs(argv, i) > 1 then M.wrong_arity('FG.FGET') end
+    local token = argv[i] and M.token_arg(argv[i])
+    local f = M.load_fenced(keys[1])
+    local current = f.t == nil or token == nil or not M.token_lt(token, f.t)
+    if token and current and (f.t == nil or M.token_lt(f.t, token)) then
         redis.call('HSET', keys[1], 't', token)
         f.t = token
     end

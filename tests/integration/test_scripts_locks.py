@@ -162,7 +162,7 @@ class Pair:
                 continue
             assert self.m.execute("EXISTS", key) == 1, key
             ttl = self.s.execute("PTTL", key)
-            fenced = self.s.execute("HEXISTS", key, "kind") == 0
+            fenced = self.s.execute("HEXISTS", key, "m") == 0
             assert (ttl == -1) if fenced else (ttl > 0), (key, ttl)
 
 

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "error.h"
 #include "remote.h"
@@ -49,6 +50,8 @@ typedef struct fg_locks {
     pthread_mutex_t lock; /* guards the spares and the renewal pointer */
     fg_conn spares[SPARE_CONNS];
     size_t nspares;
+    fg_conn subs[SPARE_CONNS]; /* idle subscriber connections (waiting without the module) */
+    size_t nsubs;
     fg_renewal *renewal; /* started with the first renewed request */
 } fg_locks;
 
@@ -138,6 +141,8 @@ static void locks_close(void *s) {
     fg_renewal_stop(l->renewal);
     for (size_t i = 0; i < l->nspares; i++)
         fg_conn_close(&l->spares[i]);
+    for (size_t i = 0; i < l->nsubs; i++)
+        fg_conn_close(&l->subs[i]);
     pthread_mutex_destroy(&l->lock);
     free(l);
 }
@@ -328,14 +333,22 @@ static told read_message(const redisReply *r, const char *owner, fg_lock_grant *
     return TOLD_GRANTED;
 }
 
-/* Subscribes sub to the channels of the request's keys: sharded where the
- * server has it (lock.lua publishes the same way). */
-static fg_code subscribe(const fg_locks *l, fg_conn *sub, const request *q, fg_error *err) {
-    static const char *const verbs[] = {"SSUBSCRIBE", "SUBSCRIBE"};
+static const char *const subscribe_verbs[] = {"SSUBSCRIBE", "SUBSCRIBE"};
+static const char *const unsubscribe_verbs[] = {"SUNSUBSCRIBE", "UNSUBSCRIBE"};
+
+/* Subscribes a subscriber connection (a spare one when there is one) to
+ * the channels of the request's keys: sharded where the server has it
+ * (lock.lua publishes the same way); *verb says which was taken. */
+static fg_code subscribe(fg_locks *l, fg_conn *sub, const request *q, size_t *verb,
+                         fg_error *err) {
+    pthread_mutex_lock(&l->lock);
+    if (l->nsubs > 0) *sub = l->subs[--l->nsubs];
+    pthread_mutex_unlock(&l->lock);
     fg_code rc = fg_conn_ensure(sub, &l->addr, &l->cfg, err);
     for (size_t v = 0; rc == FG_CODE_OK && v < 2; v++) {
         fg_argv cmd;
-        fg_argv_init(&cmd, verbs[v]);
+        *verb = v;
+        fg_argv_init(&cmd, subscribe_verbs[v]);
         for (size_t i = 0; i < q->nkeys; i++)
             fg_argv_str(&cmd, q->keys[i]);
         redisReply *replies[FG_ARGV_MAX];
@@ -353,6 +366,36 @@ static fg_code subscribe(const fg_locks *l, fg_conn *sub, const request *q, fg_e
         return rc;
     }
     return rc;
+}
+
+/* Leaves every channel, reading what comes until the server says none is
+ * left, and keeps the connection for the next wait; closes it when that
+ * fails or enough are kept. */
+static void unsubscribe(fg_locks *l, fg_conn *sub, size_t verb) {
+    fg_argv cmd;
+    fg_argv_init(&cmd, unsubscribe_verbs[verb]);
+    bool left = sub->ctx != NULL && fg_conn_append_argv(sub, &cmd, NULL) == FG_CODE_OK &&
+                fg_conn_flush(sub, NULL) == FG_CODE_OK;
+    while (left) {
+        redisReply *r = NULL;
+        if (fg_conn_await(sub, &r, l->cfg.command_timeout_ms, NULL) != FG_CODE_OK || r == NULL) {
+            left = false;
+            break;
+        }
+        bool last = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+                    r->element[0]->type == REDIS_REPLY_STRING &&
+                    strcasecmp(r->element[0]->str, unsubscribe_verbs[verb]) == 0 &&
+                    r->element[2]->type == REDIS_REPLY_INTEGER && r->element[2]->integer == 0;
+        freeReplyObject(r);
+        if (last) break;
+    }
+    pthread_mutex_lock(&l->lock);
+    if (left && l->nsubs < SPARE_CONNS) {
+        l->subs[l->nsubs++] = *sub;
+        sub->ctx = NULL;
+    }
+    pthread_mutex_unlock(&l->lock);
+    fg_conn_close(sub);
 }
 
 /* One ask: the request with WAIT's value set to stay_ms. */
@@ -436,10 +479,11 @@ static told hear(fg_conn *sub, const request *q, int64_t timeout_ms, fg_lock_gra
  * nap must claim, not ask anew. */
 static fg_code wait_by_script(channel *ch, const request *q, const fg_lock_options *o,
                               fg_lock_grant *out, int64_t *granted_us, fg_error *err) {
-    const fg_locks *l = ch->locks;
+    fg_locks *l = ch->locks;
     int64_t deadline = o->wait_ms < 0 ? INT64_MAX : fg_monotonic_us() + o->wait_ms * 1000;
     fg_conn sub = {0};
-    fg_code rc = subscribe(l, &sub, q, err);
+    size_t verb = 0;
+    fg_code rc = subscribe(l, &sub, q, &verb, err);
     fg_lock_grant handed = {0};
     told t = TOLD_NOTHING;
     *granted_us = fg_monotonic_us(); /* a hand-off follows the ask sent then */
@@ -472,7 +516,7 @@ static fg_code wait_by_script(channel *ch, const request *q, const fg_lock_optio
         t = hear(&sub, q, nap_ms, &handed, &rc, err);
     }
     if (rc != FG_CODE_OK) *out = (fg_lock_grant){0};
-    fg_conn_close(&sub);
+    unsubscribe(l, &sub, verb);
     return rc;
 }
 
