@@ -669,20 +669,27 @@ commands['FG.MLOCK'] = function(keys, argv, i)
     return reply
 end
 
--- FG.MUNLOCK numkeys key [key ...] owner
-commands['FG.MUNLOCK'] = function(keys, argv, i)
-    local n = M.key_count('FG.MUNLOCK', keys, argv, i, 1, true)
+-- The keys of "numkeys key [key ...] owner" (FG.MUNLOCK, FG.UNWAIT), each
+-- loaded (of `kind`, nil: any) and pruned, before any is changed: how many
+-- of them step(s, owner, now) says it changed.
+function M.each_key(command, kind, keys, argv, i, step)
+    local n = M.key_count(command, keys, argv, i, 1, true)
     local owner = M.owner_arg(argv[i + 1])
     local now = M.server_us()
-    local states = {}
-    for k = 1, n do states[k] = M.load(keys[k], 'lock') end
-    local released = 0
+    local states, changed = {}, 0
+    for k = 1, n do states[k] = M.load(keys[k], kind) end
     for k = 1, n do
         M.prune(states[k], now)
-        if M.release(states[k], owner, 1, now) >= 0 then released = released + 1 end
+        if step(states[k], owner, now) then changed = changed + 1 end
     end
     M.save_all(states)
-    return released
+    return changed
+end
+
+-- FG.MUNLOCK numkeys key [key ...] owner
+commands['FG.MUNLOCK'] = function(keys, argv, i)
+    return M.each_key('FG.MUNLOCK', 'lock', keys, argv, i,
+                      function(s, owner, now) return M.release(s, owner, 1, now) >= 0 end)
 end
 
 -- FG.UNWAIT numkeys key [key ...] owner: a waiter that gives up leaves the
@@ -690,22 +697,14 @@ end
 -- how many keys it left or gave back. Scripts only: the module's waiters
 -- leave by their connection.
 commands['FG.UNWAIT'] = function(keys, argv, i)
-    local n = M.key_count('FG.UNWAIT', keys, argv, i, 1, true)
-    local owner = M.owner_arg(argv[i + 1])
-    local now = M.server_us()
-    local left = 0
-    for k = 1, n do
-        local s = M.load(keys[k], nil)
-        M.prune(s, now)
+    return M.each_key('FG.UNWAIT', nil, keys, argv, i, function(s, owner, now)
         local gone = false
         if s.waiters[owner] then M.drop_waiter(s, owner) gone = true end
         local h = s.holders[owner]
         if h and h.handed then M.drop_holder(s, owner) gone = true end
         M.serve(s, now)
-        M.save(s)
-        if gone then left = left + 1 end
-    end
-    return left
+        return gone
+    end)
 end
 
 -- ----------------------------------------------------------- fenced values

@@ -204,6 +204,19 @@ def target(kind, module=None, module_cluster=None):
     raise ValueError(kind)
 
 
+def module_or_stock(kind, server):
+    """The session's module `server`, flushed, for "module"; the shared
+    stock server otherwise (the lock tests' servers)."""
+    if kind == "stock":
+        return target("stock")
+    if not server.alive():
+        server.start()
+    c = server.client()
+    c.flushall()
+    c.close()
+    return target("module", module=server)
+
+
 def of_param(request, flush_session=False):
     """The Target of a test parametrized over BACKENDS: for "module" the
     file's `server` fixture (the session's, flushed through `r`, when

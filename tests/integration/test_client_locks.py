@@ -86,15 +86,7 @@ def grant(answer):
 
 @pytest.fixture(params=("module", "stock"))
 def target(request, server):
-    """The session's module server, flushed, or the shared stock one."""
-    if request.param == "stock":
-        return backends.target("stock")
-    if not server.alive():
-        server.start()
-    c = server.client()
-    c.flushall()
-    c.close()
-    return backends.target("module", module=server)
+    return backends.module_or_stock(request.param, server)
 
 
 @pytest.fixture

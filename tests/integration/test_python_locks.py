@@ -39,13 +39,7 @@ def url(server):
 
 @pytest.fixture(params=["module", "stock"])
 def target(request, server):
-    """The session's module server, flushed, or the shared stock one."""
-    if request.param == "stock":
-        return backends.target("stock")
-    c = server.client()
-    c.flushall()
-    c.close()
-    return backends.target("module", module=server)
+    return backends.module_or_stock(request.param, server)
 
 
 @pytest.fixture
@@ -62,13 +56,8 @@ def client(request):
     if request.param == "mem":
         c = floodgate.Client("mem:")
     else:
-        if request.param == "stock":
-            target = backends.target("stock")
-        else:
-            server = request.getfixturevalue("server")
-            with server.client() as flush:
-                flush.flushall()
-            target = backends.target("module", module=server)
+        server = request.getfixturevalue("server") if request.param == "module" else None
+        target = backends.module_or_stock(request.param, server)
         c = floodgate.Client(target.url)
         c.test_node = target.server
     yield c

@@ -258,14 +258,17 @@ class Cluster:
             n.cleanup()
 
 
-def replicated_pair(master_args, socket_timeout=30):
+def replicated_pair(master_args, socket_timeout=30, module=True, client=None):
     """A master started with master_args and its replica, linked: yields
-    (master, replica, master client, replica client), and stops both."""
-    master = Server(master_args)
+    (master, replica, master client, replica client), and stops both.
+    module=False: stock servers; client(server, socket_timeout=...) makes
+    the clients (default: the server's own)."""
+    master = Server(master_args, module=module)
     master.start()
-    replica = Server(["--replicaof", "127.0.0.1", master.port])
+    replica = Server(["--replicaof", "127.0.0.1", master.port], module=module)
     replica.start()
-    m, r = master.client(socket_timeout=socket_timeout), replica.client(socket_timeout=socket_timeout)
+    make = client or (lambda srv, **kw: srv.client(**kw))
+    m, r = make(master, socket_timeout=socket_timeout), make(replica, socket_timeout=socket_timeout)
     wait_for(lambda: r.info("replication")["master_link_status"] == "up", timeout=20)
     yield master, replica, m, r
     m.close()

@@ -398,6 +398,16 @@ static void unsubscribe(fg_locks *l, fg_conn *sub, size_t verb) {
     fg_conn_close(sub);
 }
 
+/* A grant's round trip on ch. */
+static fg_code exchange_grant(channel *ch, const fg_argv *cmd, fg_lock_grant *out, fg_error *err) {
+    redisReply *reply;
+    fg_code rc = channel_exchange(ch, cmd, 1, &reply, 0, err);
+    if (rc != FG_CODE_OK) return rc;
+    rc = fg_parse_grant(reply, out, err);
+    freeReplyObject(reply);
+    return rc;
+}
+
 /* One ask: the request with WAIT's value set to stay_ms. */
 static fg_code ask(channel *ch, const request *q, int64_t stay_ms, fg_lock_grant *out,
                    fg_error *err) {
@@ -406,12 +416,7 @@ static fg_code ask(channel *ch, const request *q, int64_t stay_ms, fg_lock_grant
     snprintf(stay, sizeof(stay), "%lld", (long long)stay_ms);
     cmd.argv[cmd.argc - 1] = stay; /* WAIT's value: add_wait put it last */
     cmd.argvlen[cmd.argc - 1] = strlen(stay);
-    redisReply *reply;
-    fg_code rc = channel_exchange(ch, &cmd, 1, &reply, 0, err);
-    if (rc != FG_CODE_OK) return rc;
-    rc = fg_parse_grant(reply, out, err);
-    freeReplyObject(reply);
-    return rc;
+    return exchange_grant(ch, &cmd, out, err);
 }
 
 /* The claim of a hold handed to the request: the request with CLAIM in
@@ -420,12 +425,7 @@ static fg_code claim(channel *ch, const request *q, fg_lock_grant *out, fg_error
     fg_argv cmd = q->cmds[0];
     cmd.argc -= 2; /* WAIT and its value: add_wait put them last */
     fg_argv_str(&cmd, "CLAIM");
-    redisReply *reply;
-    fg_code rc = channel_exchange(ch, &cmd, 1, &reply, 0, err);
-    if (rc != FG_CODE_OK) return rc;
-    rc = fg_parse_grant(reply, out, err);
-    freeReplyObject(reply);
-    return rc;
+    return exchange_grant(ch, &cmd, out, err);
 }
 
 /* Leaves the queues after a wait that timed out. */
