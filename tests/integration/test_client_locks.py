@@ -23,6 +23,7 @@ import pytest
 import redis
 
 import backends
+from lock_fixtures import r, target  # noqa: F401 - fixtures
 from harness import Server, free_port, s, wait_for, wait_replica_synced
 from test_client import program
 
@@ -82,18 +83,6 @@ def grant(answer):
     fields = answer.split()
     assert fields[0] == "ok", answer
     return [int(x) for x in fields[1:]]
-
-
-@pytest.fixture(params=("module", "stock"))
-def target(request, server):
-    return backends.module_or_stock(request.param, server)
-
-
-@pytest.fixture
-def r(target):
-    c = backends.script_client(target.server)
-    yield c
-    c.close()
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import pytest
 import redis
 
 import backends
+from lock_fixtures import r, target  # noqa: F401 - fixtures
 import floodgate
 from floodgate import LockNotAcquired, LostReason
 from harness import Server, free_port, s, wait_for
@@ -35,19 +36,6 @@ LONG_MS = 60000                         # leases and waits that never end during
 
 def url(server):
     return "redis://127.0.0.1:%d" % server.port
-
-
-@pytest.fixture(params=["module", "stock"])
-def target(request, server):
-    return backends.module_or_stock(request.param, server)
-
-
-@pytest.fixture
-def r(target):
-    """redis-py on the target; its lock commands are lock.lua's on stock."""
-    c = backends.script_client(target.server)
-    yield c
-    c.close()
 
 
 @pytest.fixture(params=["mem", "module", "stock"])
