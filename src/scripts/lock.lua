@@ -52,18 +52,9 @@ local MAX_KEYS = 64
 local MAX_ENTRIES = 1000 -- holders and waiters of one key
 local DEFAULT_STAY_US = 1000000 -- WAIT 0: the queue keeps a waiter a second
 local INT64_MAX = '9223372036854775807'
-local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local ERR_UPGRADE = 'ERR owner holds a shared lock: release it before asking for the exclusive lock'
 
 -- -------------------------------------------------------------- arguments
-
--- Whether s is an integer as Redis reads one (string2ll), within int64.
-local function int64_text(s)
-    if s == '0' then return true end
-    local digits = string.match(s, '^%-?([1-9]%d*)$')
-    if digits == nil or #digits > 19 then return false end
-    return #digits < 19 or digits <= (string.sub(s, 1, 1) == '-' and '9223372036854775808' or INT64_MAX)
-end
 
 -- An integer argument in [lo, hi] (both below 2^53), with the module's words.
 local function integer(s, name, lo, hi)
