@@ -1,5 +1,6 @@
 -- base.lua - what every family's script begins with: effects replication,
--- refusals, Redis's reading of an integer, and the run of a command by name.
+-- refusals, Redis's reading of integers and doubles, and the run of a
+-- command by name.
 --
 -- The build (scripts/gen-scripts.sh) puts this file first in each EVALSHA
 -- script and once in the Functions library, then prelude.lua (the exact
@@ -41,6 +42,28 @@ local function int64_text(s)
     local digits = string.match(s, '^%-?([1-9]%d*)$')
     if digits == nil or #digits > 19 then return false end
     return #digits < 19 or digits <= (string.sub(s, 1, 1) == '-' and '9223372036854775808' or '9223372036854775807')
+end
+
+-- A double as the server reads one (getDoubleFromObject): strtod over the
+-- whole string, no leading space, not NaN, neither overflow nor underflow
+-- to zero. Lua's tonumber is strtod, but it skips trailing spaces and stops
+-- at a NUL. nil when the server refuses it.
+local function server_double(s)
+    if s == '' or string.find(s, '^%s') or string.find(s, '%s$') or string.find(s, '%z') then
+        return nil
+    end
+    local v = tonumber(s)
+    if v == nil or v ~= v then return nil end
+    local text = string.lower(s)
+    if v == math.huge or v == -math.huge then
+        if not string.find(text, '^[+-]?inf') then return nil end
+    elseif v == 0 then
+        local hex = string.match(text, '^[+-]?0x([%x.]*)')
+        if string.find(hex or string.match(text, '^[+-]?([%d.]*)'), hex and '[1-9a-f]' or '[1-9]') then
+            return nil
+        end
+    end
+    return v
 end
 
 local function run_named(commands, keys, argv)

@@ -33,8 +33,8 @@
 -- bits, m and k the smallest for which the classic rate (1 - e^(-kn/m))^k
 -- at n offered items is SIZING_MARGIN x the level's target, n being the
 -- capacity plus the items a false positive hides while the level fills
--- (about capacity x t / (k + 1)). About 9.8 bits per item at 1%, where the
--- module's blocks take 10.0.
+-- (about capacity x t / (k + 1)). 9.7 bits per item at 1% (BF.INFO's Size
+-- over capacity), where the module's blocks take 10.0.
 --
 -- Hash: redis.sha1hex (C speed, on every server, in Functions too). Two
 -- 52-bit numbers from its first 104 bits, exact in doubles, give the k
@@ -75,26 +75,6 @@ local function module_args(keys, argv, first)
     local a = {keys[1]}
     for j = first, #argv do a[j - first + 2] = argv[j] end
     return a, #argv - first + 3
-end
-
--- A double as Redis's string2d reads one (RedisModule_StringToDouble), or
--- nil: no spaces at either end, no NaN, no overflow to infinity or
--- underflow to zero.
-local function double_of(s)
-    if s == '' or string.find(s, '^%s') or string.find(s, '%s$') or string.find(s, '%z') then
-        return nil
-    end
-    local v = tonumber(s)
-    if v == nil or v ~= v then return nil end
-    if (v == math.huge or v == -math.huge) and not string.find(string.lower(s), '^[+-]?inf') then
-        return nil
-    end
-    if v == 0 then
-        local hex = string.find(s, '^[+-]?0[xX]')
-        local digits = string.match(string.gsub(s, '^[+-]?0[xX]', ''), hex and '^[^pP]*' or '^[^eE]*')
-        if string.find(digits, hex and '[1-9a-fA-F]' or '[1-9]') then return nil end
-    end
-    return v
 end
 
 local function integer_of(s) return int64_text(s) and tonumber(s) or nil end
@@ -336,7 +316,7 @@ commands['BF.RESERVE'] = function(keys, argv, first)
     local a, argc = module_args(keys, argv, first)
     if argc < 4 or argc > 7 then arity('bf.reserve') end
     local o = {expansion = DEFAULTS.expansion}
-    o.error = double_of(a[2])
+    o.error = server_double(a[2])
     if o.error == nil then fail('ERR bad error rate') end
     if not (o.error > 0 and o.error < 1) then fail('ERR (0 < error rate range < 1) ') end
     if o.error < MIN_ERROR then fail('ERR error rate must be at least 1e-09') end
@@ -408,7 +388,7 @@ commands['BF.INSERT'] = function(keys, argv, first)
                 o.capacity = integer_of(a[pos])
                 if o.capacity == nil then fail('Bad capacity') end
             elseif string.sub(word, 2, 2) == 'r' then
-                o.error = double_of(a[pos])
+                o.error = server_double(a[pos])
                 if o.error == nil then fail('Bad error rate') end
             else
                 o.expansion = integer_of(a[pos])

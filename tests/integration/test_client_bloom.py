@@ -22,7 +22,7 @@ import pytest
 import redis
 
 import backends
-from harness import RawClient, RespError, Server, wait_for
+from harness import RawClient, RespError, Server, commandstats, wait_for
 from test_client import program
 from topology import Cluster
 
@@ -372,12 +372,15 @@ def test_server_without_the_module_told_to_use_it():
         s.stop()
 
 
-def commandstats(server):
+def app_user(server, acl):
+    """The URL's user part: none, or a user that may run anything but
+    COMMAND (so the library probes)."""
+    if not acl:
+        return ""
     c = server.client()
-    try:
-        return {k[len("cmdstat_"):]: v["calls"] for k, v in c.info("commandstats").items()}
-    finally:
-        c.close()
+    c.execute_command("ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-command")
+    c.close()
+    return "app:pw@"
 
 
 @pytest.mark.parametrize("acl", [False, True])
@@ -388,12 +391,7 @@ def test_a_server_with_bf_of_its_own_keeps_them_under_backend_script(acl):
     and its rate limits as scripts."""
     s = Server().start()
     try:
-        auth = ""
-        if acl:
-            c = s.client()
-            c.execute_command("ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-command")
-            c.close()
-            auth = "app:pw@"
+        auth = app_user(s, acl)
         c = BloomClient("redis://%s127.0.0.1:%d?backend=script" % (auth, s.port))
         assert c("reserve own 0.01 10 2") == "ok"
         assert c("madd own a b") == "ok 1 1"
@@ -411,12 +409,7 @@ def test_a_server_with_bf_of_its_own_keeps_them_under_backend_script(acl):
 def test_a_stock_server_runs_the_script(acl):
     s = Server(module=False).start()
     try:
-        auth = ""
-        if acl:
-            c = s.client()
-            c.execute_command("ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-command")
-            c.close()
-            auth = "app:pw@"
+        auth = app_user(s, acl)
         c = BloomClient("redis://%s127.0.0.1:%d" % (auth, s.port))
         assert c("madd st a b") == "ok 1 1"
         assert c("mexists st a b z") == "ok 1 1 0"

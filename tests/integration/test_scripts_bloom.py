@@ -22,6 +22,7 @@ import pytest
 import redis
 
 import backends
+from test_bloom import expected_chain
 from test_client_bloom import BloomClient
 
 FULL = "non scaling filter is full"  # as redis-py gives it, "ERR " taken off
@@ -78,17 +79,6 @@ def hidden_bound(adds):
 def info(c, key):
     flat = c.execute_command("BF.INFO", key)
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
-
-
-def plan_levels(capacity, expansion, adds):
-    """core/bloom.c's chain: the levels and capacity a filter of these
-    parameters has after `adds` adds that answered 1."""
-    levels, total, c = 1, capacity, capacity
-    while adds > total:
-        c *= expansion
-        total += c
-        levels += 1
-    return levels, total
 
 
 # --------------------------------------------------------------- refusals
@@ -273,8 +263,8 @@ def test_growth_through_levels_is_the_modules(r, sc, capacity, expansion, adds):
     slack = binomial_bound(adds, 0.01)  # adds a false positive may hide
     for i in (m, s):
         assert adds - slack <= i["Number of items inserted"] <= adds
-        levels, total = plan_levels(capacity, expansion, i["Number of items inserted"])
-        assert plan_levels(capacity, expansion, adds - slack) == (levels, total), "near a level's end"
+        levels, total = expected_chain(i["Number of items inserted"], capacity, expansion)
+        assert expected_chain(adds - slack, capacity, expansion) == (levels, total), "near a level's end"
         assert (i["Number of filters"], i["Capacity"]) == (levels, total)
     for field in ("Capacity", "Number of filters", "Expansion rate"):
         assert m[field] == s[field], field
