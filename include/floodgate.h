@@ -416,9 +416,10 @@ fg_code fg_redlock_unlock(fg_redlock *rl, const char *key, const char *owner, fg
 
 /* ------------------------------------------------------------ bloom filters */
 
-/* Bloom filters (docs/bloom.md). On a server, the module's BF.* commands
- * (RedisBloom-compatible); on mem:, an in-process filter per key running
- * the same code. Items are bytes. */
+/* Bloom filters (docs/bloom.md). On a server, its BF.* commands (the
+ * module's, RedisBloom's, or a server script's where it has none:
+ * docs/scripts.md); on mem:, an in-process filter per key running the
+ * module's code. Items are bytes. */
 
 typedef struct fg_bloom_options {
     double error_rate; /* default 0.01, in (0, 1) */

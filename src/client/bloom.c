@@ -7,8 +7,8 @@
  * (options_check). Bad input is thus FG_CODE_INVALID without a
  * round trip, and a server only ever sees commands it accepts. Then it
  * calls through the Bloom table of the client's backend (backend.h): the
- * client's table on mem: (mem_bloom.c), the module's BF.* commands on a
- * server or cluster (remote_bloom.c).
+ * client's table on mem: (mem_bloom.c), BF.* commands on a server or
+ * cluster (remote_bloom.c).
  *
  * fg_filter is a core filter with memory from malloc: no key, no lock. It
  * is made as mem:'s filters and policy lists are (filter.h, here).

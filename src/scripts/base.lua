@@ -1,5 +1,6 @@
 -- base.lua - what every family's script begins with: effects replication,
--- refusals, and the run of a command by name.
+-- refusals, Redis's reading of integers and doubles, and the run of a
+-- command by name.
 --
 -- The build (scripts/gen-scripts.sh) puts this file first in each EVALSHA
 -- script and once in the Functions library, then prelude.lua (the exact
@@ -10,8 +11,14 @@
 
 if redis.replicate_commands then redis.replicate_commands() end -- 6.2: effects, for TIME
 
+local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+
 -- A refusal: its message is the reply, and nothing has been written.
-local function fail(msg) return error({err = msg}, 0) end
+local refused -- the last refusal's message, which run() knows again as a string
+local function fail(msg)
+    refused = msg
+    return error({err = msg}, 0)
+end
 
 -- The command of argv[1] (the EVALSHA form: argv[2..] are its arguments),
 -- or the given one (a function of the library: all of argv). A refusal
@@ -23,8 +30,40 @@ local function run(command, keys, argv, first)
     -- Redis 7.0's pcall hands an error table over as its message: one of
     -- ours, or the server's for a redis.call (OOM ...), starts with its
     -- code in capitals; Lua's own errors name the script ("user_script:").
-    if type(r) == 'string' and string.find(r, '^%u[%u_]* ') then return {err = r} end
+    -- Refusals without a code (RedisBloom's "Bad capacity") are known by
+    -- their text.
+    if type(r) == 'string' and (r == refused or string.find(r, '^%u[%u_]* ')) then return {err = r} end
     return {err = 'ERR floodgate script failed: ' .. tostring(r)}
+end
+
+-- Whether s is an integer as Redis reads one (string2ll), within int64.
+local function int64_text(s)
+    if s == '0' then return true end
+    local digits = string.match(s, '^%-?([1-9]%d*)$')
+    if digits == nil or #digits > 19 then return false end
+    return #digits < 19 or digits <= (string.sub(s, 1, 1) == '-' and '9223372036854775808' or '9223372036854775807')
+end
+
+-- A double as the server reads one (getDoubleFromObject): strtod over the
+-- whole string, no leading space, not NaN, neither overflow nor underflow
+-- to zero. Lua's tonumber is strtod, but it skips trailing spaces and stops
+-- at a NUL. nil when the server refuses it.
+local function server_double(s)
+    if s == '' or string.find(s, '^%s') or string.find(s, '%s$') or string.find(s, '%z') then
+        return nil
+    end
+    local v = tonumber(s)
+    if v == nil or v ~= v then return nil end
+    local text = string.lower(s)
+    if v == math.huge or v == -math.huge then
+        if not string.find(text, '^[+-]?inf') then return nil end
+    elseif v == 0 then
+        local hex = string.match(text, '^[+-]?0x([%x.]*)')
+        if string.find(hex or string.match(text, '^[+-]?([%d.]*)'), hex and '[1-9a-f]' or '[1-9]') then
+            return nil
+        end
+    end
+    return v
 end
 
 local function run_named(commands, keys, argv)

@@ -43,7 +43,9 @@ end
 
 -- The commands that never write: no-writes lets FCALL_RO and a replica
 -- run them.
-local READ_ONLY = {['FG.PEEK'] = true, ['FG.INSPECT'] = true, ['FG.LOCKINFO'] = true}
+local READ_ONLY = {['FG.PEEK'] = true, ['FG.INSPECT'] = true, ['FG.LOCKINFO'] = true,
+                   ['BF.EXISTS'] = true, ['BF.MEXISTS'] = true, ['BF.INFO'] = true,
+                   ['BF.CARD'] = true}
 
 -- Registers the function of a command (at FUNCTION LOAD: string methods
 -- only, no globals).

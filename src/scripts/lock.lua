@@ -65,22 +65,13 @@ M.MAX_KEYS = 64
 M.MAX_ENTRIES = 1000 -- holders and waiters of one key
 M.DEFAULT_STAY_US = 1000000 -- WAIT 0: the queue keeps a waiter a second
 M.INT64_MAX = '9223372036854775807'
-M.WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 M.ERR_UPGRADE = 'ERR owner holds a shared lock: release it before asking for the exclusive lock'
 
 -- -------------------------------------------------------------- arguments
 
--- Whether s is an integer as Redis reads one (string2ll), within int64.
-function M.int64_text(s)
-    if s == '0' then return true end
-    local digits = string.match(s, '^%-?([1-9]%d*)$')
-    if digits == nil or #digits > 19 then return false end
-    return #digits < 19 or digits <= (string.sub(s, 1, 1) == '-' and '9223372036854775808' or M.INT64_MAX)
-end
-
 -- An integer argument in [lo, hi] (both below 2^53), with the module's words.
 function M.integer(s, name, lo, hi)
-    if not M.int64_text(s) then fail('ERR ' .. name .. ' must be an integer') end
+    if not int64_text(s) then fail('ERR ' .. name .. ' must be an integer') end
     local v = tonumber(s)
     if v < lo or v > hi then
         fail(string.format('ERR %s must be between %d and %d', name, lo, hi))
@@ -200,8 +191,8 @@ function M.load(key, kind)
             s.kind, s.cap, s.token, s.seq, s.meta = kind, tonumber(cap), tonumber(token), tonumber(seq), v
         end
     end
-    if #flat > 0 and s.kind == nil then fail(M.WRONGTYPE) end
-    if kind and s.kind and s.kind ~= kind then fail(M.WRONGTYPE) end
+    if #flat > 0 and s.kind == nil then fail(WRONGTYPE) end
+    if kind and s.kind and s.kind ~= kind then fail(WRONGTYPE) end
     return s
 end
 
@@ -713,8 +704,8 @@ end
 -- 2^63 - 1, compared as text: a longer one is larger), and v, the value.
 -- It has no expiry: it is the resource itself, not a lease.
 function M.token_arg(s)
-    if not M.int64_text(s) or string.sub(s, 1, 1) == '-' or s == '0' then
-        if M.int64_text(s) then fail('ERR token must be between 1 and ' .. M.INT64_MAX) end
+    if not int64_text(s) or string.sub(s, 1, 1) == '-' or s == '0' then
+        if int64_text(s) then fail('ERR token must be between 1 and ' .. M.INT64_MAX) end
         fail('ERR token must be an integer')
     end
     return s
@@ -726,7 +717,7 @@ function M.load_fenced(key)
     local flat = redis.call('HGETALL', key)
     local f = {}
     for k = 1, #flat, 2 do f[flat[k]] = flat[k + 1] end
-    if #flat > 0 and f.t == nil then fail(M.WRONGTYPE) end
+    if #flat > 0 and f.t == nil then fail(WRONGTYPE) end
     return f
 end
 

@@ -324,7 +324,6 @@ local function expiry_ms(empty_at_us, skew)
     return us_to_ms_ceil(at)
 end
 
-local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local ERR_OVERFLOW = 'ERR overflow: these parameters exceed 64-bit time arithmetic'
 local ERR_INVALID = 'ERR invalid rate-limit parameters'
 

@@ -485,28 +485,6 @@ local function gcra_count(s)
     return v
 end
 
--- A double as the server reads one (getDoubleFromObject): strtod over the
--- whole string, no leading space, not NaN, neither overflow nor underflow
--- to zero. Lua's tonumber is strtod, but it skips trailing spaces and stops
--- at a NUL. nil when the server refuses it.
-local function server_double(s)
-    if s == '' or string.find(s, '^%s') or string.find(s, '%s$') or string.find(s, '%z') then
-        return nil
-    end
-    local v = tonumber(s)
-    if v == nil or v ~= v then return nil end
-    local text = string.lower(s)
-    if v == math.huge or v == -math.huge then
-        if not string.find(text, '^[+-]?inf') then return nil end
-    elseif v == 0 then
-        local hex = string.match(text, '^[+-]?0x([%x.]*)')
-        if string.find(hex or string.match(text, '^[+-]?([%d.]*)'), hex and '[1-9a-f]' or '[1-9]') then
-            return nil
-        end
-    end
-    return v
-end
-
 -- The stored TAT, nil for none: absent, or expired by an explicit time.
 local function gcra_read(key, now, explicit)
     local kind = key_type(key)

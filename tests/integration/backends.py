@@ -21,8 +21,9 @@ changed and gets a new cluster.
 What the stock backends do not have (docs/scripts.md, "What differs from
 the module") stays with the module: counters (FG.POLICY GET's allowed,
 denied...), Bloom lists, a policy check's FIFO WAIT, effect commands,
-keyspace events and INFO floodgate. A test's own FG.* lock commands reach
-a stock server as lock.lua's EVALSHA through script_client().
+keyspace events and INFO floodgate. A test's own FG.* lock commands and
+BF.* commands reach a stock server as lock.lua's and bloom.lua's EVALSHA
+through script_client().
 """
 
 import atexit
@@ -234,43 +235,59 @@ LOCK_COMMANDS = {"FG.LOCK", "FG.UNLOCK", "FG.ACQUIRE", "FG.RELEASE", "FG.EXTEND"
                  "FG.FORCEUNLOCK", "FG.LOCKINFO", "FG.FENCE", "FG.FSET", "FG.FGET",
                  "FG.MLOCK", "FG.MUNLOCK", "FG.UNWAIT"}
 COUNTED_KEYS = {"FG.MLOCK", "FG.MUNLOCK", "FG.UNWAIT"}  # numkeys key [key ...]
+BLOOM_COMMANDS = {"BF.RESERVE", "BF.ADD", "BF.MADD", "BF.INSERT", "BF.EXISTS", "BF.MEXISTS",
+                  "BF.INFO", "BF.CARD"}
 
 
-def lock_script_sha():
-    with open(os.path.join(SCRIPTS, "lock.lua"), "rb") as f:
+def script_sha(family):
+    with open(os.path.join(SCRIPTS, family + ".lua"), "rb") as f:
         return hashlib.sha1(f.read()).hexdigest()
 
 
+def lock_script_sha():
+    return script_sha("lock")
+
+
+def family_of(args):
+    """The family whose script runs a test's own command: lock, bloom, or
+    None (sent as it is)."""
+    name = str(args[0]).upper() if args else ""
+    return "lock" if name in LOCK_COMMANDS else "bloom" if name in BLOOM_COMMANDS else None
+
+
 def lock_script_form(args):
-    """A lock command as the library sends it to a server without the
-    module (scripts.c): EVALSHA <lock.lua> <keys> <the rest in order>."""
+    """A lock or Bloom command as the library sends it to a server without
+    the module (scripts.c): EVALSHA <its script> <keys> <the rest in
+    order>."""
     name = str(args[0]).upper()
     if name in COUNTED_KEYS:
         n = int(args[1]) if str(args[1]).isdigit() else 0
         keys, rest = list(args[2:2 + n]), [args[0], args[1], *args[2 + n:]]
     else:
         keys, rest = list(args[1:2]), [args[0], *args[2:]]
-    return ["EVALSHA", lock_script_sha(), len(keys), *keys, *rest]
+    return ["EVALSHA", script_sha(family_of(args)), len(keys), *keys, *rest]
 
 
 class ScriptRedis(redis.Redis):
-    """redis-py whose FG.* lock commands run as lock.lua (the script must
-    be loaded: a Target's stock nodes have it)."""
+    """redis-py whose FG.* lock commands and BF.* commands run as lock.lua
+    and bloom.lua (the scripts must be loaded: a Target's stock nodes have
+    them)."""
 
     def execute_command(self, *args, **options):
-        if not args or str(args[0]).upper() not in LOCK_COMMANDS:
+        family = family_of(args)
+        if family is None:
             return super().execute_command(*args, **options)
         form = lock_script_form(args)
         try:
             return super().execute_command(*form, **options)
         except redis.exceptions.NoScriptError:  # a restarted server: as the library does
-            with open(os.path.join(SCRIPTS, "lock.lua")) as f:
+            with open(os.path.join(SCRIPTS, family + ".lua")) as f:
                 return super().execute_command("EVAL", f.read(), *form[2:], **options)
 
 
 def script_client(node, **kw):
-    """A client of a harness Server whose lock commands run as scripts
-    when it has no module (its own commands otherwise)."""
+    """A client of a harness Server whose lock and Bloom commands run as
+    scripts when it has no module (its own commands otherwise)."""
     if node.module:
         return node.client(**kw)
     c = ScriptRedis(host="127.0.0.1", port=node.port, **kw)

@@ -11,6 +11,7 @@ Public API (kept stable, other test files import it):
         usable as a context manager
     wait_for(predicate, timeout=10, interval=0.02)
     wait_replica_synced(master_client, replica_client, timeout=30)
+    commandstats(server)
     stop_all()
     rdb_version()
 """
@@ -305,6 +306,15 @@ def _info_field(info_text, name):
         if line.startswith(name + ":"):
             return line.split(":", 1)[1].strip()
     return None
+
+
+def commandstats(server):
+    """{command: calls} from INFO commandstats (names as the server gives them)."""
+    c = server.client()
+    try:
+        return {k[len("cmdstat_"):]: v["calls"] for k, v in c.info("commandstats").items()}
+    finally:
+        c.close()
 
 
 def wait_replica_synced(master_client, replica_client, timeout=30):

@@ -27,8 +27,11 @@ FUNCTIONS = sorted(["fg_token", "fg_leaky", "fg_gcra", "fg_fixed", "fg_sliding",
                     "fg_lock", "fg_unlock", "fg_acquire", "fg_release", "fg_extend",
                     "fg_forceunlock", "fg_lockinfo", "fg_mlock", "fg_munlock", "fg_unwait",
                     "fg_fence", "fg_fset", "fg_fget",
-                    "fg_uvcreate", "fg_uvadd", "fg_uvaddat", "fg_uvcount", "fg_uvexport"])
-READ_ONLY = {"fg_peek", "fg_inspect", "fg_lockinfo"}
+                    "fg_uvcreate", "fg_uvadd", "fg_uvaddat", "fg_uvcount", "fg_uvexport",
+                    "bf_reserve", "bf_add", "bf_madd", "bf_insert", "bf_exists", "bf_mexists",
+                    "bf_info", "bf_card"])
+READ_ONLY = {"fg_peek", "fg_inspect", "fg_lockinfo", "bf_exists", "bf_mexists", "bf_info",
+             "bf_card"}
 T0 = 1_700_000_000_000_000  # an explicit instant, unix us
 
 

@@ -3,7 +3,12 @@ with the module: the same answers as mem: on the same sequences (a scripted
 one with exact values, and random differential runs), the server's own
 replies through a raw connection for the same commands, binary items, error
 mapping, BF.MADD/BF.MEXISTS in one round trip, unix sockets, a 3-master
-cluster, and I/O failures.
+cluster, and I/O failures. On a stock server and cluster (bloom.lua,
+docs/scripts.md "Bloom filters") the scripted sequence's determined
+answers, and the tests of the server's words, mapping, binary items and
+round trips; mem:'s exact twins (the differential runs, fg_filter) are the
+module's layout only. A server with BF.* of its own keeps them, also under
+?backend=script.
 
 The C program is tests/client/bloom_client.c (a line protocol and a
 differential mode, see its top comment); it is built when missing.
@@ -16,7 +21,8 @@ import subprocess
 import pytest
 import redis
 
-from harness import RawClient, RespError, Server, wait_for
+import backends
+from harness import RawClient, RespError, Server, commandstats, wait_for
 from test_client import program
 from topology import Cluster
 
@@ -57,8 +63,16 @@ def url(server):
     return "redis://127.0.0.1:%d" % server.port
 
 
-def raw(port, *argv):
-    """The server's reply as the wire gives it (errors verbatim)."""
+@pytest.fixture(params=backends.BACKENDS)
+def target(request):
+    return backends.of_param(request, flush_session=True)
+
+
+def raw(port, *argv, script=False):
+    """The server's reply as the wire gives it (errors verbatim); script:
+    sent as the library sends it to a server without the module."""
+    if script:
+        argv = backends.lock_script_form(argv)
     with RawClient(port) as rc:
         rc.sock.sendall(rc.encode(argv))
         try:
@@ -138,6 +152,38 @@ def test_same_answers_as_mem(r, server):
     assert r.exists("huge") == 0
 
 
+# The lines of SCRIPT whose answers a false positive could change: what
+# stays determined in them.
+PROBABILISTIC = {
+    "madd k a b c d e f g h i j":
+        r"err invalid added=[01](,[01]){9} ERR non scaling filter is full",
+    "madd auto 0x 0x00 0x0000 0x 0x01": r"ok [01] [01] [01] 0 [01]",
+}
+
+
+@pytest.mark.parametrize("kind", backends.STOCK)
+def test_stock_backends_answer_as_the_module(r, server, kind):
+    """The scripted sequence over bloom.lua: every answer that no false
+    positive can change is the module's; the others keep what is
+    determined in them (5 adds before the full filter's refusal, a
+    repeated item's 0)."""
+    stock = backends.target(kind)
+    module, scripts = BloomClient(url(server)), BloomClient(stock.url)
+    try:
+        for line, expected in SCRIPT:
+            got, theirs = scripts(line), module(line)
+            if line in PROBABILISTIC:
+                assert re.fullmatch(PROBABILISTIC[line], got), line
+                assert not line.startswith("madd k") or got.count("1") == 5
+            elif expected is not None:
+                assert got == expected == theirs, line[:60]
+            elif line.startswith("madd deep"):  # the 65th level, after whichever adds
+                assert got.endswith(" ERR problem inserting into filter")
+    finally:
+        module.close()
+        scripts.close()
+
+
 def differential(target, seed, ops):
     """Runs bloom_client diff; the counts of the paths it went through."""
     out = subprocess.run([program("bloom_client"), "diff", target, str(seed), str(ops)],
@@ -173,25 +219,31 @@ def reserve_argv(key, error, capacity, expansion):
     return argv + (["NONSCALING"] if expansion == "0" else ["EXPANSION", expansion])
 
 
-def test_refused_options_have_the_servers_message(r, server):
-    c = BloomClient(url(server))
+def test_refused_options_have_the_servers_message(target):
+    c = BloomClient(target.url)
     try:
         before = c.round_trips()
         for error, capacity, expansion in BAD_OPTIONS:
             answer = c("reserve k %s %s %s" % (error, capacity, expansion))
-            reply = raw(server.port, *reserve_argv("k", error, capacity, expansion))
+            reply = raw(target.owner("k").port, *reserve_argv("k", error, capacity, expansion),
+                        script=not target.module)
             assert isinstance(reply, RespError), (error, capacity, expansion, reply)
             assert answer == "err invalid " + str(reply), (error, capacity, expansion)
         assert c.round_trips() == before  # refused in the client
-        assert r.exists("k") == 0
+        assert target.client().exists("k") == 0
     finally:
         c.close()
 
 
-def test_error_mapping(r, server):
+@pytest.mark.parametrize("target", backends.BACKENDS[:2], indirect=True)
+def test_error_mapping(target):
+    r = target.client()
     r.set("str", "v")
-    r.execute_command("FG.TOKEN", "limit", 10, 2)
-    c = BloomClient(url(server))
+    if target.module:
+        r.execute_command("FG.TOKEN", "limit", 10, 2)
+    else:
+        r.evalsha(backends.script_sha("ratelimit"), 1, "limit", "FG.TOKEN", 10, 2)
+    c = BloomClient(target.url)
     try:
         message = "WRONGTYPE Operation against a key holding the wrong kind of value"
         wrongtype = "err wrongtype " + message
@@ -207,8 +259,10 @@ def test_error_mapping(r, server):
         c.close()
 
 
-def test_binary_items_reach_the_server_intact(r, server):
-    c = BloomClient(url(server))
+@pytest.mark.parametrize("target", backends.BACKENDS[:2], indirect=True)
+def test_binary_items_reach_the_server_intact(target):
+    r = backends.script_client(target.server)
+    c = BloomClient(target.url)
     try:
         assert c("add bin 0x00ff00") == "ok 1"
         assert c("madd bin 0x 0x0d0a 0x20") == "ok 1 1 1"
@@ -222,12 +276,16 @@ def test_binary_items_reach_the_server_intact(r, server):
     assert r.execute_command("BF.INFO", "bin", "ITEMS") == [4]
 
 
-def test_multi_item_calls_take_one_round_trip(r, server):
+def test_multi_item_calls_take_one_round_trip(target):
+    r = backends.script_client(target.owner("rt"))
     items = words("rt", 100)
-    c = BloomClient(url(server))
+    c = BloomClient(target.url)
     try:
         before = c.round_trips()
-        assert c("madd rt " + " ".join(items)) == "ok" + " 1" * 100
+        added = c("madd rt " + " ".join(items)).split()
+        assert added[0] == "ok" and len(added) == 101
+        if target.module:  # the script's false positives are others
+            assert added == ["ok"] + ["1"] * 100
         assert c.round_trips() == before + 1
         assert c("mexists rt " + " ".join(items)) == "ok" + " 1" * 100
         assert c.round_trips() == before + 2
@@ -236,19 +294,21 @@ def test_multi_item_calls_take_one_round_trip(r, server):
         c.close()
     assert r.execute_command("BF.MEXISTS", "rt", *items) == [1] * 100
     assert card == "ok %d" % r.execute_command("BF.CARD", "rt")
-    assert r.execute_command("BF.INFO", "rt", "ITEMS") == [100]
+    assert r.execute_command("BF.INFO", "rt", "ITEMS") == [added.count("1")]
 
 
-def test_madd_stops_where_the_server_stops(r, server):
+@pytest.mark.parametrize("target", backends.BACKENDS[:2], indirect=True)
+def test_madd_stops_where_the_server_stops(target):
     """A non-scaling filter that fills up in the second command of a call
     sent as several: the client's answer is the single command's."""
+    r, script = backends.script_client(target.server), not target.module
     items = words("s", 20)
     for key in ("half", "raw"):
-        assert raw(server.port, "BF.RESERVE", key, "0.001", 12, "NONSCALING") == b"OK"
-    reply = raw(server.port, "BF.MADD", "raw", *items)
+        assert raw(target.port, "BF.RESERVE", key, "0.001", 12, "NONSCALING", script=script) == b"OK"
+    reply = raw(target.port, "BF.MADD", "raw", *items, script=script)
     assert reply[:12] == [1] * 12 and len(reply) == 13
     assert str(reply[12]) == "ERR non scaling filter is full"
-    c = BloomClient(url(server))
+    c = BloomClient(target.url)
     try:
         assert c("madd half " + " ".join(items)) == \
             "err invalid added=" + ",".join(["1"] * 12 + ["0"] * 8) + \
@@ -301,14 +361,62 @@ def test_unreachable_server_is_an_io_error():
         s.stop()
 
 
-def test_server_without_the_module():
+def test_server_without_the_module_told_to_use_it():
     s = Server(module=False).start()
-    c = BloomClient(url(s))
+    c = BloomClient(url(s) + "?backend=module")
     try:
         assert c("add k a").startswith("err protocol ERR unknown command")
         assert c("madd k a b").startswith("err protocol added=0,0 ERR unknown command")
     finally:
         c.close()
+        s.stop()
+
+
+def app_user(server, acl):
+    """The URL's user part: none, or a user that may run anything but
+    COMMAND (so the library probes)."""
+    if not acl:
+        return ""
+    c = server.client()
+    c.execute_command("ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-command")
+    c.close()
+    return "app:pw@"
+
+
+@pytest.mark.parametrize("acl", [False, True])
+def test_a_server_with_bf_of_its_own_keeps_them_under_backend_script(acl):
+    """The module's BF.* are RedisBloom's commands: a connection told to
+    speak scripts still sends BF.* as they are to a server that has them
+    (COMMAND INFO BF.ADD, or an empty BF.ADD where COMMAND is refused),
+    and its rate limits as scripts."""
+    s = Server().start()
+    try:
+        auth = app_user(s, acl)
+        c = BloomClient("redis://%s127.0.0.1:%d?backend=script" % (auth, s.port))
+        assert c("reserve own 0.01 10 2") == "ok"
+        assert c("madd own a b") == "ok 1 1"
+        assert c("mexists own a b z") == "ok 1 1 0"
+        c.close()
+        calls = commandstats(s)
+        assert "evalsha" not in calls and "eval" not in calls
+        assert calls["bf.madd"] == 1 and calls["bf.reserve"] == 1
+        assert s.client().type("own") == b"fg-bloomf"  # the server's own filter
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("acl", [False, True])
+def test_a_stock_server_runs_the_script(acl):
+    s = Server(module=False).start()
+    try:
+        auth = app_user(s, acl)
+        c = BloomClient("redis://%s127.0.0.1:%d" % (auth, s.port))
+        assert c("madd st a b") == "ok 1 1"
+        assert c("mexists st a b z") == "ok 1 1 0"
+        c.close()
+        assert s.client().type("st") == b"string"  # bloom.lua's filter
+        assert "evalsha" in commandstats(s)
+    finally:
         s.stop()
 
 

@@ -26,7 +26,7 @@ import pytest
 import redis
 
 import floodgate
-from harness import REPO, Server, built_script, free_port, wait_for
+from harness import REPO, Server, built_script, commandstats, free_port, wait_for
 from test_async import AsyncClient
 from test_client import Driver, url
 from test_client_cluster import assert_on_owners, cluster_url
@@ -51,15 +51,6 @@ LIMITS = [("token 5 0.001", floodgate.token_bucket(5, 0.001)),
                                                    "sliding": "sliding_window",
                                                    "slidelog": "sliding_log"}[a])(5, 1000000))
           for a in WINDOWS]
-
-
-def commandstats(server):
-    """{command: calls} from INFO commandstats (names as the server gives them)."""
-    c = server.client()
-    try:
-        return {k[len("cmdstat_"):]: v["calls"] for k, v in c.info("commandstats").items()}
-    finally:
-        c.close()
 
 
 def fresh(server):

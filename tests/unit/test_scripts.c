@@ -39,6 +39,7 @@ static void test_embedded_scripts(void **state) {
     assert_null(fg_script_of_family("prelude"));
     assert_null(fg_script_of_family("base"));
     assert_non_null(fg_script_of_family("lock"));
+    assert_non_null(fg_script_of_family(FG_SCRIPT_BLOOM));
     assert_null(fg_script_of_family("functions"));
 }
 
@@ -86,7 +87,13 @@ static void test_script_form(void **state) {
     assert_string_equal(form("FG.INSPECT k", true), "EVAL <text> 1 k FG.INSPECT");
     assert_string_equal(form("fg.leaky k 5 1", false), "EVALSHA <sha> 1 k fg.leaky 5 1");
     /* Not the scripts': sent as they are. */
-    assert_string_equal(form("BF.ADD k x", false), "");
+    assert_string_equal(form("BF.DEBUG k", false), "");
+    /* bloom.lua's: the key moved, as a limit's (a server with BF.* of its
+     * own keeps them as they are: conn.c). */
+    assert_string_equal(form("BF.ADD k x", false), "EVALSHA <other sha> 1 k BF.ADD x");
+    assert_string_equal(form("BF.INSERT k CAPACITY 10 ITEMS a b", true),
+                        "EVAL <text> 1 k BF.INSERT CAPACITY 10 ITEMS a b");
+    assert_string_equal(form("bf.card k", false), "EVALSHA <other sha> 1 k bf.card");
     /* lock.lua's: one key, or numkeys keys, moved (numkeys stays). */
     assert_string_equal(form("FG.LOCK k o 1000 WAIT 5", false),
                         "EVALSHA <other sha> 1 k FG.LOCK o 1000 WAIT 5");

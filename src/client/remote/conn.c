@@ -23,6 +23,13 @@
  * commands of the round trip so answered go again as EVAL, in one more
  * round trip (fg_conn_resend_noscript), and the server caches the script
  * again.
+ *
+ * A server may have BF.* of its own without the module (RedisBloom, Redis
+ * 8's bundled Bloom, a managed Valkey's Bloom module): the same round trip
+ * asks (FG_BLOOM_ASK) unless the URL says module, and a connection that
+ * speaks scripts sends BF.* as they are to such a server, ?backend=script
+ * included: its filters are the server's own type, which the script could
+ * not read (WRONGTYPE), and its commands are faster.
  */
 #include "conn.h"
 
@@ -89,16 +96,17 @@ bool fg_reply_noscript(const redisReply *r) {
 }
 
 /* The commands of a fresh connection's set-up. */
-typedef enum setup_step { SETUP_AUTH, SETUP_SELECT, SETUP_ASK } setup_step;
+typedef enum setup_step { SETUP_AUTH, SETUP_SELECT, SETUP_ASK, SETUP_BLOOM } setup_step;
 
-static const char *const setup_names[] = {"AUTH", "SELECT", "COMMAND INFO"};
+static const char *const setup_names[] = {"AUTH", "SELECT", "COMMAND INFO", "COMMAND INFO"};
 
 /* A reply of the set-up: a refusal is not an I/O failure (the server is
- * there and said no). */
+ * there and said no). Whether BF.ADD is a command is told as whether
+ * FG.TOKEN is (*bloom MODULE: it is, SCRIPT: it is not). */
 static fg_code judge_setup(const fg_url *u, const redisReply *r, setup_step step,
-                           fg_dialect *dialect, fg_error *err) {
-    if (step == SETUP_ASK) {
-        *dialect = fg_dialect_of_ask(r);
+                           fg_dialect *dialect, fg_dialect *bloom, fg_error *err) {
+    if (step == SETUP_ASK || step == SETUP_BLOOM) {
+        *(step == SETUP_ASK ? dialect : bloom) = fg_dialect_of_ask(r);
         return FG_CODE_OK;
     }
     if (r->type != REDIS_REPLY_ERROR) return FG_CODE_OK;
@@ -106,8 +114,8 @@ static fg_code judge_setup(const fg_url *u, const redisReply *r, setup_step step
     return fg_set_error(err, FG_CODE_SERVER, "SELECT %d refused: %s", u->db, r->str);
 }
 
-/* Appends the set-up's commands: AUTH, SELECT, the question of the
- * dialect, those needed; returns how many. */
+/* Appends the set-up's commands: AUTH, SELECT, the questions of the
+ * dialect and of the server's own BF.*, those needed; returns how many. */
 static int append_setup(const fg_url *u, redisContext *ctx, setup_step *steps) {
     int n = 0, ok = REDIS_OK;
     if (u->has_password) {
@@ -123,15 +131,30 @@ static int append_setup(const fg_url *u, redisContext *ctx, setup_step *steps) {
         ok = redisAppendCommand(ctx, FG_DIALECT_ASK);
         steps[n++] = SETUP_ASK;
     }
+    if (ok == REDIS_OK && u->dialect != FG_DIALECT_MODULE) {
+        ok = redisAppendCommand(ctx, FG_BLOOM_ASK);
+        steps[n++] = SETUP_BLOOM;
+    }
     return ok == REDIS_OK ? n : -1;
 }
 
-/* AUTH, SELECT and the question of the dialect, in one round trip; the
- * first refusal is the answer. The probe only when COMMAND is refused. */
+/* Probes the server with a command that changes nothing (FG_DIALECT_PROBE,
+ * FG_BLOOM_PROBE): whether it is one, as fg_dialect_of_probe tells. */
+static fg_code probe(redisContext *ctx, const char *command, fg_dialect *out, fg_error *err) {
+    redisReply *r = redisCommand(ctx, command);
+    if (r == NULL) return fg_set_error(err, FG_CODE_IO, "%s: %s", command, ctx->errstr);
+    *out = fg_dialect_of_probe(r);
+    freeReplyObject(r);
+    return FG_CODE_OK;
+}
+
+/* AUTH, SELECT and the questions of the dialect and of BF.*, in one round
+ * trip; the first refusal is the answer. A probe only when COMMAND is
+ * refused, BF.ADD's only on a connection that speaks scripts. */
 static fg_code setup_connection(const fg_url *u, redisContext *ctx, fg_dialect *dialect,
-                                fg_error *err) {
-    setup_step steps[3];
-    redisReply *r[3];
+                                bool *own_bloom, fg_error *err) {
+    setup_step steps[4];
+    redisReply *r[4];
     int n = append_setup(u, ctx, steps);
     if (n < 0) return fg_set_error(err, FG_CODE_NOMEM, "out of memory");
     for (int i = 0; i < n; i++)
@@ -141,17 +164,17 @@ static fg_code setup_connection(const fg_url *u, redisContext *ctx, fg_dialect *
             return fg_set_error(err, FG_CODE_IO, "%s: %s", setup_names[steps[0]], ctx->errstr);
         }
     fg_code rc = FG_CODE_OK;
+    fg_dialect bloom = FG_DIALECT_AUTO;
     *dialect = u->dialect;
     for (int i = 0; i < n; i++) {
-        if (rc == FG_CODE_OK) rc = judge_setup(u, r[i], steps[i], dialect, err);
+        if (rc == FG_CODE_OK) rc = judge_setup(u, r[i], steps[i], dialect, &bloom, err);
         freeReplyObject(r[i]);
     }
-    if (rc == FG_CODE_OK && *dialect == FG_DIALECT_AUTO) {
-        redisReply *probe = redisCommand(ctx, FG_DIALECT_PROBE);
-        if (probe == NULL) return fg_set_error(err, FG_CODE_IO, "FG.TOKEN: %s", ctx->errstr);
-        *dialect = fg_dialect_of_probe(probe);
-        freeReplyObject(probe);
-    }
+    if (rc == FG_CODE_OK && *dialect == FG_DIALECT_AUTO)
+        rc = probe(ctx, FG_DIALECT_PROBE, dialect, err);
+    if (rc == FG_CODE_OK && *dialect == FG_DIALECT_SCRIPT && bloom == FG_DIALECT_AUTO)
+        rc = probe(ctx, FG_BLOOM_PROBE, &bloom, err);
+    *own_bloom = bloom == FG_DIALECT_MODULE;
     return rc;
 }
 
@@ -176,8 +199,9 @@ static fg_code open_connection(fg_conn *conn, const fg_url *u, const fg_conn_con
         return FG_CODE_IO;
     }
     fg_dialect dialect = FG_DIALECT_AUTO;
+    bool own_bloom = false;
     fg_code rc = redisSetTimeout(ctx, ms_to_timeval(cfg->command_timeout_ms)) == REDIS_OK
-                     ? setup_connection(u, ctx, &dialect, err)
+                     ? setup_connection(u, ctx, &dialect, &own_bloom, err)
                      : fg_set_error(err, FG_CODE_IO, "setting the timeout: %s", ctx->errstr);
     if (rc != FG_CODE_OK) {
         redisFree(ctx);
@@ -187,6 +211,7 @@ static fg_code open_connection(fg_conn *conn, const fg_url *u, const fg_conn_con
     conn->connected_once = true;
     conn->ctx = ctx;
     conn->dialect = dialect;
+    conn->own_bloom = own_bloom;
     return FG_CODE_OK;
 }
 
@@ -212,6 +237,7 @@ void fg_conn_close(fg_conn *conn) {
     if (conn->ctx != NULL) redisFree(conn->ctx);
     conn->ctx = NULL;
     conn->dialect = FG_DIALECT_AUTO; /* the next connection learns again */
+    conn->own_bloom = false;
 }
 
 fg_code fg_conn_set_timeout(fg_conn *conn, int64_t ms, fg_error *err) {
@@ -240,13 +266,21 @@ static args argv_args(const void *cmds, size_t i) {
     return (args){c->argc, c->argv, c->argvlen};
 }
 
+/* Whether a command that has a script goes as it is all the same: the
+ * server's own BF.*. */
+static bool servers_own(const fg_conn *conn, args a) {
+    const fg_script_route *rt;
+    return conn->own_bloom && fg_script_for(a.argc, a.argv, a.lens, &rt) != NULL &&
+           strcmp(rt->family, FG_SCRIPT_BLOOM) == 0;
+}
+
 /* Buffers a command, in its script form (EVALSHA, or EVAL) when the
  * connection speaks scripts and the command has one. */
 static fg_code append_args(fg_conn *conn, args a, bool eval, fg_error *err) {
     const char *sargv[FG_ARGV_MAX + FG_SCRIPT_EXTRA_ARGS];
     size_t slens[FG_ARGV_MAX + FG_SCRIPT_EXTRA_ARGS];
     char nkeys[FG_SCRIPT_NKEYS_MAX];
-    if (conn->dialect == FG_DIALECT_SCRIPT) {
+    if (conn->dialect == FG_DIALECT_SCRIPT && !servers_own(conn, a)) {
         int n = fg_script_args(a.argc, a.argv, a.lens, eval, sargv, slens, nkeys);
         if (n > 0) a = (args){n, sargv, slens};
     }

@@ -38,6 +38,12 @@
  * before ACLs), and never a change. */
 #define FG_DIALECT_ASK   "COMMAND INFO FG.TOKEN"
 #define FG_DIALECT_PROBE "FG.TOKEN"
+/* Whether the server has BF.* of its own (RedisBloom, Redis 8, Valkey's
+ * Bloom module, or the module's), asked the same two ways, in the same
+ * round trip: a connection that speaks scripts then sends BF.* as they
+ * are. */
+#define FG_BLOOM_ASK   "COMMAND INFO BF.ADD"
+#define FG_BLOOM_PROBE "BF.ADD"
 
 /* One command ready for hiredis, with the key it is routed by (a limit's
  * check; the lock calls use fg_argv). */
@@ -66,6 +72,7 @@ typedef struct fg_conn {
     char last_error[sizeof(((fg_error *)0)->message)];
     fg_code last_code;  /* and its code: a refused AUTH is not a lost server */
     fg_dialect dialect; /* while connected: MODULE or SCRIPT */
+    bool own_bloom;     /* while connected: the server has BF.* of its own */
 } fg_conn;
 
 /* A command of up to FG_ARGV_MAX arguments, numbers kept in its own

@@ -1,7 +1,8 @@
 /*
  * remote_bloom.c - the Bloom filters of a client of a server or cluster:
- * the module's BF.* commands on the client's shared connection, or routed
- * by key on a cluster (remote.c), items as binary-safe arguments. bloom.c
+ * BF.* commands on the client's shared connection, or routed by key on a
+ * cluster (remote.c), items as binary-safe arguments. The server's own
+ * BF.* answer them, or bloom.lua where it has none (conn.c). bloom.c
  * has checked the arguments, so a server only ever sees commands it
  * accepts.
  *

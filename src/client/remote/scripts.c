@@ -29,6 +29,7 @@
 #define LOCK(command)       {command, NULL, 1, 1, "lock", FG_KEYS_NAMED}
 #define LOCKS(command)      {command, NULL, 2, 0, "lock", FG_KEYS_COUNTED}
 #define UV(command)         {command, NULL, 1, 1, "uv", FG_KEYS_UV}
+#define BLOOM(command)      {command, NULL, 1, 1, FG_SCRIPT_BLOOM, FG_KEYS_NAMED}
 
 const fg_script_route fg_script_routes[] = {
     LIMIT("FG.TOKEN", 1),    LIMIT("FG.LEAKY", 1),   LIMIT("FG.GCRA", 1),
@@ -46,6 +47,10 @@ const fg_script_route fg_script_routes[] = {
     /* unique counters (uv.lua) */
     UV("FG.UVCREATE"),       UV("FG.UVADD"),         UV("FG.UVADDAT"),
     UV("FG.UVCOUNT"),        UV("FG.UVEXPORT"),
+    /* Bloom filters (bloom.lua), where the server has no BF.* of its own (conn.c) */
+    BLOOM("BF.RESERVE"),     BLOOM("BF.ADD"),        BLOOM("BF.MADD"),
+    BLOOM("BF.INSERT"),      BLOOM("BF.EXISTS"),     BLOOM("BF.MEXISTS"),
+    BLOOM("BF.INFO"),        BLOOM("BF.CARD"),
 };
 const size_t fg_nscript_routes = sizeof(fg_script_routes) / sizeof(fg_script_routes[0]);
 

@@ -69,6 +69,11 @@ typedef struct fg_script_route {
     fg_script_keys keys;
 } fg_script_route;
 
+/* The family of the Bloom filters' commands (BF.*), which a connection to
+ * a server with BF.* of its own (RedisBloom, Redis 8, Valkey's Bloom
+ * module) sends as they are, whatever its dialect (conn.c). */
+#define FG_SCRIPT_BLOOM "bloom"
+
 /* A policy's three keys. */
 #define FG_POLICY_KEYS 3
 #define FG_POLICY_KEY_MAX (sizeof("fg:policy:{}:allow") + 64)
