@@ -13,8 +13,9 @@
 --                    token given on this key, the last waiter's number (the
 --                    queue's order); written only when it changes
 --   h<owner>         a hold: "<mode> <count> <expires_us> <token> <grant> <handed>"
---   w<owner>         a waiter: "<seq> <mode> <count> <lease_us> <alive_until_us>
---                    <since_us> <nkeys> <reentrant> <cap>"
+--   w<owner>         a waiter: "<seq> <alive_until_us> <mode> <count> <lease_us>
+--                    <since_us> <nkeys> <reentrant> <cap>", read as far as its
+--                    first two until a call needs the rest (M.full)
 --
 -- The key expires when its last lease and its last waiter's stay end, so
 -- an abandoned lock goes by itself. A call reads the whole hash, so it
@@ -156,7 +157,7 @@ function M.holder_text(h)
 end
 
 function M.waiter_text(w)
-    return string.format('%d %s %d %d %d %d %d %d %d', w.seq, w.mode, w.count, w.lease, w.alive,
+    return string.format('%d %d %s %d %d %d %d %d %d', w.seq, w.alive, w.mode, w.count, w.lease,
                          w.since, w.nkeys, w.reentrant and 1 or 0, w.cap)
 end
 
@@ -178,13 +179,8 @@ function M.load(key, kind)
             s.nholders = s.nholders + 1
             if s.holders[owner].grant > s.grants then s.grants = s.holders[owner].grant end
         elseif tag == 'w' then
-            local seq, mode, count, lease, alive, since, nkeys, reentrant, cap =
-                string.match(v, '^(%d+) (%a) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d+)$')
-            s.waiters[owner] = {owner = owner, seq = tonumber(seq), mode = mode,
-                                count = tonumber(count), lease = tonumber(lease),
-                                alive = tonumber(alive), since = tonumber(since),
-                                nkeys = tonumber(nkeys), reentrant = reentrant == '1',
-                                cap = tonumber(cap)}
+            local seq, alive = string.match(v, '^(%d+) (%d+)')
+            s.waiters[owner] = {owner = owner, seq = tonumber(seq), alive = tonumber(alive), raw = v}
             s.nwaiters = s.nwaiters + 1
         elseif f == 'm' then
             local kind, cap, token, seq = string.match(v, '^(%a+) (%d+) (%d+) (%d+)$')
@@ -381,9 +377,33 @@ M.publish_command = (redis.REDIS_VERSION_NUM or 0) >= 0x070000 and 'SPUBLISH' or
 
 function M.tell(s, message) redis.call(M.publish_command, s.key, message) end
 
+-- A waiter with all its fields: parsing the rest of each waiter would be
+-- most of a call's time on a long queue, and a call needs it for the head
+-- and its own entry only.
+function M.full(w)
+    if w.raw then
+        local mode, count, lease, since, nkeys, reentrant, cap =
+            string.match(w.raw, '^%d+ %d+ (%a) (%d+) (%d+) (%d+) (%d+) (%d) (%d+)$')
+        w.mode, w.count, w.lease, w.since = mode, tonumber(count), tonumber(lease), tonumber(since)
+        w.nkeys, w.reentrant, w.cap, w.raw = tonumber(nkeys), reentrant == '1', tonumber(cap), nil
+    end
+    return w
+end
+
 function M.request_of(s, w)
+    M.full(w)
     return {kind = s.kind, mode = w.mode, owner = w.owner, count = w.count, cap = w.cap,
             lease = w.lease, reentrant = w.reentrant}
+end
+
+-- The first waiter: one pass, where sorting the queue would cost a call
+-- most of its time when it is long (and most calls stop at the head).
+function M.head(s)
+    local first
+    for _, w in pairs(s.waiters) do
+        if first == nil or w.seq < first.seq then first = w end
+    end
+    return first
 end
 
 -- Grants the single-key waiters at the head of the queue that now fit, in
@@ -391,8 +411,8 @@ end
 -- and tells each; a multi-key waiter at the head that fits here is told to
 -- try (t_lock.c's serve).
 function M.serve(s, now)
-    if s.nwaiters == 0 then return end
-    for _, w in ipairs(M.in_order(s.waiters, 'seq')) do
+    while s.nwaiters > 0 do
+        local w = M.head(s)
         local r = M.request_of(s, w)
         local d = M.decide(s, r, now, false)
         if d.outcome == 'busy' then return end
@@ -425,6 +445,7 @@ end
 -- Joins the queue, or keeps the place held, for `stay` us from now.
 function M.enqueue(s, r, stay, now, nkeys)
     local w = s.waiters[r.owner]
+    if w then M.full(w) end
     if w == nil then
         if s.nholders + s.nwaiters >= M.MAX_ENTRIES then return end
         s.seq = s.seq + 1
@@ -594,6 +615,7 @@ commands['FG.LOCKINFO'] = function(keys, argv, i)
         end
     end
     for _, w in ipairs(M.in_order(s.waiters, 'seq')) do
+        M.full(w)
         if w.alive > now then
             waiters[#waiters + 1] = {w.owner, w.mode == 's' and 'shared' or 'exclusive', w.count,
                                      math.floor((now - w.since) / 1000)}
