@@ -87,9 +87,8 @@ static int check_module(redisContext *s, finding_list *f) {
     long long v = module_version(r);
     freeReplyObject(r);
     if (v < 0) {
-        finding(f, "note", "no module: libfloodgate runs the rate limits and policies as "
-                "server scripts (docs/scripts.md); locks, semaphores, Bloom filters and unique "
-                "counts need floodgate.so%s%s", "", "");
+        finding(f, "note", "no module: libfloodgate runs every family as server scripts "
+                "(docs/scripts.md: what differs there)%s%s", "", "");
         return 1;
     }
     snprintf(version, sizeof(version), "%lld.%lld.%lld", v / 10000, v / 100 % 100, v % 100);
