@@ -428,19 +428,24 @@ static fg_code claim(channel *ch, const request *q, fg_lock_grant *out, fg_error
     return exchange_grant(ch, &cmd, out, err);
 }
 
+/* One command answered by an integer, on ch. */
+static fg_code channel_integer(channel *ch, const fg_argv *cmd, int64_t *out, fg_error *err) {
+    redisReply *reply;
+    fg_code rc = channel_exchange(ch, cmd, 1, &reply, 0, err);
+    if (rc != FG_CODE_OK) return rc;
+    rc = parse_integer(reply, out, err, cmd->argv[0]);
+    freeReplyObject(reply);
+    return rc;
+}
+
 /* Leaves the queues after a wait that timed out. */
 static fg_code give_up(channel *ch, const request *q, fg_error *err) {
     fg_argv cmd;
     fg_argv_init(&cmd, "FG.UNWAIT");
     add_keys(&cmd, q->keys, q->nkeys);
     fg_argv_str(&cmd, q->owner);
-    redisReply *reply;
-    fg_code rc = channel_exchange(ch, &cmd, 1, &reply, 0, err);
-    if (rc != FG_CODE_OK) return rc;
-    int64_t left = 0;
-    rc = parse_integer(reply, &left, err, "FG.UNWAIT");
-    freeReplyObject(reply);
-    return rc;
+    int64_t left;
+    return channel_integer(ch, &cmd, &left, err);
 }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -582,13 +587,9 @@ static fg_code acquire(fg_locks *l, request *q, const fg_lock_options *o, fg_loc
 /* One command answered by an integer, on the shared connection. */
 static fg_code shared_integer(fg_locks *l, const fg_argv *cmd, int64_t *out, fg_error *err) {
     channel ch;
-    redisReply *reply;
     channel_open(&ch, l, false);
-    fg_code rc = channel_exchange(&ch, cmd, 1, &reply, 0, err);
+    fg_code rc = channel_integer(&ch, cmd, out, err);
     channel_close(&ch);
-    if (rc != FG_CODE_OK) return rc;
-    rc = parse_integer(reply, out, err, cmd->argv[0]);
-    freeReplyObject(reply);
     return rc;
 }
 
