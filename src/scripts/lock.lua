@@ -43,8 +43,10 @@
 -- A hold granted so is handed, not given: it lasts only as long as its
 -- waiter's stay, until the waiter claims it by asking again, which it does
 -- on the message with CLAIM (or at its next try, had it missed it), and
--- which gives the hold its lease. A CLAIM that comes too late answers
--- [0, 0, 0, 0] and changes nothing else: the waiter had its turn. So a waiter that died, whose stay has not ended yet,
+-- which gives the hold its lease. A CLAIM that finds no hold changes
+-- nothing: it answers [0, 0, 0, -1] while the owner is still queued (the
+-- message was not a hand-off: anyone may publish on the channel), and
+-- [0, 0, 0, 0] when it comes too late (the waiter's turn came and went). So a waiter that died, whose stay has not ended yet,
 -- keeps the lock no longer than that stay, not for a whole lease. One that
 -- gives up sends FG.UNWAIT, which takes it out of the queue and gives back
 -- a hold handed to it meanwhile.
@@ -487,8 +489,10 @@ function M.acquire(key, r, stay)
     local handed = M.claim(s, r, now)
     if handed then
         reply = M.grant_reply(handed, now)
-    elseif r.claim then -- too late: the hand-off's stay ended, it went on
-        reply = {0, 0, 0, 0}
+    elseif r.claim then
+        -- Still queued: nothing was handed to it (a message that was not
+        -- lock.lua's); else too late: the hand-off's stay ended, it went on.
+        reply = {0, 0, 0, s.waiters[r.owner] and -1 or 0}
     else
         local d = M.decide(s, r, now, M.queued_ahead(s, r.owner))
         if d.outcome == 'never' then

@@ -307,17 +307,16 @@ static void add_keys(fg_argv *cmd, const char *const *keys, size_t count) {
  * <owner>\n<why>" (refused). */
 typedef enum told { TOLD_NOTHING, TOLD_GRANTED, TOLD_ASK, TOLD_REFUSED } told;
 
-/* What a subscriber's reply tells `owner`; a grant's figures in *handed. */
-static told read_message(const redisReply *r, const char *owner, fg_lock_grant *handed,
-                         fg_error *err) {
+/* What a subscriber's reply tells `owner`. */
+static told read_message(const redisReply *r, const char *owner, fg_error *err) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[2]->type != REDIS_REPLY_STRING)
         return TOLD_NOTHING;
     const char *m = r->element[2]->str, *end = m + r->element[2]->len;
     size_t olen = strlen(owner);
-    if (m[0] == 'w' || m[0] == 'e') {
+    if ((m[0] == 'w' || m[0] == 'e') && end - m >= 2) {
         const char *who = m + 2, *stop = m[0] == 'e' ? memchr(who, '\n', (size_t)(end - who)) : end;
-        if (who > end || stop == NULL || (size_t)(stop - who) != olen || memcmp(who, owner, olen) != 0)
+        if (stop == NULL || (size_t)(stop - who) != olen || memcmp(who, owner, olen) != 0)
             return TOLD_NOTHING;
         if (m[0] == 'w') return TOLD_ASK;
         fg_set_error(err, FG_CODE_INVALID, "%.*s", (int)(end - stop - 1), stop + 1);
@@ -328,8 +327,6 @@ static told read_message(const redisReply *r, const char *owner, fg_lock_grant *
     if (m[0] != 'g' || sscanf(m, "g %lld %lld %lld %n", &token, &ttl, &count, &at) != 3 ||
         (size_t)(end - (m + at)) != olen || memcmp(m + at, owner, olen) != 0)
         return TOLD_NOTHING;
-    *handed = (fg_lock_grant){.acquired = true, .token = (uint64_t)token, .ttl_ms = ttl,
-                              .holds = count};
     return TOLD_GRANTED;
 }
 
@@ -452,8 +449,8 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* The messages for the request that come within timeout_ms (0: those
  * already here), up to the first that tells it something. */
-static told hear(fg_conn *sub, const request *q, int64_t timeout_ms, fg_lock_grant *handed,
-                 fg_code *rc, fg_error *err) {
+static told hear(fg_conn *sub, const request *q, int64_t timeout_ms, fg_code *rc,
+                 fg_error *err) {
     int64_t until = fg_monotonic_us() + timeout_ms * 1000;
     told t = TOLD_NOTHING;
     while (*rc == FG_CODE_OK && t == TOLD_NOTHING) {
@@ -461,7 +458,7 @@ static told hear(fg_conn *sub, const request *q, int64_t timeout_ms, fg_lock_gra
         redisReply *message = NULL;
         *rc = fg_conn_await(sub, &message, left_ms > 0 ? (int)left_ms : 0, err);
         if (message == NULL) break;
-        t = read_message(message, q->owner, handed, err);
+        t = read_message(message, q->owner, err);
         freeReplyObject(message);
     }
     if (t == TOLD_REFUSED) *rc = err != NULL ? err->code : FG_CODE_INVALID;
@@ -474,14 +471,14 @@ static told hear(fg_conn *sub, const request *q, int64_t timeout_ms, fg_lock_gra
  * A grant told by message is handed, not given (lock.lua): it lasts only
  * the waiter's stay, or its lease if shorter, until claimed, so the call
  * claims it at once and answers the claim's reply (a write of this
- * connection's too, for durable mode's WAIT). A claim that comes too late
- * (the process was stopped past the hand-off's lease) finds the hold gone,
- * as the module's client paused past its grant reads a grant whose lease
- * has ended: the call answers that grant, its time left counted from the
- * ask before it (0 when gone). So a waiter keeps its turn, and whether it
- * outlived its lease is fencing's to tell, as on the module. The messages
- * that came meanwhile are read before each ask: a process paused past its
- * nap must claim, not ask anew. */
+ * connection's too, for durable mode's WAIT). A message proves nothing
+ * (any client may publish on the channel): only the claim's reply grants.
+ * One that finds the owner still queued was no hand-off, and the wait goes
+ * on. One that comes too late (the process was stopped past the hand-off's
+ * lease) answers not acquired: the waiter's turn came and went, and it is
+ * not queued again behind those it was ahead of. The messages that came
+ * meanwhile are read before each ask: a process paused past its nap must
+ * claim, not ask anew. */
 static fg_code wait_by_script(channel *ch, const request *q, const fg_lock_options *o,
                               fg_lock_grant *out, int64_t *granted_us, fg_error *err) {
     fg_locks *l = ch->locks;
@@ -489,23 +486,19 @@ static fg_code wait_by_script(channel *ch, const request *q, const fg_lock_optio
     fg_conn sub = {0};
     size_t verb = 0;
     fg_code rc = subscribe(l, &sub, q, &verb, err);
-    fg_lock_grant handed = {0};
     told t = TOLD_NOTHING;
     *granted_us = fg_monotonic_us(); /* a hand-off follows the ask sent then */
     while (rc == FG_CODE_OK) {
-        if (t == TOLD_NOTHING) t = hear(&sub, q, 0, &handed, &rc, err);
+        if (t == TOLD_NOTHING) t = hear(&sub, q, 0, &rc, err);
         if (rc != FG_CODE_OK) break;
         int64_t sent_us = fg_monotonic_us();
         if (t == TOLD_GRANTED) {
+            t = TOLD_NOTHING;
             rc = claim(ch, q, out, err);
-            if (rc == FG_CODE_OK && out->acquired) {
-                *granted_us = sent_us;
-            } else if (rc == FG_CODE_OK) { /* too late */
-                int64_t since_ms = (sent_us - *granted_us) / 1000;
-                *out = handed;
-                out->ttl_ms = handed.ttl_ms > since_ms ? handed.ttl_ms - since_ms : 0;
+            if (rc != FG_CODE_OK || out->holds != -1) { /* granted, or too late */
+                if (out->acquired) *granted_us = sent_us;
+                break;
             }
-            break;
         }
         int64_t left_ms = deadline == INT64_MAX ? INT64_MAX : (deadline - sent_us) / 1000;
         int64_t nap_ms = min64(RECHECK_MS, left_ms > 0 ? left_ms : 0);
@@ -518,7 +511,7 @@ static fg_code wait_by_script(channel *ch, const request *q, const fg_lock_optio
             break;
         }
         if (out->ttl_ms > 0) nap_ms = min64(nap_ms, out->ttl_ms); /* a lease in the way ends */
-        t = hear(&sub, q, nap_ms, &handed, &rc, err);
+        t = hear(&sub, q, nap_ms, &rc, err);
     }
     if (rc != FG_CODE_OK) *out = (fg_lock_grant){0};
     unsubscribe(l, &sub, verb);
